@@ -1,0 +1,29 @@
+# Front door. Every target first makes sure the Debian packages are there.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+
+.PHONY: deps configure build test bench demo clean format
+
+deps:
+	@bash deploy/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900 -j 1
+
+bench: build
+	@bash bench/run.sh $(BUILD_DIR)
+
+demo: build
+	@bash deploy/demo.sh $(BUILD_DIR)
+
+format:
+	@clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	@rm -rf $(BUILD_DIR)

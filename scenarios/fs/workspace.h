@@ -1,0 +1,66 @@
+#pragma once
+// Where a scenario runs: a private mount namespace and temp folder (the sandbox),
+// and the file system under test inside it (the workspace).
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace leapfrog::fs {
+
+// Thrown when the file system under test cannot be set up (not root, no FUSE,
+// mkfs missing, bad --dir). The message says what was wanted.
+class SetupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class FsKind { Tmpfs, Ext4, Xfs, Btrfs, FuseCached, FuseDirect, UserDir };
+
+// Parses "tmpfs", "ext4", "xfs", "btrfs", "fuse-cached", "fuse-direct".
+// Throws SetupError naming the accepted values.
+FsKind parse_fs_kind(const std::string& name);
+const char* to_string(FsKind kind);
+
+struct FsSpec {
+  FsKind kind = FsKind::Tmpfs;
+  std::string user_dir;       // UserDir only: an existing directory to run inside
+  double fuse_timeout_s = 1;  // FuseCached: attr_timeout and entry_timeout
+};
+
+// Runs `body` in a forked child that has its own mount namespace (all mounts
+// private) and a fresh tmpfs work folder (mode 0755) under /tmp. The parent waits,
+// forwards SIGINT/SIGTERM, and removes the folder when the child ends, however it
+// ends. Returns the child's exit status (128+signal if it was killed).
+// Requires root; throws SetupError otherwise.
+int run_sandboxed(const std::function<int(const std::string& workdir)>& body);
+
+// The file system under test, mounted inside the sandbox's work folder.
+// Mutators change the tree under mutate_root(); observers look up under
+// lookup_root(). They are the same folder except for the FUSE kinds, where
+// mutate_root() is the backing tree and lookup_root() the FUSE mount over it.
+class Workspace {
+ public:
+  virtual ~Workspace() = default;
+  // Folder where mutators create and change the tree (mode 0755).
+  virtual const std::string& mutate_root() const = 0;
+  // Folder where observers look up the same tree (mode 0755).
+  virtual const std::string& lookup_root() const = 0;
+  // st_dev of lookup_root().
+  virtual dev_t lookup_dev() const = 0;
+  // True when mutate_root() and lookup_root() differ (FUSE).
+  virtual bool two_views() const = 0;
+  // Kind name for reports: "tmpfs", "ext4", ..., "dir".
+  virtual std::string name() const = 0;
+};
+
+// Mounts the file system of `spec` under `workdir` (which must be inside a
+// sandbox, see run_sandboxed) and returns it. The destructor unmounts it, stops
+// any FUSE daemon, and for UserDir removes the run's subfolder.
+// Throws SetupError with a clear reason.
+std::unique_ptr<Workspace> provision(const FsSpec& spec, const std::string& workdir);
+
+}  // namespace leapfrog::fs

@@ -1,0 +1,492 @@
+// Real mounts, real syscalls; runs as root. Every mount happens inside a
+// run_sandboxed child, which reports each failed check as its own exit code
+// (and a line on stderr), so the gtest process only compares exit statuses.
+
+#include "scenarios/fs/workspace.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace leapfrog::fs {
+namespace {
+
+constexpr uid_t kObserver = 65534;
+
+// Inside a sandbox body: on failure print the check and return `code`.
+#define SANDBOX_CHECK(cond, code)                                                        \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      std::fprintf(stderr, "check failed (exit %d) at line %d: %s [errno: %s]\n", code, \
+                   __LINE__, #cond, std::strerror(errno));                               \
+      return code;                                                                       \
+    }                                                                                    \
+  } while (0)
+
+// A small string the sandbox child can hand back to the test (the workdir).
+class SharedText {
+ public:
+  SharedText() {
+    mem_ = static_cast<char*>(
+        mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    if (mem_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+    mem_[0] = '\0';
+  }
+  ~SharedText() { munmap(mem_, kSize); }
+  void set(const std::string& s) { std::snprintf(mem_, kSize, "%s", s.c_str()); }
+  std::string get() const { return mem_; }
+
+ private:
+  static constexpr size_t kSize = 4096;
+  char* mem_;
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Mount points (field 5 of mountinfo) of the calling process.
+std::vector<std::string> mount_points() {
+  std::vector<std::string> points;
+  for (const auto& line : read_lines("/proc/self/mountinfo")) {
+    size_t pos = 0;
+    for (int field = 0; field < 4 && pos != std::string::npos; ++field) {
+      pos = line.find(' ', pos);
+      if (pos != std::string::npos) ++pos;
+    }
+    if (pos == std::string::npos) continue;
+    points.push_back(line.substr(pos, line.find(' ', pos) - pos));
+  }
+  return points;
+}
+
+bool mounted_below(const std::string& dir) {
+  for (const auto& point : mount_points()) {
+    if (point.rfind(dir + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Loop devices whose backing file lies under `dir`.
+std::vector<std::string> loops_backed_by(const std::string& dir) {
+  std::vector<std::string> found;
+  DIR* block = opendir("/sys/block");
+  if (block == nullptr) return found;
+  while (dirent* entry = readdir(block)) {
+    std::string name = entry->d_name;
+    if (name.rfind("loop", 0) != 0) continue;
+    auto lines = read_lines("/sys/block/" + name + "/loop/backing_file");
+    if (!lines.empty() && lines[0].find(dir) != std::string::npos) {
+      found.push_back(name + " -> " + lines[0]);
+    }
+  }
+  closedir(block);
+  return found;
+}
+
+// errno of stat(path) done by a child as uid/gid 65534 (0 on success).
+int observer_stat(const std::string& path) {
+  pid_t pid = fork();
+  if (pid < 0) return 250;
+  if (pid == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(kObserver, kObserver, kObserver) != 0 ||
+        setresuid(kObserver, kObserver, kObserver) != 0) {
+      _exit(251);
+    }
+    struct stat st;
+    _exit(stat(path.c_str(), &st) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 252;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  return close(fd) == 0 && ok;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+// Sets a POSIX access ACL on `path` that denies uid 65534 everything while the
+// mode bits (r-x for group and others) would allow it. Raw xattr format.
+bool deny_observer_by_acl(const std::string& path) {
+  struct Entry {
+    uint16_t tag;
+    uint16_t perm;
+    uint32_t id;
+  };
+  constexpr uint32_t kUndefined = UINT32_MAX;
+  struct {
+    uint32_t version = 2;
+    Entry entries[5] = {
+        {0x01, 7, kUndefined},  // ACL_USER_OBJ rwx
+        {0x02, 0, kObserver},   // ACL_USER 65534 ---
+        {0x04, 5, kUndefined},  // ACL_GROUP_OBJ r-x
+        {0x10, 5, kUndefined},  // ACL_MASK r-x
+        {0x20, 5, kUndefined},  // ACL_OTHER r-x
+    };
+  } acl;
+  return setxattr(path.c_str(), "system.posix_acl_access", &acl, sizeof acl, 0) == 0;
+}
+
+bool is_fuse(const std::string& kind) { return kind.rfind("fuse", 0) == 0; }
+
+class ProvisionTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ProvisionTest, TreeIsVisibleThroughLookupRoot) {
+  const std::string kind = GetParam();
+  int status = run_sandboxed([&](const std::string& workdir) {
+    FsSpec spec;
+    spec.kind = parse_fs_kind(kind);
+    auto ws = provision(spec, workdir);
+    const std::string m = ws->mutate_root();
+    const std::string l = ws->lookup_root();
+    SANDBOX_CHECK(ws->name() == kind, 10);
+    SANDBOX_CHECK(ws->two_views() == is_fuse(kind), 11);
+    SANDBOX_CHECK((m != l) == is_fuse(kind), 12);
+
+    struct stat root_m, root_l, parent;
+    SANDBOX_CHECK(stat(m.c_str(), &root_m) == 0 && stat(l.c_str(), &root_l) == 0, 13);
+    SANDBOX_CHECK((root_m.st_mode & 07777) == 0755 && (root_l.st_mode & 07777) == 0755, 14);
+    SANDBOX_CHECK(root_l.st_dev == ws->lookup_dev(), 15);
+    SANDBOX_CHECK(stat((workdir + "/..").c_str(), &parent) == 0, 16);
+    SANDBOX_CHECK(ws->lookup_dev() != parent.st_dev, 17);
+
+    SANDBOX_CHECK(mkdir((m + "/d").c_str(), 0755) == 0, 20);
+    SANDBOX_CHECK(write_file(m + "/d/f", "tag-1"), 21);
+    struct stat st_m, st_l;
+    SANDBOX_CHECK(stat((m + "/d/f").c_str(), &st_m) == 0, 22);
+    SANDBOX_CHECK(stat((l + "/d/f").c_str(), &st_l) == 0, 23);
+    SANDBOX_CHECK(st_m.st_ino == st_l.st_ino, 24);
+    SANDBOX_CHECK(st_l.st_dev == ws->lookup_dev(), 25);
+    SANDBOX_CHECK(read_file(l + "/d/f") == "tag-1", 26);
+    SANDBOX_CHECK(observer_stat(l + "/d/f") == 0, 27);
+
+    // The kernel enforces ACLs set on the mutate side, also through FUSE.
+    SANDBOX_CHECK(mkdir((m + "/acl").c_str(), 0755) == 0, 30);
+    SANDBOX_CHECK(write_file(m + "/acl/f", "tag-2"), 31);
+    SANDBOX_CHECK(deny_observer_by_acl(m + "/acl"), 32);
+    SANDBOX_CHECK(observer_stat(l + "/acl/f") == EACCES, 33);
+
+    // RENAME_EXCHANGE through the lookup root reaches the mutate side.
+    SANDBOX_CHECK(mkdir((l + "/x").c_str(), 0755) == 0, 40);
+    SANDBOX_CHECK(renameat2(AT_FDCWD, (l + "/d").c_str(), AT_FDCWD, (l + "/x").c_str(),
+                            RENAME_EXCHANGE) == 0,
+                  41);
+    SANDBOX_CHECK(read_file(m + "/x/f") == "tag-1", 42);
+    SANDBOX_CHECK(access((m + "/d/f").c_str(), F_OK) != 0 && errno == ENOENT, 43);
+
+    ws.reset();
+    SANDBOX_CHECK(!mounted_below(workdir), 50);
+    return 0;
+  });
+  EXPECT_EQ(status, 0) << "kind " << kind;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, ProvisionTest,
+                         ::testing::Values("tmpfs", "ext4", "xfs", "btrfs", "fuse-cached",
+                                           "fuse-direct"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+// Observer stats view/d/f, root chmods the BACKING d to 0700, observer stats
+// again. Returns the second stat's errno through the exit status (0 = success),
+// or 100+ for a broken precondition.
+int chmod_under_view(FsKind kind, const std::string& workdir, bool wait_for_expiry) {
+  FsSpec spec;
+  spec.kind = kind;
+  spec.fuse_timeout_s = 2;
+  auto ws = provision(spec, workdir);
+  const std::string backing = ws->mutate_root();
+  const std::string view = ws->lookup_root();
+  SANDBOX_CHECK(mkdir((backing + "/d").c_str(), 0755) == 0, 100);
+  SANDBOX_CHECK(write_file(backing + "/d/f", "tag"), 101);
+  SANDBOX_CHECK(observer_stat(view + "/d/f") == 0, 102);
+  SANDBOX_CHECK(chmod((backing + "/d").c_str(), 0700) == 0, 103);
+  auto changed = std::chrono::steady_clock::now();
+  int after = observer_stat(view + "/d/f");
+  if (wait_for_expiry) {
+    // The stale grant must end once attr_timeout has passed.
+    auto deadline = changed + std::chrono::seconds(10);
+    int now = after;
+    while (now == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      now = observer_stat(view + "/d/f");
+    }
+    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - changed);
+    std::fprintf(stderr, "cache_expired after_ms=%lld errno=%d\n",
+                 static_cast<long long>(took.count()), now);
+    SANDBOX_CHECK(now == EACCES, 104);
+  }
+  return after;
+}
+
+TEST(FuseCacheTest, CachedViewGrantsOnStalePermission) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    return chmod_under_view(FsKind::FuseCached, workdir, /*wait_for_expiry=*/true);
+  });
+  EXPECT_EQ(status, 0) << "want the stale grant (0); EACCES is " << EACCES;
+}
+
+TEST(FuseCacheTest, DirectViewSeesChmodAtOnce) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    return chmod_under_view(FsKind::FuseDirect, workdir, /*wait_for_expiry=*/false);
+  });
+  EXPECT_EQ(status, EACCES);
+}
+
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override { mounts_before_ = mount_points(); }
+
+  // The run's folder is gone, and nothing of it is left mounted or attached.
+  void expect_no_trace() {
+    std::string wd = workdir_.get();
+    ASSERT_FALSE(wd.empty());
+    EXPECT_EQ(wd.rfind("/tmp/leapfrog-run-", 0), 0u) << wd;
+    struct stat st;
+    EXPECT_NE(lstat(wd.c_str(), &st), 0) << wd << " still exists";
+    EXPECT_EQ(mount_points(), mounts_before_);
+    EXPECT_EQ(loops_backed_by(wd), std::vector<std::string>{});
+  }
+
+  std::vector<std::string> mounts_before_;
+  SharedText workdir_;
+};
+
+TEST_F(SandboxTest, LeavesNoTraceAfterBlockAndFuseWorkspaces) {
+  int status = run_sandboxed([&](const std::string& workdir) {
+    workdir_.set(workdir);
+    struct stat st;
+    SANDBOX_CHECK(stat(workdir.c_str(), &st) == 0 && (st.st_mode & 07777) == 0755, 10);
+    auto ext4 = provision({FsKind::Ext4, "", 1}, workdir);
+    SANDBOX_CHECK(loops_backed_by(workdir).size() == 1, 11);
+    auto fuse = provision({FsKind::FuseCached, "", 1}, workdir);
+    SANDBOX_CHECK(write_file(ext4->mutate_root() + "/f", "x"), 12);
+    SANDBOX_CHECK(write_file(fuse->mutate_root() + "/f", "x"), 13);
+    SANDBOX_CHECK(read_file(fuse->lookup_root() + "/f") == "x", 14);
+    // Another workspace of a kind already there would collide: refused.
+    bool refused = false;
+    try {
+      provision({FsKind::Xfs, "", 1}, workdir);
+    } catch (const SetupError&) {
+      refused = true;
+    }
+    SANDBOX_CHECK(refused, 15);
+    SANDBOX_CHECK(read_file(ext4->mutate_root() + "/f") == "x", 16);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+  expect_no_trace();
+}
+
+TEST_F(SandboxTest, KilledBodyReturns137AndLeavesNoTrace) {
+  int status = run_sandboxed([&](const std::string& workdir) {
+    workdir_.set(workdir);
+    auto ws = provision({FsKind::Ext4, "", 1}, workdir);
+    raise(SIGKILL);
+    return 0;
+  });
+  EXPECT_EQ(status, 128 + SIGKILL);
+  expect_no_trace();
+}
+
+TEST_F(SandboxTest, ExceptionInBodyExitsWith2) {
+  int status = run_sandboxed([&](const std::string& workdir) -> int {
+    workdir_.set(workdir);
+    throw std::runtime_error("boom");
+  });
+  EXPECT_EQ(status, 2);
+  expect_no_trace();
+}
+
+TEST_F(SandboxTest, ReturnsBodyExitCode) {
+  int status = run_sandboxed([&](const std::string& workdir) {
+    workdir_.set(workdir);
+    return 42;
+  });
+  EXPECT_EQ(status, 42);
+  expect_no_trace();
+}
+
+TEST_F(SandboxTest, ForwardsSigtermToChildAndRestoresHandler) {
+  struct sigaction before;
+  ASSERT_EQ(sigaction(SIGTERM, nullptr, &before), 0);
+  int status = run_sandboxed([&](const std::string& workdir) {
+    workdir_.set(workdir);
+    kill(getppid(), SIGTERM);  // as if someone stopped the parent
+    for (;;) pause();          // ends only by the forwarded signal
+    return 0;
+  });
+  EXPECT_EQ(status, 128 + SIGTERM);
+  struct sigaction after;
+  ASSERT_EQ(sigaction(SIGTERM, nullptr, &after), 0);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+  expect_no_trace();
+}
+
+TEST_F(SandboxTest, MountsStayInTheChildNamespace) {
+  int status = run_sandboxed([&](const std::string& workdir) {
+    workdir_.set(workdir);
+    auto ws = provision({FsKind::Tmpfs, "", 1}, workdir);
+    SANDBOX_CHECK(mounted_below(workdir), 10);
+    // The parent (the test process) is in the host namespace: it sees none of it.
+    std::string host = "/proc/" + std::to_string(getppid()) + "/mountinfo";
+    for (const auto& line : read_lines(host)) {
+      SANDBOX_CHECK(line.find(workdir) == std::string::npos, 11);
+    }
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+  expect_no_trace();
+}
+
+TEST(SandboxRootTest, RefusesWithoutRoot) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setresuid(kObserver, kObserver, kObserver) != 0) _exit(3);
+    try {
+      run_sandboxed([](const std::string&) { return 0; });
+    } catch (const SetupError& e) {
+      _exit(std::strstr(e.what(), "root") != nullptr ? 0 : 4);
+    }
+    _exit(5);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(UserDirTest, NonexistentPathIsRefused) {
+  FsSpec spec;
+  spec.kind = FsKind::UserDir;
+  spec.user_dir = "/nonexistent/leapfrog-test";
+  EXPECT_THROW(provision(spec, "/tmp"), SetupError);
+  spec.user_dir = "";
+  EXPECT_THROW(provision(spec, "/tmp"), SetupError);
+}
+
+TEST(UserDirTest, FileIsRefused) {
+  FsSpec spec;
+  spec.kind = FsKind::UserDir;
+  spec.user_dir = "/proc/self/status";
+  EXPECT_THROW(provision(spec, "/tmp"), SetupError);
+}
+
+TEST(UserDirTest, MakesAndRemovesSubfolder) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    std::string root;
+    {
+      auto ws = provision({FsKind::UserDir, workdir, 1}, workdir);
+      root = ws->mutate_root();
+      SANDBOX_CHECK(ws->lookup_root() == root && !ws->two_views(), 10);
+      SANDBOX_CHECK(ws->name() == "dir", 11);
+      SANDBOX_CHECK(root.rfind(workdir + "/leapfrog-", 0) == 0, 12);
+      struct stat st;
+      SANDBOX_CHECK(stat(root.c_str(), &st) == 0 && (st.st_mode & 07777) == 0755, 13);
+      SANDBOX_CHECK(ws->lookup_dev() == st.st_dev, 14);
+      // Left behind by a mutator: a locked folder with content.
+      SANDBOX_CHECK(mkdir((root + "/locked").c_str(), 0755) == 0, 15);
+      SANDBOX_CHECK(mkdir((root + "/locked/sub").c_str(), 0755) == 0, 16);
+      SANDBOX_CHECK(write_file(root + "/locked/sub/f", "x"), 17);
+      SANDBOX_CHECK(symlink("/etc", (root + "/locked/link").c_str()) == 0, 18);
+      SANDBOX_CHECK(chmod((root + "/locked/sub").c_str(), 0) == 0, 19);
+      SANDBOX_CHECK(chmod((root + "/locked").c_str(), 0) == 0, 20);
+      SANDBOX_CHECK(observer_stat(root) == 0, 21);
+    }
+    SANDBOX_CHECK(access(root.c_str(), F_OK) != 0 && errno == ENOENT, 22);
+    SANDBOX_CHECK(access("/etc/passwd", F_OK) == 0, 23);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(UserDirTest, UnsearchableParentIsRefused) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    std::string locked = workdir + "/locked";
+    SANDBOX_CHECK(mkdir(locked.c_str(), 0700) == 0, 10);
+    SANDBOX_CHECK(mkdir((locked + "/inner").c_str(), 0755) == 0, 11);
+    try {
+      provision({FsKind::UserDir, locked + "/inner", 1}, workdir);
+    } catch (const SetupError& e) {
+      std::string what = e.what();
+      std::fprintf(stderr, "refused: %s\n", e.what());
+      SANDBOX_CHECK(what.find("searchable") != std::string::npos, 12);
+      SANDBOX_CHECK(what.find("'" + locked + "'") != std::string::npos, 13);
+      return 0;
+    }
+    return 14;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(FsKindTest, NamesRoundTrip) {
+  for (auto kind : {FsKind::Tmpfs, FsKind::Ext4, FsKind::Xfs, FsKind::Btrfs, FsKind::FuseCached,
+                    FsKind::FuseDirect, FsKind::UserDir}) {
+    EXPECT_EQ(parse_fs_kind(to_string(kind)), kind) << to_string(kind);
+  }
+  EXPECT_STREQ(to_string(FsKind::FuseCached), "fuse-cached");
+}
+
+TEST(FsKindTest, UnknownNameListsAcceptedOnes) {
+  try {
+    parse_fs_kind("zfs");
+    FAIL() << "zfs was accepted";
+  } catch (const SetupError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("'zfs'"), std::string::npos) << what;
+    for (const char* name : {"tmpfs", "ext4", "xfs", "btrfs", "fuse-cached", "fuse-direct"}) {
+      EXPECT_NE(what.find(name), std::string::npos) << what;
+    }
+    EXPECT_NE(what.back(), '.');
+  }
+}
+
+TEST(FuseCacheTest, CachedNeedsPositiveTimeout) {
+  FsSpec spec;
+  spec.kind = FsKind::FuseCached;
+  spec.fuse_timeout_s = 0;
+  EXPECT_THROW(provision(spec, "/tmp"), SetupError);
+}
+
+}  // namespace
+}  // namespace leapfrog::fs

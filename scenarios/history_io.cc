@@ -1,0 +1,380 @@
+#include "scenarios/history_io.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <istream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+namespace leapfrog {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "leapfrog-history";
+constexpr int kVersion = 1;
+
+const std::pair<int, const char*> kErrnoNames[] = {
+    {EACCES, "EACCES"}, {ENOENT, "ENOENT"}, {ENOTDIR, "ENOTDIR"}, {ELOOP, "ELOOP"},   {EPERM, "EPERM"},
+    {EIO, "EIO"},       {EBUSY, "EBUSY"},   {EINVAL, "EINVAL"},   {ESTALE, "ESTALE"}, {EINTR, "EINTR"},
+    {EEXIST, "EEXIST"}, {ENOTEMPTY, "ENOTEMPTY"}, {EXDEV, "EXDEV"}, {ENOMEM, "ENOMEM"}, {EAGAIN, "EAGAIN"},
+};
+
+json object_to_json(const ObjectKey& k) {
+  json j{{"kind", to_string(k.kind)}};
+  if (k.kind == ObjectKind::Entry) {
+    j["dir"] = k.node;
+    j["name"] = k.name;
+  } else {
+    j["node"] = k.node;
+  }
+  return j;
+}
+
+json value_to_json(const Value& v, ObjectKind kind) {
+  if (kind == ObjectKind::Attr) {
+    json acl = json::array();
+    for (const auto& e : v.attr.acl)
+      acl.push_back({{"tag", e.tag == AclEntry::Tag::User ? "user" : "group"}, {"id", e.id}, {"perms", e.perms}});
+    json j{{"mode", v.attr.mode}, {"uid", v.attr.uid}, {"gid", v.attr.gid}};
+    if (!acl.empty()) j["acl"] = acl;
+    return j;
+  }
+  return json{{"node", v.target == kNoNode ? json(nullptr) : json(v.target)}};
+}
+
+json set_to_json(const ObjectSet& s) {
+  return json{{"object", object_to_json(s.key)}, {"value", value_to_json(s.value, s.key.kind)}};
+}
+
+// Field access that turns nlohmann's exceptions into messages naming the field.
+template <typename T>
+T get(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end()) throw HistoryFormatError(std::string("missing field \"") + field + "\"");
+  try {
+    return it->template get<T>();
+  } catch (const json::exception&) {
+    throw HistoryFormatError(std::string("field \"") + field + "\" has the wrong type");
+  }
+}
+
+template <typename T>
+T get_or(const json& j, const char* field, T fallback) {
+  return j.contains(field) ? get<T>(j, field) : fallback;
+}
+
+ObjectKind parse_object_kind(const std::string& s) {
+  if (s == "attr") return ObjectKind::Attr;
+  if (s == "entry") return ObjectKind::Entry;
+  if (s == "parent") return ObjectKind::Parent;
+  if (s == "mount") return ObjectKind::Mount;
+  throw HistoryFormatError("unknown object kind \"" + s + "\", want attr|entry|parent|mount");
+}
+
+ObjectKey object_from_json(const json& j) {
+  if (!j.is_object()) throw HistoryFormatError("\"object\" must be an object");
+  ObjectKey k;
+  k.kind = parse_object_kind(get<std::string>(j, "kind"));
+  if (k.kind == ObjectKind::Entry) {
+    k.node = get<NodeId>(j, "dir");
+    k.name = get<std::string>(j, "name");
+    if (k.name.empty() || k.name.find('/') != std::string::npos)
+      throw HistoryFormatError("entry name \"" + k.name + "\" must be one non-empty path component");
+  } else {
+    k.node = get<NodeId>(j, "node");
+  }
+  return k;
+}
+
+Value value_from_json(const json& j, ObjectKind kind) {
+  if (!j.is_object()) throw HistoryFormatError("\"value\" must be an object");
+  Value v;
+  if (kind == ObjectKind::Attr) {
+    v.attr.mode = get<uint32_t>(j, "mode");
+    v.attr.uid = get<uint32_t>(j, "uid");
+    v.attr.gid = get<uint32_t>(j, "gid");
+    if (j.contains("acl")) {
+      for (const auto& e : j.at("acl")) {
+        AclEntry a;
+        const auto tag = get<std::string>(e, "tag");
+        if (tag == "user") a.tag = AclEntry::Tag::User;
+        else if (tag == "group") a.tag = AclEntry::Tag::Group;
+        else throw HistoryFormatError("unknown acl tag \"" + tag + "\", want user|group");
+        a.id = get<uint32_t>(e, "id");
+        a.perms = get<uint8_t>(e, "perms");
+        v.attr.acl.push_back(a);
+      }
+    }
+  } else {
+    auto it = j.find("node");
+    if (it == j.end()) throw HistoryFormatError("missing field \"node\"");
+    v.target = it->is_null() ? kNoNode : get<NodeId>(j, "node");
+  }
+  return v;
+}
+
+ObjectSet set_from_json(const json& j) {
+  ObjectSet s;
+  s.key = object_from_json(j.at("object"));
+  if (!j.contains("value")) throw HistoryFormatError("missing field \"value\"");
+  s.value = value_from_json(j.at("value"), s.key.kind);
+  return s;
+}
+
+NodeKind parse_node_kind(const std::string& s) {
+  if (s == "dir") return NodeKind::Dir;
+  if (s == "file") return NodeKind::File;
+  if (s == "symlink") return NodeKind::Symlink;
+  throw HistoryFormatError("unknown node kind \"" + s + "\", want dir|file|symlink");
+}
+
+std::string join_path(const std::vector<std::string>& comps) {
+  std::string p;
+  for (size_t i = 0; i < comps.size(); ++i) p += (i ? "/" : "") + comps[i];
+  return p;
+}
+
+std::vector<std::string> split(const std::string& path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) out.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+json header_to_json(const HistoryHeader& h) {
+  json nodes = json::array();
+  for (const auto& n : h.nodes) {
+    json j{{"id", n.id}, {"kind", to_string(n.kind)}, {"name", n.name}, {"dev", n.identity.dev}, {"ino", n.identity.ino}};
+    if (n.identity.any_other_dev) j["any_other_dev"] = true;
+    if (n.kind == NodeKind::Symlink) j["target"] = n.symlink_target;
+    nodes.push_back(std::move(j));
+  }
+  json initial = json::array();
+  for (const auto& s : h.initial) initial.push_back(set_to_json(s));
+  json actors = json::array();
+  for (const auto& a : h.actors)
+    actors.push_back({{"id", a.id}, {"role", a.role}, {"uid", a.cred.uid}, {"gid", a.cred.gid}, {"groups", a.cred.groups}});
+  json j{{"format", kFormat},     {"version", kVersion}, {"scenario", h.scenario},   {"seed", h.seed},
+         {"fs", h.fs},            {"clock", h.clock_source}, {"epsilon_ns", h.epsilon_ns},
+         {"base_dev", h.base_dev}, {"nodes", nodes},      {"initial", initial},      {"actors", actors}};
+  if (h.block_size) {
+    j["block_size"] = h.block_size;
+    j["blocks"] = h.blocks;
+  }
+  return j;
+}
+
+HistoryHeader header_from_json(const json& j) {
+  if (get_or<std::string>(j, "format", "") != kFormat)
+    throw HistoryFormatError(std::string("not a history header: want \"format\": \"") + kFormat + "\"");
+  const int version = get<int>(j, "version");
+  if (version != kVersion)
+    throw HistoryFormatError("unsupported version " + std::to_string(version) + ", want " + std::to_string(kVersion));
+  HistoryHeader h;
+  h.scenario = get_or<std::string>(j, "scenario", "");
+  h.seed = get_or<uint64_t>(j, "seed", 0);
+  h.fs = get_or<std::string>(j, "fs", "");
+  h.clock_source = get_or<std::string>(j, "clock", "");
+  h.epsilon_ns = get_or<TimeNs>(j, "epsilon_ns", 0);
+  if (h.epsilon_ns < 0) throw HistoryFormatError("\"epsilon_ns\" must not be negative");
+  h.base_dev = get_or<uint64_t>(j, "base_dev", 0);
+  for (const auto& n : get_or<json>(j, "nodes", json::array())) {
+    Node node;
+    node.id = get<NodeId>(n, "id");
+    node.kind = parse_node_kind(get<std::string>(n, "kind"));
+    node.name = get_or<std::string>(n, "name", "");
+    node.identity.dev = get_or<uint64_t>(n, "dev", 0);
+    node.identity.ino = get_or<uint64_t>(n, "ino", 0);
+    node.identity.any_other_dev = get_or<bool>(n, "any_other_dev", false);
+    if (node.kind == NodeKind::Symlink) node.symlink_target = get<std::string>(n, "target");
+    h.nodes.push_back(std::move(node));
+  }
+  for (const auto& s : get_or<json>(j, "initial", json::array())) h.initial.push_back(set_from_json(s));
+  for (const auto& a : get_or<json>(j, "actors", json::array())) {
+    Actor actor;
+    actor.id = get<uint32_t>(a, "id");
+    actor.role = get_or<std::string>(a, "role", "");
+    actor.cred.uid = get<uint32_t>(a, "uid");
+    actor.cred.gid = get<uint32_t>(a, "gid");
+    actor.cred.groups = get_or<std::vector<uint32_t>>(a, "groups", {});
+    h.actors.push_back(std::move(actor));
+  }
+  h.block_size = get_or<uint32_t>(j, "block_size", 0);
+  h.blocks = get_or<uint64_t>(j, "blocks", 0);
+  return h;
+}
+
+}  // namespace
+
+std::string errno_name(int err) {
+  if (err == 0) return "ok";
+  for (const auto& [v, n] : kErrnoNames)
+    if (v == err) return n;
+  return "E" + std::to_string(err);
+}
+
+int errno_from_name(const std::string& name) {
+  if (name == "ok") return 0;
+  for (const auto& [v, n] : kErrnoNames)
+    if (name == n) return v;
+  return -1;
+}
+
+void write_history(const History& h, std::ostream& out) {
+  out << header_to_json(h.header).dump() << '\n';
+  // Merge the three record streams by invoke time.
+  struct Ref {
+    TimeNs invoke;
+    uint8_t stream;
+    size_t index;
+  };
+  std::vector<Ref> refs;
+  refs.reserve(h.mutations.size() + h.lookups.size() + h.offsets.size());
+  for (size_t i = 0; i < h.mutations.size(); ++i) refs.push_back({h.mutations[i].invoke, 0, i});
+  for (size_t i = 0; i < h.lookups.size(); ++i) refs.push_back({h.lookups[i].invoke, 1, i});
+  for (size_t i = 0; i < h.offsets.size(); ++i) refs.push_back({h.offsets[i].invoke, 2, i});
+  std::stable_sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.invoke < b.invoke; });
+
+  std::vector<json> effect_sets(h.effects.size());
+  for (size_t e = 0; e < h.effects.size(); ++e) {
+    effect_sets[e] = json::array();
+    for (const auto& s : h.effects[e].sets) effect_sets[e].push_back(set_to_json(s));
+  }
+  for (const Ref& ref : refs) {
+    json j;
+    if (ref.stream == 0) {
+      const auto& m = h.mutations[ref.index];
+      j = {{"type", "mutate"},        {"actor", m.actor},         {"op", h.effects.at(m.effect).op},
+           {"invoke", m.invoke},      {"complete", m.complete},   {"result", errno_name(m.err)},
+           {"round", m.round},        {"sets", effect_sets[m.effect]}};
+    } else if (ref.stream == 1) {
+      const auto& l = h.lookups[ref.index];
+      const Query& q = h.queries.at(l.query);
+      j = {{"type", "lookup"},     {"actor", l.actor},       {"op", q.op},
+           {"start", q.start},     {"path", join_path(q.path)}, {"access", q.final_access},
+           {"follow", q.follow_final}, {"invoke", l.invoke}, {"complete", l.complete},
+           {"result", errno_name(l.err)}, {"round", l.round}};
+      if (l.err == 0 && (l.dev || l.ino)) {
+        j["dev"] = l.dev;
+        j["ino"] = l.ino;
+      }
+    } else {
+      const auto& o = h.offsets[ref.index];
+      j = {{"type", o.kind == OffsetRecord::Kind::Read ? "read" : "seek"},
+           {"actor", o.actor},
+           {"epoch", o.epoch},
+           {"invoke", o.invoke},
+           {"complete", o.complete},
+           {"result", errno_name(o.err)},
+           {"offset", o.offset}};
+      if (o.kind == OffsetRecord::Kind::Read) j["length"] = o.length;
+    }
+    out << j.dump() << '\n';
+  }
+}
+
+History read_history(std::istream& in) {
+  History h;
+  std::map<std::string, uint32_t> effect_ids, query_ids;
+  std::string line;
+  size_t lineno = 0;
+  bool have_header = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      json j;
+      try {
+        j = json::parse(line);
+      } catch (const json::parse_error& e) {
+        throw HistoryFormatError(std::string("not valid JSON: ") + e.what());
+      }
+      if (!j.is_object()) throw HistoryFormatError("want a JSON object");
+      if (!have_header) {
+        h.header = header_from_json(j);
+        have_header = true;
+        continue;
+      }
+      const auto type = get<std::string>(j, "type");
+      const int err = errno_from_name(get<std::string>(j, "result"));
+      const TimeNs invoke = get<TimeNs>(j, "invoke");
+      const TimeNs complete = get<TimeNs>(j, "complete");
+      if (complete < invoke) throw HistoryFormatError("\"complete\" is before \"invoke\"");
+      const uint32_t actor = get<uint32_t>(j, "actor");
+      if (actor >= h.header.actors.size())
+        throw HistoryFormatError("actor " + std::to_string(actor) + " is not declared in the header");
+      if (type == "mutate") {
+        if (!j.contains("sets") || !j.at("sets").is_array()) throw HistoryFormatError("missing array \"sets\"");
+        const std::string key = get<std::string>(j, "op") + j.at("sets").dump();
+        auto [it, inserted] = effect_ids.try_emplace(key, static_cast<uint32_t>(h.effects.size()));
+        if (inserted) {
+          Effect e;
+          e.op = get<std::string>(j, "op");
+          for (const auto& s : j.at("sets")) e.sets.push_back(set_from_json(s));
+          h.effects.push_back(std::move(e));
+        }
+        MutationRecord m;
+        m.actor = actor;
+        m.effect = it->second;
+        m.invoke = invoke;
+        m.complete = complete;
+        m.err = err;
+        m.round = get_or<uint32_t>(j, "round", 0);
+        h.mutations.push_back(m);
+      } else if (type == "lookup") {
+        Query q;
+        q.op = get<std::string>(j, "op");
+        q.start = get<NodeId>(j, "start");
+        if (q.start >= h.header.nodes.size())
+          throw HistoryFormatError("start node " + std::to_string(q.start) + " is not declared in the header");
+        q.path = split(get<std::string>(j, "path"));
+        q.final_access = get_or<uint8_t>(j, "access", 0);
+        if (q.final_access > 7) throw HistoryFormatError("\"access\" must be rwx bits 0..7");
+        q.follow_final = get_or<bool>(j, "follow", true);
+        const std::string key = q.op + '\0' + std::to_string(q.start) + '\0' + join_path(q.path) + '\0' +
+                                std::to_string(q.final_access) + (q.follow_final ? "f" : "n");
+        auto [it, inserted] = query_ids.try_emplace(key, static_cast<uint32_t>(h.queries.size()));
+        if (inserted) h.queries.push_back(std::move(q));
+        LookupRecord l;
+        l.actor = actor;
+        l.query = it->second;
+        l.invoke = invoke;
+        l.complete = complete;
+        l.err = err;
+        l.round = get_or<uint32_t>(j, "round", 0);
+        l.dev = get_or<uint64_t>(j, "dev", 0);
+        l.ino = get_or<uint64_t>(j, "ino", 0);
+        h.lookups.push_back(l);
+      } else if (type == "read" || type == "seek") {
+        OffsetRecord o;
+        o.kind = type == "read" ? OffsetRecord::Kind::Read : OffsetRecord::Kind::Seek;
+        o.actor = actor;
+        o.epoch = get_or<uint32_t>(j, "epoch", 0);
+        o.invoke = invoke;
+        o.complete = complete;
+        o.err = err;
+        o.offset = get<int64_t>(j, "offset");
+        o.length = get_or<uint32_t>(j, "length", 0);
+        h.offsets.push_back(o);
+      } else {
+        throw HistoryFormatError("unknown record type \"" + type + "\", want mutate|lookup|read|seek");
+      }
+    } catch (const HistoryFormatError& e) {
+      throw HistoryFormatError("line " + std::to_string(lineno) + ": " + e.what());
+    } catch (const json::exception& e) {
+      throw HistoryFormatError("line " + std::to_string(lineno) + ": " + e.what());
+    }
+  }
+  if (!have_header) throw HistoryFormatError("line 1: empty history, want a header line");
+  return h;
+}
+
+}  // namespace leapfrog

@@ -1,0 +1,719 @@
+#include "scenarios/oracle.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+namespace leapfrog {
+
+const char* to_string(ViolationKind k) {
+  switch (k) {
+    case ViolationKind::StaleGrant: return "stale-grant";
+    case ViolationKind::StaleDeny: return "stale-deny";
+    case ViolationKind::StaleEntry: return "stale-entry";
+    case ViolationKind::WrongMount: return "wrong-mount";
+    case ViolationKind::TornOffset: return "torn-offset";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kMaxStack = 32;
+constexpr int kMaxLinks = 40;
+constexpr size_t kMaxExpansions = 1 << 14;
+constexpr uint32_t kNone = UINT32_MAX;
+
+enum FailBit : uint8_t { kFailAcces = 1, kFailNoent = 2, kFailNotdir = 4, kFailLoop = 8 };
+
+uint8_t fail_bit(int err) {
+  switch (err) {
+    case EACCES: return kFailAcces;
+    case ENOENT: return kFailNoent;
+    case ENOTDIR: return kFailNotdir;
+    case ELOOP: return kFailLoop;
+    default: return 0;
+  }
+}
+
+// One possible value of an object and where it may be current: [start, end].
+struct Version {
+  TimeNs start;
+  TimeNs end;
+  uint32_t value;
+};
+
+struct Object {
+  ObjectKey key;
+  std::vector<Version> versions;
+};
+
+// A branch of the walk: at `node` no earlier than `t`, with the components
+// still to resolve on a stack (top = next).
+struct State {
+  NodeId node;
+  TimeNs t;
+  uint16_t step;
+  uint8_t links;
+  uint8_t depth;
+  uint32_t trace;  // explain mode: index into the trace arena
+  uint16_t denied_step;   // ignore-permissions mode: first step whose check was denied throughout
+  uint32_t denied_trace;  // ... and its trace link
+  uint32_t stack[kMaxStack];
+};
+
+struct TraceLink {
+  uint32_t parent;
+  StepTrace step;
+};
+
+// Where a branch ended, in explain mode.
+struct Ending {
+  int step = -1;
+  ViolationKind kind = ViolationKind::StaleEntry;
+  uint32_t trace = kNone;
+  std::string component;
+  std::string object;
+  std::vector<PossibleVersion> versions;
+  std::vector<NodeId> finals;  // nodes a successful walk could have reached
+};
+
+class Checker {
+ public:
+  Checker(const History& h, const CheckOptions& opts, CheckResult& out)
+      : h_(h), opts_(opts), out_(out) {}
+
+  void run() {
+    index_nodes();
+    index_initial();
+    apply_mutations();
+    index_queries();
+    for (size_t i = 0; i < h_.lookups.size(); ++i) check_lookup(i);
+  }
+
+ private:
+  // ---- indexing -------------------------------------------------------------
+
+  uint32_t intern(const std::string& s) {
+    auto [it, inserted] = names_.try_emplace(s, static_cast<uint32_t>(name_text_.size()));
+    if (inserted) name_text_.push_back(s);
+    return it->second;
+  }
+
+  static uint64_t entry_key(NodeId dir, uint32_t name) { return (uint64_t{dir} << 32) | name; }
+
+  void check_node(NodeId n, const char* what) const {
+    if (n >= h_.header.nodes.size())
+      throw HistoryError(std::string(what) + ": unknown node id " + std::to_string(n));
+  }
+
+  uint32_t* slot_for(const ObjectKey& key, bool create) {
+    check_node(key.node, "object");
+    switch (key.kind) {
+      case ObjectKind::Attr: return &attr_obj_[key.node];
+      case ObjectKind::Parent: return &parent_obj_[key.node];
+      case ObjectKind::Mount: return &mount_obj_[key.node];
+      case ObjectKind::Entry: {
+        const uint64_t k = entry_key(key.node, intern(key.name));
+        if (!create) {
+          auto it = entry_obj_.find(k);
+          return it == entry_obj_.end() ? nullptr : &it->second;
+        }
+        return &entry_obj_.try_emplace(k, kNone).first->second;
+      }
+    }
+    return nullptr;
+  }
+
+  uint32_t add_value(const Value& v, ObjectKind kind) {
+    if (kind != ObjectKind::Attr && v.target != kNoNode) check_node(v.target, "value");
+    values_.push_back(v);
+    return static_cast<uint32_t>(values_.size() - 1);
+  }
+
+  void index_nodes() {
+    const size_t n = h_.header.nodes.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (h_.header.nodes[i].id != i)
+        throw HistoryError("node " + std::to_string(i) + " has id " + std::to_string(h_.header.nodes[i].id));
+    }
+    attr_obj_.assign(n, kNone);
+    parent_obj_.assign(n, kNone);
+    mount_obj_.assign(n, kNone);
+    link_target_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Node& node = h_.header.nodes[i];
+      if (node.kind != NodeKind::Symlink) continue;
+      if (!node.symlink_target.empty() && node.symlink_target[0] == '/')
+        throw HistoryError("symlink node " + std::to_string(i) + " has an absolute target");
+      auto comps = split_path(node.symlink_target);
+      link_target_[i].assign(comps.rbegin(), comps.rend());
+    }
+    n_actors_ = h_.header.actors.size();
+    for (size_t i = 0; i < n_actors_; ++i) {
+      if (h_.header.actors[i].id != i)
+        throw HistoryError("actor " + std::to_string(i) + " has id " + std::to_string(h_.header.actors[i].id));
+    }
+  }
+
+  std::vector<uint32_t> split_path(const std::string& path) {
+    std::vector<uint32_t> out;
+    size_t i = 0;
+    while (i <= path.size()) {
+      size_t j = path.find('/', i);
+      if (j == std::string::npos) j = path.size();
+      if (j > i) out.push_back(intern(path.substr(i, j - i)));
+      i = j + 1;
+    }
+    return out;
+  }
+
+  uint32_t new_object(const ObjectKey& key, uint32_t value) {
+    objects_.push_back(Object{key, {Version{kTimeMin, kTimeMax, value}}});
+    return static_cast<uint32_t>(objects_.size() - 1);
+  }
+
+  void index_initial() {
+    for (const auto& set : h_.header.initial) {
+      uint32_t* slot = slot_for(set.key, true);
+      if (*slot != kNone) throw HistoryError("initial value given twice for " + describe(set.key, h_.header.nodes));
+      *slot = new_object(set.key, add_value(set.value, set.key.kind));
+    }
+    // Directories' entries default to absent and mounts to nothing: those need
+    // no initial line. Every directory needs its attributes.
+    for (const auto& node : h_.header.nodes) {
+      if (node.kind == NodeKind::Dir && attr_obj_[node.id] == kNone)
+        throw HistoryError("directory node " + std::to_string(node.id) + " has no initial attr");
+    }
+  }
+
+  void apply_mutations() {
+    // Values of each effect, interned once: records refer to effects by index.
+    std::vector<std::vector<uint32_t>> effect_values(h_.effects.size());
+    for (size_t e = 0; e < h_.effects.size(); ++e) {
+      for (const auto& set : h_.effects[e].sets) effect_values[e].push_back(add_value(set.value, set.key.kind));
+    }
+    std::vector<uint32_t> order(h_.mutations.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+      return h_.mutations[a].invoke < h_.mutations[b].invoke;
+    });
+    uint64_t overlapping = 0;
+    for (uint32_t idx : order) {
+      const MutationRecord& m = h_.mutations[idx];
+      if (m.effect >= h_.effects.size())
+        throw HistoryError("mutation " + std::to_string(idx) + " refers to unknown effect " + std::to_string(m.effect));
+      if (m.complete < m.invoke)
+        throw HistoryError("mutation " + std::to_string(idx) + " completes before it is invoked");
+      if (m.err != 0) continue;
+      const Effect& eff = h_.effects[m.effect];
+      for (size_t s = 0; s < eff.sets.size(); ++s) {
+        const ObjectKey& key = eff.sets[s].key;
+        uint32_t* slot = slot_for(key, true);
+        if (*slot == kNone) {
+          if (key.kind == ObjectKind::Attr || key.kind == ObjectKind::Parent)
+            throw HistoryError("mutation " + std::to_string(idx) + " sets " + describe(key, h_.header.nodes) +
+                               " which has no initial value");
+          *slot = new_object(key, add_value(Value{}, key.kind));
+        }
+        auto& versions = objects_[*slot].versions;
+        Version& prev = versions.back();
+        // One mutator per object: the previous mutation completed before this
+        // one started. If not, widen instead of guessing an order.
+        if (versions.size() > 1 && prev.start > m.invoke) ++overlapping;
+        prev.end = std::max(prev.start, m.complete);
+        versions.push_back(Version{m.invoke, kTimeMax, effect_values[m.effect][s]});
+      }
+    }
+    if (overlapping)
+      out_.notes.push_back(std::to_string(overlapping) + " mutations overlap another mutation of the same object");
+    mutable_mount_.assign(h_.header.nodes.size(), false);
+    for (size_t n = 0; n < mount_obj_.size(); ++n)
+      mutable_mount_[n] = mount_obj_[n] != kNone && objects_[mount_obj_[n]].versions.size() > 1;
+    // Permission answers per (attr value, actor, wanted bits), computed once.
+    grants_.assign(values_.size() * n_actors_, 0);
+    for (const auto& obj : objects_) {
+      if (obj.key.kind != ObjectKind::Attr) continue;
+      for (const auto& v : obj.versions) {
+        for (size_t a = 0; a < n_actors_; ++a) {
+          uint8_t bits = 0;
+          for (uint8_t want = 0; want < 8; ++want)
+            if (permits(values_[v.value].attr, h_.header.actors[a].cred, want)) bits |= uint8_t(1u << want);
+          grants_[v.value * n_actors_ + a] = bits;
+        }
+      }
+    }
+  }
+
+  void index_queries() {
+    query_stack_.resize(h_.queries.size());
+    for (size_t q = 0; q < h_.queries.size(); ++q) {
+      const Query& query = h_.queries[q];
+      check_node(query.start, "query start");
+      std::vector<uint32_t> comps;
+      for (const auto& c : query.path) {
+        for (uint32_t id : split_path(c)) comps.push_back(id);
+      }
+      if (comps.size() > kMaxStack) throw HistoryError("query " + std::to_string(q) + " path is too deep");
+      query_stack_[q].assign(comps.rbegin(), comps.rend());
+    }
+    dot_ = intern(".");
+    dotdot_ = intern("..");
+  }
+
+  // ---- the walk -------------------------------------------------------------
+
+  bool grants(uint32_t value, uint32_t actor, uint8_t want) const {
+    return (grants_[value * n_actors_ + actor] >> want) & 1u;
+  }
+
+  // First version whose window [start, end] reaches t.
+  static const Version* first_reaching(const std::vector<Version>& vs, TimeNs t) {
+    auto it = std::partition_point(vs.begin(), vs.end(), [t](const Version& v) { return v.end < t; });
+    return it == vs.end() ? nullptr : &*it;
+  }
+
+  bool matches(NodeId n, const LookupRecord& r) const {
+    if (r.dev == 0 && r.ino == 0) return true;  // the op observes no identity (access)
+    const NodeIdentity& id = h_.header.nodes[n].identity;
+    if (id.any_other_dev) return r.dev != h_.header.base_dev;
+    return id.dev == r.dev && id.ino == r.ino;
+  }
+
+  struct WalkOutcome {
+    uint8_t fail_bits = 0;
+    bool matched = false;
+    bool touched_mount = false;
+    bool overflow = false;
+    bool unknown = false;  // walked outside the model (".." above the tree)
+    bool can_succeed = false;
+  };
+
+  std::vector<PossibleVersion> versions_in(uint32_t obj, TimeNs from, TimeNs to) const {
+    std::vector<PossibleVersion> out;
+    const auto& vs = objects_[obj].versions;
+    for (const Version* v = first_reaching(vs, from); v && v != vs.data() + vs.size() && v->start <= to; ++v) {
+      out.push_back(PossibleVersion{describe(values_[v->value], objects_[obj].key.kind, h_.header.nodes),
+                                    v->start, v->end});
+    }
+    return out;
+  }
+
+  uint32_t add_trace(uint32_t parent, int step, uint32_t comp, uint32_t obj, TimeNs from, TimeNs to) {
+    TraceLink link{parent, StepTrace{step, comp == kNone ? "(final access)" : name_text_[comp],
+                                     describe(objects_[obj].key, h_.header.nodes),
+                                     versions_in(obj, from, to)}};
+    trace_.push_back(std::move(link));
+    return static_cast<uint32_t>(trace_.size() - 1);
+  }
+
+  void note_end(Ending& best, int step, ViolationKind kind, uint32_t trace, uint32_t comp, uint32_t obj,
+                TimeNs from, TimeNs to) {
+    if (step <= best.step) return;
+    best.step = step;
+    best.kind = kind;
+    best.trace = trace;
+    best.component = comp == kNone ? "" : name_text_[comp];
+    best.object = obj == kNone ? "" : describe(objects_[obj].key, h_.header.nodes);
+    best.versions = obj == kNone ? std::vector<PossibleVersion>{} : versions_in(obj, from, to);
+  }
+
+  // Explores every way the lookup could have gone. In explain mode (`best`
+  // non-null) it also records where each branch ended and the trace of steps.
+  // With `ignore_perms`, a permission check that no version grants is passed
+  // anyway and remembered: a walk that then matches the observation shows the
+  // result was reached only through a denied step (stale-grant).
+  WalkOutcome walk(const LookupRecord& r, const Query& q, uint32_t qi, Ending* best, bool ignore_perms = false) {
+    WalkOutcome res;
+    const TimeNs b = r.complete + h_.header.epsilon_ns;
+    const bool want_success = r.err == 0;
+    const uint8_t want_fail = fail_bit(r.err);
+    const uint8_t final_want = q.final_access & 7;
+    const uint32_t actor = r.actor;
+
+    work_.clear();
+    State init{};
+    init.node = q.start;
+    init.t = r.invoke - h_.header.epsilon_ns;
+    init.trace = kNone;
+    init.denied_step = 0;
+    init.denied_trace = kNone;
+    const auto& qs = query_stack_[qi];
+    init.depth = static_cast<uint8_t>(qs.size());
+    std::copy(qs.begin(), qs.end(), init.stack);
+    work_.push_back(init);
+    size_t expansions = 0;
+
+    while (!work_.empty()) {
+      if (++expansions > kMaxExpansions) {
+        res.overflow = true;
+        return res;
+      }
+      State s = work_.back();
+      work_.pop_back();
+      ++out_.steps_checked;
+
+      const Node& node = h_.header.nodes[s.node];
+      if (s.depth == 0) {
+        // Final node: the operation's own access check, then the result.
+        TimeNs t_final = s.t;
+        if (final_want) {
+          const uint32_t obj = attr_obj_[s.node];
+          if (obj == kNone) {
+            res.unknown = true;
+            continue;
+          }
+          const auto& vs = objects_[obj].versions;
+          TimeNs earliest = kTimeMax;
+          for (const Version* v = first_reaching(vs, s.t); v && v != vs.data() + vs.size() && v->start <= b; ++v) {
+            if (grants(v->value, actor, final_want))
+              earliest = std::min(earliest, std::max(s.t, v->start));
+            else
+              res.fail_bits |= kFailAcces;
+          }
+          if (earliest == kTimeMax && ignore_perms) {
+            earliest = s.t;
+            if (s.denied_step == 0) {
+              s.denied_step = static_cast<uint16_t>(s.step + 1);
+              s.denied_trace = best ? add_trace(s.trace, s.step + 1, kNone, obj, s.t, b) : kNone;
+            }
+          }
+          if (earliest == kTimeMax) {
+            if (best) note_end(*best, s.step + 1, ViolationKind::StaleGrant, s.trace, kNone, obj, s.t, b);
+            if (!want_success && (res.fail_bits & want_fail)) return res;
+            continue;
+          }
+          t_final = earliest;
+        }
+        (void)t_final;
+        res.can_succeed = true;
+        if (best) best->finals.push_back(s.node);
+        if (want_success && matches(s.node, r)) {
+          res.matched = true;
+          if (best) {
+            best->step = s.denied_step;
+            best->kind = ViolationKind::StaleGrant;
+            best->trace = s.trace;
+            if (s.denied_trace != kNone) {
+              const StepTrace& st = trace_[s.denied_trace].step;
+              best->component = st.component;
+              best->object = st.object;
+              best->versions = st.versions;
+            }
+          }
+          return res;
+        }
+        if (best) {
+          const ViolationKind k = res.touched_mount ? ViolationKind::WrongMount : ViolationKind::StaleEntry;
+          note_end(*best, s.step, k, s.trace, kNone, kNone, 0, 0);
+        }
+        continue;
+      }
+
+      const uint32_t comp = s.stack[--s.depth];
+      const int step = s.step + 1;
+      if (node.kind != NodeKind::Dir) {
+        res.fail_bits |= kFailNotdir;
+        if (best) note_end(*best, step, ViolationKind::StaleEntry, s.trace, comp, kNone, 0, 0);
+        if (!want_success && (res.fail_bits & want_fail)) return res;
+        continue;
+      }
+
+      // Search permission on the directory.
+      const uint32_t aobj = attr_obj_[s.node];
+      TimeNs t_perm = kTimeMax;
+      {
+        const auto& vs = objects_[aobj].versions;
+        for (const Version* v = first_reaching(vs, s.t); v && v != vs.data() + vs.size() && v->start <= b; ++v) {
+          if (grants(v->value, actor, kMayExec))
+            t_perm = std::min(t_perm, std::max(s.t, v->start));
+          else
+            res.fail_bits |= kFailAcces;
+        }
+      }
+      uint32_t trace = s.trace;
+      if (best) trace = add_trace(s.trace, step, comp, aobj, s.t, b);
+      if (t_perm == kTimeMax && ignore_perms) {
+        t_perm = s.t;
+        if (s.denied_step == 0) {
+          s.denied_step = static_cast<uint16_t>(step);
+          s.denied_trace = trace;
+        }
+      }
+      if (t_perm == kTimeMax) {
+        if (best) note_end(*best, step, ViolationKind::StaleGrant, trace, comp, aobj, s.t, b);
+        if (!want_success && (res.fail_bits & want_fail)) return res;
+        continue;
+      }
+
+      if (comp == dot_) {
+        State n = s;
+        n.t = t_perm;
+        n.trace = trace;
+        work_.push_back(n);
+        continue;
+      }
+
+      if (comp == dotdot_) {
+        const uint32_t pobj = parent_obj_[s.node];
+        if (pobj == kNone) {
+          res.unknown = true;
+          continue;
+        }
+        if (best) trace = add_trace(trace, step, comp, pobj, t_perm, b);
+        const auto& vs = objects_[pobj].versions;
+        for (const Version* v = first_reaching(vs, t_perm); v && v != vs.data() + vs.size() && v->start <= b; ++v) {
+          State n = s;
+          n.node = values_[v->value].target;
+          n.t = std::max(t_perm, v->start);
+          n.step = static_cast<uint16_t>(step);
+          n.trace = trace;
+          if (n.node == kNoNode) continue;
+          work_.push_back(n);
+        }
+        continue;
+      }
+
+      // The directory entry.
+      auto it = entry_obj_.find(entry_key(s.node, comp));
+      if (it == entry_obj_.end()) {
+        res.fail_bits |= kFailNoent;
+        if (best) note_end(*best, step, ViolationKind::StaleEntry, trace, comp, kNone, 0, 0);
+        if (!want_success && (res.fail_bits & want_fail)) return res;
+        continue;
+      }
+      const uint32_t eobj = it->second;
+      if (best) trace = add_trace(trace, step, comp, eobj, t_perm, b);
+      const auto& evs = objects_[eobj].versions;
+      bool any_present = false;
+      for (const Version* v = first_reaching(evs, t_perm); v && v != evs.data() + evs.size() && v->start <= b; ++v) {
+        const NodeId child = values_[v->value].target;
+        if (child == kNoNode) {
+          res.fail_bits |= kFailNoent;
+          continue;
+        }
+        any_present = true;
+        const TimeNs t_entry = std::max(t_perm, v->start);
+        expand_child(s, child, t_entry, b, step, q, trace, res, best);
+      }
+      if (!any_present && best) note_end(*best, step, ViolationKind::StaleEntry, trace, comp, eobj, t_perm, b);
+      if (!want_success && (res.fail_bits & want_fail)) return res;
+    }
+    return res;
+  }
+
+  // Steps into `child` (crossing a mount and following a symlink if needed).
+  void expand_child(const State& s, NodeId child, TimeNs t, TimeNs b, int step, const Query& q, uint32_t trace,
+                    WalkOutcome& res, Ending* best) {
+    const uint32_t mobj = mount_obj_[child];
+    if (mobj == kNone) {
+      push_node(s, child, t, step, q, trace, res);
+      return;
+    }
+    if (mutable_mount_[child]) res.touched_mount = true;
+    uint32_t mtrace = trace;
+    if (best) mtrace = add_trace(trace, step, s.stack[s.depth], mobj, t, b);
+    const auto& vs = objects_[mobj].versions;
+    for (const Version* v = first_reaching(vs, t); v && v != vs.data() + vs.size() && v->start <= b; ++v) {
+      const NodeId target = values_[v->value].target;
+      push_node(s, target == kNoNode ? child : target, std::max(t, v->start), step, q, mtrace, res);
+    }
+  }
+
+  void push_node(const State& s, NodeId n, TimeNs t, int step, const Query& q, uint32_t trace, WalkOutcome& res) {
+    const Node& node = h_.header.nodes[n];
+    State next = s;
+    next.t = t;
+    next.step = static_cast<uint16_t>(step);
+    next.trace = trace;
+    if (node.kind == NodeKind::Symlink && (s.depth > 0 || q.follow_final)) {
+      if (s.links + 1 > kMaxLinks) {
+        res.fail_bits |= kFailLoop;
+        return;
+      }
+      const auto& target = link_target_[n];
+      if (s.depth + target.size() > kMaxStack) {
+        res.unknown = true;
+        return;
+      }
+      // Resolution continues in the directory holding the link.
+      std::copy(target.begin(), target.end(), next.stack + next.depth);
+      next.depth = static_cast<uint8_t>(next.depth + target.size());
+      next.links = static_cast<uint8_t>(s.links + 1);
+      work_.push_back(next);
+      return;
+    }
+    next.node = n;
+    work_.push_back(next);
+  }
+
+  // ---- judging --------------------------------------------------------------
+
+  void check_lookup(size_t i) {
+    const LookupRecord& r = h_.lookups[i];
+    if (r.query >= h_.queries.size())
+      throw HistoryError("lookup " + std::to_string(i) + " refers to unknown query " + std::to_string(r.query));
+    if (r.actor >= n_actors_)
+      throw HistoryError("lookup " + std::to_string(i) + " refers to unknown actor " + std::to_string(r.actor));
+    if (r.complete < r.invoke) throw HistoryError("lookup " + std::to_string(i) + " completes before it is invoked");
+    if (r.err != 0 && fail_bit(r.err) == 0) {
+      ++out_.unjudged;
+      return;
+    }
+    const Query& q = h_.queries[r.query];
+    WalkOutcome w = walk(r, q, r.query, nullptr);
+    if (w.overflow) {
+      ++out_.unjudged;
+      return;
+    }
+    const bool legal = r.err == 0 ? w.matched : (w.fail_bits & fail_bit(r.err)) != 0;
+    if (legal) {
+      ++out_.lookups_checked;
+      return;
+    }
+    if (w.unknown) {  // part of the walk left the model: cannot judge
+      ++out_.unjudged;
+      return;
+    }
+    ++out_.lookups_checked;
+    report(i, r, q, w);
+  }
+
+  void report(size_t i, const LookupRecord& r, const Query& q, const WalkOutcome& w) {
+    ViolationKind kind;
+    if (r.err == 0) {
+      kind = ViolationKind::StaleEntry;  // refined below
+    } else if (w.touched_mount) {
+      kind = ViolationKind::WrongMount;
+    } else if (r.err == EACCES) {
+      kind = ViolationKind::StaleDeny;
+    } else {
+      kind = ViolationKind::StaleEntry;
+    }
+    const bool detailed = out_.violations.size() < opts_.max_reported;
+    Ending best;
+    if (r.err == 0) {
+      // Reached only through a permission no version granted: stale-grant.
+      // Otherwise no version of the entries (or mounts) leads there.
+      trace_.clear();
+      if (walk(r, q, r.query, detailed ? &best : nullptr, true).matched) {
+        kind = ViolationKind::StaleGrant;
+      } else {
+        kind = w.touched_mount ? ViolationKind::WrongMount : ViolationKind::StaleEntry;
+        best = Ending{};
+        trace_.clear();
+        if (detailed) walk(r, q, r.query, &best);
+      }
+    } else if (detailed) {
+      trace_.clear();
+      walk(r, q, r.query, &best);
+    }
+    ++out_.violation_count;
+    ++out_.by_kind[static_cast<size_t>(kind)];
+    if (!detailed) return;
+
+    Violation v;
+    v.kind = kind;
+    v.actor = r.actor;
+    v.record = i;
+    v.op = q.op;
+    for (size_t c = 0; c < q.path.size(); ++c) v.path += (c ? "/" : "") + q.path[c];
+    v.invoke = r.invoke;
+    v.complete = r.complete;
+    v.epsilon = h_.header.epsilon_ns;
+    v.observed = observed_text(r);
+    v.expected = expected_text(w, best);
+    if (r.err == 0) {
+      v.step = best.step;
+      v.component = best.component;
+      v.object = best.object;
+      v.versions = best.versions;
+    }
+    // The deepest branch's steps, root first.
+    std::vector<StepTrace> steps;
+    uint32_t t = best.trace;
+    if (t == kNone && !trace_.empty()) t = static_cast<uint32_t>(trace_.size() - 1);
+    for (; t != kNone; t = trace_[t].parent) steps.push_back(trace_[t].step);
+    std::reverse(steps.begin(), steps.end());
+    v.steps = std::move(steps);
+    if (r.err != 0 && !v.steps.empty()) {
+      // No step could fail this way: name the last one, where the walk went on.
+      const StepTrace& last = v.steps.back();
+      v.step = last.step;
+      v.component = last.component;
+      v.object = last.object;
+      v.versions = last.versions;
+    }
+    out_.violations.push_back(std::move(v));
+  }
+
+  std::string observed_text(const LookupRecord& r) const {
+    if (r.err != 0) return std::string("error ") + strerrorname(r.err);
+    if (r.dev == 0 && r.ino == 0) return "success";
+    for (const auto& n : h_.header.nodes) {
+      if (matches(n.id, r)) return "success: reached " + (n.name.empty() ? "#" + std::to_string(n.id) : n.name);
+    }
+    return "success: dev=" + std::to_string(r.dev) + " ino=" + std::to_string(r.ino);
+  }
+
+  static const char* strerrorname(int err) {
+    switch (err) {
+      case EACCES: return "EACCES";
+      case ENOENT: return "ENOENT";
+      case ENOTDIR: return "ENOTDIR";
+      case ELOOP: return "ELOOP";
+      default: return "errno";
+    }
+  }
+
+  std::string expected_text(const WalkOutcome& w, const Ending& best) const {
+    std::string s;
+    auto add = [&s](const std::string& t) { s += s.empty() ? t : " or " + t; };
+    if (w.fail_bits & kFailAcces) add("EACCES");
+    if (w.fail_bits & kFailNoent) add("ENOENT");
+    if (w.fail_bits & kFailNotdir) add("ENOTDIR");
+    if (w.fail_bits & kFailLoop) add("ELOOP");
+    std::vector<NodeId> finals = best.finals;
+    std::sort(finals.begin(), finals.end());
+    finals.erase(std::unique(finals.begin(), finals.end()), finals.end());
+    for (NodeId n : finals) {
+      const Node& node = h_.header.nodes[n];
+      add("success: reached " + (node.name.empty() ? "#" + std::to_string(n) : node.name));
+    }
+    if (s.empty()) s = "no outcome";
+    return s;
+  }
+
+  const History& h_;
+  const CheckOptions& opts_;
+  CheckResult& out_;
+  size_t n_actors_ = 0;
+
+  std::unordered_map<std::string, uint32_t> names_;
+  std::vector<std::string> name_text_;
+  uint32_t dot_ = 0, dotdot_ = 0;
+
+  std::vector<Value> values_;
+  std::vector<Object> objects_;
+  std::vector<uint32_t> attr_obj_, parent_obj_, mount_obj_;
+  std::vector<bool> mutable_mount_;
+  std::unordered_map<uint64_t, uint32_t> entry_obj_;
+  std::vector<std::vector<uint32_t>> link_target_;
+  std::vector<std::vector<uint32_t>> query_stack_;
+  std::vector<uint8_t> grants_;
+
+  std::vector<State> work_;
+  std::vector<TraceLink> trace_;
+};
+
+}  // namespace
+
+CheckResult check_history(const History& h, const CheckOptions& opts) {
+  CheckResult out;
+  Checker(h, opts, out).run();
+  check_offsets(h, out, opts);
+  return out;
+}
+
+}  // namespace leapfrog

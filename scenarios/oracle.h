@@ -1,0 +1,80 @@
+#pragma once
+// The per-step linearizability oracle (DESIGN.md §2) and the shared-offset check.
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "scenarios/history.h"
+
+namespace leapfrog {
+
+enum class ViolationKind : uint8_t { StaleGrant, StaleDeny, StaleEntry, WrongMount, TornOffset };
+inline constexpr int kViolationKinds = 5;
+const char* to_string(ViolationKind k);
+
+// A version of an object that was possible somewhere in a lookup's window.
+struct PossibleVersion {
+  std::string value;
+  TimeNs from = 0;  // invoke of the mutation that made it (kTimeMin: initial)
+  TimeNs to = 0;    // complete of the mutation that replaced it (kTimeMax: still current)
+};
+
+// One step of the lookup walk, with what each object consulted could have been.
+struct StepTrace {
+  int step = 0;  // 1-based
+  std::string component;
+  std::string object;  // e.g. attr(a/b)
+  std::vector<PossibleVersion> versions;
+};
+
+struct Violation {
+  ViolationKind kind = ViolationKind::StaleGrant;
+  uint32_t actor = 0;
+  uint64_t record = 0;  // index into History::lookups (or ::offsets for torn-offset)
+  std::string op;
+  std::string path;
+  TimeNs invoke = 0;
+  TimeNs complete = 0;
+  TimeNs epsilon = 0;
+  int step = 0;           // the step no time in the window explains (0: whole op)
+  std::string component;  // its path component
+  std::string object;     // the object it depends on
+  std::string observed;   // what the operation saw
+  std::string expected;   // what any linearization allows
+  std::vector<PossibleVersion> versions;  // of `object`, possible in the window
+  std::vector<StepTrace> steps;           // the walk, for drawing the timeline
+};
+
+struct CheckResult {
+  uint64_t lookups_checked = 0;
+  uint64_t steps_checked = 0;
+  uint64_t offsets_checked = 0;
+  uint64_t unjudged = 0;  // records the oracle cannot judge (errno outside the model)
+  uint64_t violation_count = 0;
+  std::array<uint64_t, kViolationKinds> by_kind{};
+  std::vector<Violation> violations;  // the first `max_reported`, with full detail
+  std::vector<std::string> notes;     // warnings about the history itself
+};
+
+struct CheckOptions {
+  size_t max_reported = 50;
+};
+
+// Thrown for a history the oracle cannot interpret (dangling node ids, missing
+// initial values). Says which record.
+class HistoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Checks every lookup and offset record of `h`. Never flags a legal history.
+// Cost is linear in the history (plus the versions overlapping each window).
+CheckResult check_history(const History& h, const CheckOptions& opts = {});
+
+// The torn-offset check alone (used by check_history).
+void check_offsets(const History& h, CheckResult& out, const CheckOptions& opts);
+
+}  // namespace leapfrog

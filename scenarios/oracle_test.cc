@@ -1,0 +1,454 @@
+// Oracle unit tests on hand-built histories: legal interleavings stay quiet,
+// and each violation kind fires on an illegal one.
+
+#include "scenarios/oracle.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "scenarios/tree_model.h"
+
+namespace leapfrog {
+namespace {
+
+constexpr uint32_t kNobody = 65534;
+const Attr kOpen{0755, 0, 0, {}};
+const Attr kClosed{0700, 0, 0, {}};
+
+// A history under construction: actor 0 mutates as root, actor 1 observes as
+// nobody, actor 2 observes as uid 1000.
+class Hist {
+ public:
+  explicit Hist(TreeModel& tree) : tree_(tree) {
+    h_.header.actors = {Actor{0, "mutator", Cred{0, 0, {}}}, Actor{1, "observer", Cred{kNobody, kNobody, {}}},
+                        Actor{2, "observer", Cred{1000, 1000, {}}}};
+    h_.header.base_dev = 1;
+  }
+  void mutate(const Effect& e, TimeNs inv, TimeNs comp, int err = 0) {
+    h_.effects.push_back(e);
+    h_.mutations.push_back(MutationRecord{0, uint32_t(h_.effects.size() - 1), inv, comp, err, 0});
+  }
+  // A lookup of `path` from `start`; `reached` is the node observed on success.
+  void lookup(const std::string& path, TimeNs inv, TimeNs comp, int err, NodeId reached = kNoNode,
+              uint32_t actor = 1, NodeId start = 0, uint8_t access = 0, const std::string& op = "stat") {
+    Query q;
+    q.op = op;
+    q.start = start;
+    q.final_access = access;
+    size_t i = 0;
+    while (i < path.size()) {
+      size_t j = path.find('/', i);
+      if (j == std::string::npos) j = path.size();
+      q.path.push_back(path.substr(i, j - i));
+      i = j + 1;
+    }
+    h_.queries.push_back(q);
+    LookupRecord r{actor, uint32_t(h_.queries.size() - 1), inv, comp, err, 0, 0, 0};
+    if (err == 0 && reached != kNoNode) {
+      const auto& id = tree_.nodes()[reached].identity;
+      r.dev = id.any_other_dev ? 99 : id.dev;
+      r.ino = id.ino;
+    }
+    h_.lookups.push_back(r);
+  }
+  CheckResult check() {
+    tree_.fill_header(h_.header);
+    return check_history(h_);
+  }
+  History& history() { return h_; }
+
+ private:
+  TreeModel& tree_;
+  History h_;
+};
+
+// root/a/b/c/f with inode numbers 100 + node id on dev 1.
+struct Chain {
+  TreeModel tree{kOpen};
+  NodeId a, b, c, f;
+  Chain() {
+    a = tree.add_dir(tree.root(), "a", kOpen);
+    b = tree.add_dir(a, "b", kOpen);
+    c = tree.add_dir(b, "c", kOpen);
+    f = tree.add_file(c, "f", Attr{0644, 0, 0, {}});
+    identify(tree);
+  }
+  static void identify(TreeModel& t) {
+    for (const auto& n : t.nodes())
+      if (!t.nodes()[n.id].identity.any_other_dev) t.set_identity(n.id, NodeIdentity{1, 100 + n.id, false});
+  }
+};
+
+uint64_t kind_count(const CheckResult& r, ViolationKind k) { return r.by_kind[static_cast<size_t>(k)]; }
+
+TEST(Oracle, StaticTreeIsClean) {
+  Chain t;
+  Hist h(t.tree);
+  h.lookup("a/b/c/f", 10, 20, 0, t.f);
+  h.lookup("a/b/c/g", 30, 40, ENOENT);
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 0u);
+  EXPECT_EQ(r.lookups_checked, 2u);
+}
+
+TEST(Oracle, GrantAfterCompletedRevokeIsStaleGrant) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.lookup("a/b/c/f", 300, 400, 0, t.f);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  const Violation& v = r.violations.at(0);
+  EXPECT_EQ(v.kind, ViolationKind::StaleGrant);
+  EXPECT_EQ(v.step, 3);  // resolving "c" needs search permission on b
+  EXPECT_EQ(v.component, "c");
+  EXPECT_EQ(v.object, "attr(a/b)");
+  ASSERT_EQ(v.versions.size(), 1u);
+  EXPECT_EQ(v.versions[0].from, 100);
+  EXPECT_NE(v.versions[0].value.find("mode=0700"), std::string::npos);
+  // Each step shows the directory's attributes, then the entry it followed,
+  // down to the observed file.
+  ASSERT_EQ(v.steps.size(), 8u);
+  EXPECT_EQ(v.steps[4].step, 3);
+  EXPECT_EQ(v.steps[4].object, "attr(a/b)");
+  EXPECT_EQ(v.steps.back().object, "entry(a/b/c, \"f\")");
+  EXPECT_EQ(v.steps[1].object, "entry(., \"a\")");
+}
+
+TEST(Oracle, OverlappingRevokeAllowsEitherAnswer) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.lookup("a/b/c/f", 150, 250, 0, t.f);
+  h.lookup("a/b/c/f", 150, 250, EACCES);
+  h.lookup("a/b/c/f", 50, 120, EACCES);  // the revoke may have taken effect at its invoke
+  EXPECT_EQ(h.check().violation_count, 0u);
+}
+
+TEST(Oracle, EqualTimestampsAreInclusive) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.lookup("a/b/c/f", 200, 200, 0, t.f);      // old version possible up to the revoke's completion
+  h.lookup("a/b/c/f", 100, 100, EACCES);      // new version possible from its invoke
+  h.lookup("a/b/c/f", 201, 201, 0, t.f);      // one nanosecond later it is not
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations.at(0).record, 2u);
+}
+
+TEST(Oracle, DenyWhileGrantedThroughoutIsStaleDeny) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.mutate(t.tree.chmod(t.b, kOpen), 300, 400);
+  h.lookup("a/b/c/f", 500, 600, EACCES);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleDeny);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleDeny), 1u);
+}
+
+TEST(Oracle, SeveralMutatedComponentsNeedOrderedSteps) {
+  // a opens late, b closes early: each alone is possible inside the window,
+  // but the walk must pass a (at t1 >= 500) before b (at t2 <= 200).
+  Chain t;
+  t.tree = TreeModel(kOpen);
+  t.a = t.tree.add_dir(t.tree.root(), "a", kClosed);
+  t.b = t.tree.add_dir(t.a, "b", kOpen);
+  t.c = t.tree.add_dir(t.b, "c", kOpen);
+  t.f = t.tree.add_file(t.c, "f", Attr{0644, 0, 0, {}});
+  Chain::identify(t.tree);
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.mutate(t.tree.chmod(t.a, kOpen), 500, 600);
+  h.lookup("a/b/c/f", 50, 700, 0, t.f);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleGrant);
+  EXPECT_EQ(r.violations[0].step, 3);
+
+  // The reverse order is fine: a opens early, b closes late.
+  Chain u;
+  u.tree = TreeModel(kOpen);
+  u.a = u.tree.add_dir(u.tree.root(), "a", kClosed);
+  u.b = u.tree.add_dir(u.a, "b", kOpen);
+  u.c = u.tree.add_dir(u.b, "c", kOpen);
+  u.f = u.tree.add_file(u.c, "f", Attr{0644, 0, 0, {}});
+  Chain::identify(u.tree);
+  Hist g(u.tree);
+  g.mutate(u.tree.chmod(u.a, kOpen), 100, 200);
+  g.mutate(u.tree.chmod(u.b, kClosed), 500, 600);
+  g.lookup("a/b/c/f", 50, 700, 0, u.f);
+  g.lookup("a/b/c/f", 50, 700, EACCES);  // may fail at a (before 200) or at b (after 500)
+  EXPECT_EQ(g.check().violation_count, 0u);
+}
+
+TEST(Oracle, FailureAtStepJ) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.c, kClosed), 100, 200);
+  h.lookup("a/b/c/f", 300, 400, EACCES);  // fails at step 4 (search on c)
+  h.lookup("a/b/x/f", 300, 400, ENOENT);  // fails at step 3
+  h.lookup("a/b/c/f/g", 10, 20, ENOTDIR);  // f is a file
+  h.lookup("a/b/c/f/g", 10, 20, EACCES);   // not possible: every directory is open then
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].record, 3u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleDeny);
+}
+
+TEST(Oracle, FinalAccessCheck) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.f, Attr{0600, 0, 0, {}}), 100, 200);
+  h.lookup("a/b/c/f", 10, 20, 0, kNoNode, 1, 0, kMayRead, "access");
+  h.lookup("a/b/c/f", 300, 400, EACCES, kNoNode, 1, 0, kMayRead, "access");
+  h.lookup("a/b/c/f", 300, 400, 0, kNoNode, 1, 0, kMayRead, "access");
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].record, 2u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleGrant);
+}
+
+TEST(Oracle, RenameBetweenParents) {
+  TreeModel tree(kOpen);
+  NodeId p1 = tree.add_dir(tree.root(), "p1", kOpen);
+  NodeId p2 = tree.add_dir(tree.root(), "p2", kClosed);
+  NodeId x = tree.add_dir(p1, "x", kOpen);
+  NodeId f = tree.add_file(x, "f", Attr{0644, 0, 0, {}});
+  tree.declare_absent(p2, "x");
+  Chain::identify(tree);
+  Hist h(tree);
+  h.mutate(tree.rename(x, p1, "x", p2, "x"), 100, 200);
+  h.lookup("p1/x/f", 50, 150, 0, f);      // legal: rename may not have happened
+  h.lookup("p1/x/f", 300, 400, ENOENT);   // legal
+  h.lookup("p2/x/f", 300, 400, EACCES);   // legal: p2 is closed
+  h.lookup("p1/x/f", 300, 400, 0, f);     // stale-entry: found a name a completed rename removed
+  h.lookup("p2/x/f", 300, 400, 0, f);     // stale-grant: p2 denies search
+  h.lookup("p2/x/f", 10, 20, 0, f);       // stale-entry: x was not in p2 yet (p2 is closed too)
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 3u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleEntry), 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 1u);
+  EXPECT_EQ(r.violations.at(0).record, 3u);
+  EXPECT_EQ(r.violations.at(0).step, 2);
+}
+
+TEST(Oracle, MissedCreatedEntryIsStaleEntry) {
+  TreeModel tree(kOpen);
+  NodeId p1 = tree.add_dir(tree.root(), "p1", kOpen);
+  NodeId p2 = tree.add_dir(tree.root(), "p2", kOpen);
+  NodeId x = tree.add_dir(p1, "x", kOpen);
+  tree.declare_absent(p2, "x");
+  Chain::identify(tree);
+  Hist h(tree);
+  h.mutate(tree.rename(x, p1, "x", p2, "x"), 100, 200);
+  h.lookup("p2/x", 150, 160, ENOENT);  // legal
+  h.lookup("p2/x", 300, 400, ENOENT);  // missed the name a completed rename created
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleEntry);
+}
+
+TEST(Oracle, ExchangeIsToldByInode) {
+  TreeModel tree(kOpen);
+  NodeId p = tree.add_dir(tree.root(), "p", kOpen);
+  NodeId d1 = tree.add_dir(p, "d1", kOpen);
+  NodeId d2 = tree.add_dir(p, "d2", kOpen);
+  NodeId f1 = tree.add_file(d1, "f", Attr{0644, 0, 0, {}});
+  NodeId f2 = tree.add_file(d2, "f", Attr{0644, 0, 0, {}});
+  Chain::identify(tree);
+  Hist h(tree);
+  h.mutate(tree.exchange(d1, p, "d1", d2, p, "d2"), 100, 200);
+  h.lookup("p/d1/f", 10, 20, 0, f1);
+  h.lookup("p/d1/f", 150, 160, 0, f2);
+  h.lookup("p/d1/f", 300, 310, 0, f2);
+  h.lookup("p/d1/f", 300, 310, 0, f1);  // stale: d1 names d2's old directory since 200
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleEntry);
+  EXPECT_EQ(r.violations[0].record, 3u);
+}
+
+TEST(Oracle, MountCoversAndUncovers) {
+  TreeModel tree(kOpen);
+  NodeId m = tree.add_dir(tree.root(), "m", kOpen);
+  NodeId under = tree.add_file(m, "f", Attr{0644, 0, 0, {}});
+  NodeId closed_root = tree.add_detached(NodeKind::Dir, "tmpfs(0700)", kClosed);
+  NodeId open_root = tree.add_detached(NodeKind::Dir, "tmpfs(0755)", kOpen);
+  NodeId marker = tree.add_detached(NodeKind::File, "tmpfs/f", Attr{0644, 0, 0, {}});
+  // Both mounted roots hold the marker file "f".
+  tree.declare_absent(closed_root, "f");
+  Chain::identify(tree);
+  tree.set_identity(closed_root, NodeIdentity{0, 0, true});
+  tree.set_identity(open_root, NodeIdentity{0, 0, true});
+  tree.set_identity(marker, NodeIdentity{0, 0, true});
+  tree.declare_mount_point(m);
+  Hist h(tree);
+  TreeModel& t = tree;
+  h.mutate(t.mount(m, closed_root), 100, 200);
+  h.mutate(t.umount(m), 300, 400);
+  h.mutate(t.mount(m, open_root), 500, 600);
+  h.lookup("m/f", 10, 20, 0, under);       // legal: not mounted yet
+  h.lookup("m/f", 250, 260, EACCES);       // legal: closed root mounted
+  h.lookup("m/f", 250, 260, 0, under);     // wrong-mount: saw the covered file after mount completed
+  h.lookup("m/f", 450, 460, EACCES);       // wrong-mount: saw the mounted root after umount completed
+  h.lookup("m/f", 450, 460, 0, under);     // legal
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::WrongMount), 2u);
+}
+
+TEST(Oracle, MountedMarkerSeenByDevice) {
+  TreeModel tree(kOpen);
+  NodeId m = tree.add_dir(tree.root(), "m", kOpen);
+  NodeId under = tree.add_file(m, "f", Attr{0644, 0, 0, {}});
+  NodeId root = tree.add_detached(NodeKind::Dir, "tmpfs", kOpen);
+  Chain::identify(tree);
+  tree.declare_mount_point(m);
+  // The mounted root and its marker match any device other than the base one.
+  tree.set_identity(root, NodeIdentity{0, 0, true});
+  Hist h(tree);
+  // Link the marker into the mounted root as part of the model.
+  NodeId marker = tree.add_file(root, "f", Attr{0644, 0, 0, {}});
+  tree.set_identity(marker, NodeIdentity{0, 0, true});
+  h.mutate(tree.mount(m, root), 100, 200);
+  h.lookup("m/f", 300, 400, 0, marker);
+  h.lookup("m/f", 10, 20, 0, marker);  // wrong-mount: the mount had not started
+  h.lookup("m/f", 300, 400, 0, under);  // wrong-mount: covered file after mount completed
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::WrongMount), 2u);
+}
+
+TEST(Oracle, DotDotFollowsRenamedParent) {
+  TreeModel tree(kOpen);
+  NodeId p1 = tree.add_dir(tree.root(), "p1", kOpen);
+  NodeId p2 = tree.add_dir(tree.root(), "p2", kOpen);
+  NodeId x = tree.add_dir(p1, "x", kOpen);
+  NodeId g1 = tree.add_file(p1, "g", Attr{0644, 0, 0, {}});
+  NodeId g2 = tree.add_file(p2, "g", Attr{0644, 0, 0, {}});
+  tree.declare_absent(p2, "x");
+  Chain::identify(tree);
+  Hist h(tree);
+  h.mutate(tree.rename(x, p1, "x", p2, "x"), 100, 200);
+  h.lookup("../g", 10, 20, 0, g1, 1, x, 0, "openat");
+  h.lookup("../g", 150, 160, 0, g1, 1, x, 0, "openat");
+  h.lookup("../g", 150, 160, 0, g2, 1, x, 0, "openat");
+  h.lookup("../g", 300, 400, 0, g2, 1, x, 0, "openat");
+  h.lookup("../g", 300, 400, 0, g1, 1, x, 0, "openat");  // stale: x's parent is p2 since 200
+  h.lookup("p1/x/../g", 10, 20, 0, g1);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].record, 4u);
+  EXPECT_EQ(r.violations[0].kind, ViolationKind::StaleEntry);
+}
+
+TEST(Oracle, SymlinkReplacedByRename) {
+  TreeModel tree(kOpen);
+  NodeId open = tree.add_dir(tree.root(), "open", kOpen);
+  NodeId closed = tree.add_dir(tree.root(), "closed", kClosed);
+  NodeId fo = tree.add_file(open, "f", Attr{0644, 0, 0, {}});
+  NodeId fc = tree.add_file(closed, "f", Attr{0644, 0, 0, {}});
+  NodeId to_open = tree.add_symlink(tree.root(), "l", "open");
+  NodeId to_closed = tree.add_detached(NodeKind::Symlink, "l(closed)", Attr{0777, 0, 0, {}}, "closed");
+  NodeId staging = tree.add_dir(tree.root(), "s", kOpen);
+  (void)to_open;
+  Chain::identify(tree);
+  Hist h(tree);
+  h.mutate(tree.rename(to_closed, staging, "l", tree.root(), "l"), 100, 200);
+  h.lookup("l/f", 10, 20, 0, fo);
+  h.lookup("l/f", 300, 400, EACCES);
+  h.lookup("l/f", 300, 400, 0, fo);  // stale: the link now points into closed
+  h.lookup("l/f", 300, 400, 0, fc);  // stale-grant: closed denies search
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleEntry), 1u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 1u);
+}
+
+TEST(Oracle, SymlinkLoopIsEloop) {
+  TreeModel tree(kOpen);
+  tree.add_symlink(tree.root(), "l", "l");
+  Chain::identify(tree);
+  Hist h(tree);
+  h.lookup("l", 10, 20, ELOOP);
+  h.lookup("l", 10, 20, ENOENT);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].record, 1u);
+}
+
+TEST(Oracle, AclDenyEntryHoldsForOneUserOnly) {
+  TreeModel tree(kOpen);
+  Attr deny = kOpen;
+  deny.acl.push_back(AclEntry{AclEntry::Tag::User, kNobody, 0});
+  NodeId d = tree.add_dir(tree.root(), "d", kOpen);
+  NodeId f = tree.add_file(d, "f", Attr{0644, 0, 0, {}});
+  Chain::identify(tree);
+  Hist h(tree);
+  h.mutate(tree.chmod(d, deny), 100, 200);
+  h.lookup("d/f", 300, 400, EACCES, kNoNode, 1);
+  h.lookup("d/f", 300, 400, 0, f, 2);  // uid 1000 has no entry: other bits allow
+  h.lookup("d/f", 300, 400, 0, f, 1);  // stale-grant: the deny entry must hold
+  h.lookup("d/f", 300, 400, EACCES, kNoNode, 2);  // stale-deny for the second observer
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 1u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleDeny), 1u);
+}
+
+TEST(Oracle, EpsilonWidensWindows) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.lookup("a/b/c/f", 210, 300, 0, t.f);
+  h.history().header.epsilon_ns = 20;
+  EXPECT_EQ(h.check().violation_count, 0u);
+  h.history().header.epsilon_ns = 5;
+  EXPECT_EQ(h.check().violation_count, 1u);
+}
+
+TEST(Oracle, FailedMutationChangesNothing) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200, EPERM);
+  h.lookup("a/b/c/f", 300, 400, 0, t.f);
+  EXPECT_EQ(h.check().violation_count, 0u);
+}
+
+TEST(Oracle, UnknownErrnoIsUnjudged) {
+  Chain t;
+  Hist h(t.tree);
+  h.lookup("a/b/c/f", 10, 20, EIO);
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 0u);
+  EXPECT_EQ(r.unjudged, 1u);
+}
+
+TEST(Oracle, MalformedHistoryIsAnError) {
+  Chain t;
+  Hist h(t.tree);
+  h.lookup("a/b/c/f", 10, 20, 0, t.f);
+  h.history().lookups[0].query = 7;
+  EXPECT_THROW(h.check(), HistoryError);
+  Hist g(t.tree);
+  g.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  g.history().mutations[0].effect = 3;
+  EXPECT_THROW(g.check(), HistoryError);
+}
+
+TEST(Oracle, ReportsAreCappedButCounted) {
+  Chain t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  for (int i = 0; i < 80; ++i) h.lookup("a/b/c/f", 300 + i, 301 + i, 0, t.f);
+  auto r = h.check();
+  EXPECT_EQ(r.violation_count, 80u);
+  EXPECT_EQ(r.violations.size(), 50u);
+}
+
+}  // namespace
+}  // namespace leapfrog
