@@ -65,6 +65,18 @@ Effect TreeModel::chmod(NodeId n, const Attr& attr) const {
   return Effect{"chmod", {ObjectSet{ObjectKey{ObjectKind::Attr, n, ""}, Value{attr, kNoNode}}}};
 }
 
+Effect TreeModel::chown_effect(NodeId n, const Attr& attr) const {
+  Effect e = chmod(n, attr);
+  e.op = "chown";
+  return e;
+}
+
+Effect TreeModel::setfacl_effect(NodeId n, const Attr& attr) const {
+  Effect e = chmod(n, attr);
+  e.op = "setfacl";
+  return e;
+}
+
 Effect TreeModel::rename(NodeId moved, NodeId from_dir, const std::string& from_name, NodeId to_dir,
                          const std::string& to_name) const {
   Effect e{"rename", {}};

@@ -33,6 +33,9 @@ class TreeModel {
 
   // Effects of mutation templates.
   Effect chmod(NodeId n, const Attr& attr) const;
+  // The same object change, named for the syscall that makes it.
+  Effect chown_effect(NodeId n, const Attr& attr) const;
+  Effect setfacl_effect(NodeId n, const Attr& attr) const;
   // rename(from_dir/from_name -> to_dir/to_name) of `moved`, which must be what
   // from_name names; whatever to_name named before is replaced.
   Effect rename(NodeId moved, NodeId from_dir, const std::string& from_name, NodeId to_dir, const std::string& to_name) const;

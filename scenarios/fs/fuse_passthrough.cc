@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "scenarios/fs/sys_util.h"
 #include "scenarios/fs/workspace.h"
@@ -44,9 +45,13 @@ constexpr int kReadyFd = 3;
 std::string backing_root;  // set in the daemon process only
 double cache_timeout_s = 0;
 
-std::string real(const char* path) { return backing_root + path; }
+std::string real(const char* path) {
+  return backing_root + path;
+}
 
-int fail() { return -errno; }
+int fail() {
+  return -errno;
+}
 
 // New objects belong to the caller, as on a local file system.
 int give_to_caller(const std::string& path) {
@@ -56,7 +61,7 @@ int give_to_caller(const std::string& path) {
 }
 
 void* op_init(fuse_conn_info* conn, fuse_config* cfg) {
-  cfg->use_ino = 1;  // report the backing inode numbers
+  cfg->use_ino = 1;      // report the backing inode numbers
   cfg->hard_remove = 1;  // no .fuse_hidden files in the backing tree
   cfg->entry_timeout = cache_timeout_s;
   cfg->attr_timeout = cache_timeout_s;
@@ -97,9 +102,13 @@ int op_mkdir(const char* path, mode_t mode) {
   return give_to_caller(p);
 }
 
-int op_unlink(const char* path) { return unlink(real(path).c_str()) == 0 ? 0 : fail(); }
+int op_unlink(const char* path) {
+  return unlink(real(path).c_str()) == 0 ? 0 : fail();
+}
 
-int op_rmdir(const char* path) { return rmdir(real(path).c_str()) == 0 ? 0 : fail(); }
+int op_rmdir(const char* path) {
+  return rmdir(real(path).c_str()) == 0 ? 0 : fail();
+}
 
 int op_symlink(const char* target, const char* link_path) {
   std::string p = real(link_path);
@@ -182,7 +191,9 @@ int op_statfs(const char* path, struct statvfs* st) {
   return statvfs(real(path).c_str(), st) == 0 ? 0 : fail();
 }
 
-DIR* dir_of(fuse_file_info* fi) { return reinterpret_cast<DIR*>(fi->fh); }
+DIR* dir_of(fuse_file_info* fi) {
+  return reinterpret_cast<DIR*>(fi->fh);
+}
 
 int op_opendir(const char* path, fuse_file_info* fi) {
   DIR* dir = opendir(real(path).c_str());
@@ -197,15 +208,16 @@ int op_readdir(const char*, void* buf, fuse_fill_dir_t filler, off_t, fuse_file_
   // offsets itself; it calls us again (offset 0) only after a rewind.
   DIR* dir = dir_of(fi);
   rewinddir(dir);
-  errno = 0;
-  while (dirent* entry = readdir(dir)) {
+  for (;;) {
+    errno = 0;  // readdir signals an error only through errno
+    dirent* entry = readdir(dir);
+    if (entry == nullptr) return errno == 0 ? 0 : fail();
     struct stat st;
     std::memset(&st, 0, sizeof st);
     st.st_ino = entry->d_ino;
     st.st_mode = static_cast<mode_t>(DTTOIF(entry->d_type));
-    if (filler(buf, entry->d_name, &st, 0, static_cast<fuse_fill_dir_flags>(0)) != 0) break;
+    if (filler(buf, entry->d_name, &st, 0, static_cast<fuse_fill_dir_flags>(0)) != 0) return 0;
   }
-  return errno == 0 ? 0 : fail();
 }
 
 int op_releasedir(const char*, fuse_file_info* fi) {
@@ -290,7 +302,7 @@ fuse_operations make_operations() {
 
   std::string prog = "leapfrog-fuse";
   std::string dash_o = "-o";
-  std::string mount_opts = "allow_other,fsname=leapfrog,subtype=leapfrog";
+  std::string mount_opts = "allow_other,default_permissions,fsname=leapfrog,subtype=leapfrog";
   char* argv[] = {prog.data(), dash_o.data(), mount_opts.data(), nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, argv);
   fuse_operations ops = make_operations();
@@ -314,7 +326,7 @@ fuse_operations make_operations() {
   _exit(rc == 0 ? 0 : 1);
 }
 
-// Reads up to `limit` bytes of a memfd from its start.
+// The first kMaxLogBytes of the daemon's log (a memfd), trailing newlines cut.
 std::string read_log(int fd) {
   if (fd < 0) return "";
   std::string out(kMaxLogBytes, '\0');
@@ -329,9 +341,13 @@ std::string read_log(int fd) {
 FusePassthrough::FusePassthrough(FuseOptions options, pid_t pid, int log_fd)
     : options_(std::move(options)), pid_(pid), log_fd_(log_fd) {}
 
-FusePassthrough::~FusePassthrough() { stop(); }
+FusePassthrough::~FusePassthrough() {
+  stop();
+}
 
-std::string FusePassthrough::daemon_output() const { return read_log(log_fd_); }
+std::string FusePassthrough::daemon_output() const {
+  return read_log(log_fd_);
+}
 
 std::unique_ptr<FusePassthrough> FusePassthrough::start(const FuseOptions& options) {
   int probe = open("/dev/fuse", O_RDWR | O_CLOEXEC);
@@ -403,8 +419,8 @@ std::unique_ptr<FusePassthrough> FusePassthrough::start(const FuseOptions& optio
     throw failed(errno_message("stat the mount", errno));
   }
   if (view_st.st_dev == parent_st.st_dev) throw failed("the view is not a mount point");
-  spdlog::info("fuse_started view={} backing={} pid={} timeout_s={}", options.view,
-               options.backing, pid, options.timeout_s);
+  spdlog::info("fuse_started view={} backing={} pid={} timeout_s={}", options.view, options.backing,
+               pid, options.timeout_s);
   return fuse;
 }
 

@@ -45,13 +45,15 @@ std::string attach_loop_device(const std::string& image, int* fd_out) {
   if (backing.get() < 0) throw SetupError(errno_message("open image '" + image + "'", errno));
   Fd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (control.get() < 0) {
-    throw SetupError(errno_message("loop devices are not available: open /dev/loop-control", errno));
+    throw SetupError(
+        errno_message("loop devices are not available: open /dev/loop-control", errno));
   }
 
   int last_err = 0;
   for (int attempt = 0; attempt < kAttachAttempts; ++attempt) {
     int n = ioctl(control.get(), LOOP_CTL_GET_FREE);
-    if (n < 0) throw SetupError(errno_message("find a free loop device (LOOP_CTL_GET_FREE)", errno));
+    if (n < 0)
+      throw SetupError(errno_message("find a free loop device (LOOP_CTL_GET_FREE)", errno));
     std::string dev = "/dev/loop" + std::to_string(n);
     Fd loop(open(dev.c_str(), O_RDWR | O_CLOEXEC));
     if (loop.get() < 0) {

@@ -71,7 +71,8 @@ int run_sandboxed(const std::function<int(const std::string& workdir)>& body) {
                      std::to_string(geteuid()));
   }
   char templ[] = "/tmp/leapfrog-run-XXXXXX";
-  if (mkdtemp(templ) == nullptr) throw SetupError(errno_message("mkdtemp /tmp/leapfrog-run-*", errno));
+  if (mkdtemp(templ) == nullptr)
+    throw SetupError(errno_message("mkdtemp /tmp/leapfrog-run-*", errno));
   std::string workdir = templ;
   // mkdtemp makes 0700; observers (uid 65534) must get through.
   if (chmod(workdir.c_str(), 0755) != 0) {
@@ -124,8 +125,8 @@ int run_sandboxed(const std::function<int(const std::string& workdir)>& body) {
     spdlog::warn("sandbox_cleanup_failed workdir={} error=\"{}\"", workdir, error);
   }
   if (status < 0) {
-    throw SetupError(errno_message("wait for the sandbox (pid " + std::to_string(pid) + ")",
-                                   wait_err));
+    throw SetupError(
+        errno_message("wait for the sandbox (pid " + std::to_string(pid) + ")", wait_err));
   }
   int result = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   spdlog::debug("sandbox_ended pid={} status={}", pid, result);

@@ -62,7 +62,8 @@ bool remove_tree(const std::string& path, std::string* error) {
 }
 
 std::string find_program(const std::string& name) {
-  std::string dirs = getenv("PATH") ? getenv("PATH") : "";
+  const char* path = getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
   dirs += ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin";
   size_t start = 0;
   while (start <= dirs.size()) {

@@ -70,7 +70,8 @@ void make_dir(const std::string& path) {
   if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
     throw SetupError(errno_message("mkdir '" + path + "'", errno));
   }
-  if (chmod(path.c_str(), 0755) != 0) throw SetupError(errno_message("chmod '" + path + "'", errno));
+  if (chmod(path.c_str(), 0755) != 0)
+    throw SetupError(errno_message("chmod '" + path + "'", errno));
 }
 
 // Refuses a folder another workspace in the same work folder has mounted on.
@@ -96,7 +97,7 @@ void unmount_quietly(const std::string& path) {
       if (umount2(path.c_str(), MNT_DETACH) != 0) {
         spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
       }
-    } else if (errno != EINVAL) {
+    } else if (errno != EINVAL && errno != ENOENT) {  // not mounted, or never made
       spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
     }
   }
@@ -181,9 +182,8 @@ class MountedWorkspace : public WorkspaceBase {
     // The mount holds the device now; with autoclear it frees itself at unmount.
     close(loop_fd);
     if (rc != 0) {
-      throw SetupError(errno_message(std::string("mount ") + fs.type + " " + dev + " on '" +
-                                         mount_point_ + "'",
-                                     err));
+      throw SetupError(errno_message(
+          std::string("mount ") + fs.type + " " + dev + " on '" + mount_point_ + "'", err));
     }
     if (chmod(mount_point_.c_str(), 0755) != 0) {
       throw SetupError(errno_message("chmod '" + mount_point_ + "'", errno));

@@ -21,7 +21,8 @@ class SetupError : public std::runtime_error {
 enum class FsKind { Tmpfs, Ext4, Xfs, Btrfs, FuseCached, FuseDirect, UserDir };
 
 // Parses "tmpfs", "ext4", "xfs", "btrfs", "fuse-cached", "fuse-direct".
-// Throws SetupError naming the accepted values.
+// Also "dir" (UserDir, which needs FsSpec::user_dir), so that
+// parse_fs_kind(to_string(k)) == k. Throws SetupError naming the accepted values.
 FsKind parse_fs_kind(const std::string& name);
 const char* to_string(FsKind kind);
 
@@ -29,6 +30,7 @@ struct FsSpec {
   FsKind kind = FsKind::Tmpfs;
   std::string user_dir;       // UserDir only: an existing directory to run inside
   double fuse_timeout_s = 1;  // FuseCached: attr_timeout and entry_timeout
+                              // (and negative_timeout); must be > 0
 };
 
 // Runs `body` in a forked child that has its own mount namespace (all mounts

@@ -6,10 +6,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -25,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace leapfrog::fs {
@@ -33,13 +35,13 @@ namespace {
 constexpr uid_t kObserver = 65534;
 
 // Inside a sandbox body: on failure print the check and return `code`.
-#define SANDBOX_CHECK(cond, code)                                                        \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::fprintf(stderr, "check failed (exit %d) at line %d: %s [errno: %s]\n", code, \
-                   __LINE__, #cond, std::strerror(errno));                               \
-      return code;                                                                       \
-    }                                                                                    \
+#define SANDBOX_CHECK(cond, code)                                                                 \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      std::fprintf(stderr, "check failed (exit %d) at line %d: %s [errno: %s]\n", code, __LINE__, \
+                   #cond, std::strerror(errno));                                                  \
+      return code;                                                                                \
+    }                                                                                             \
   } while (0)
 
 // A small string the sandbox child can hand back to the test (the workdir).
@@ -89,21 +91,41 @@ bool mounted_below(const std::string& dir) {
   return false;
 }
 
-// Loop devices whose backing file lies under `dir`.
-std::vector<std::string> loops_backed_by(const std::string& dir) {
-  std::vector<std::string> found;
+// Bound loop devices whose backing file lies under `dir`, as "loopN=path".
+// Only meaningful inside the sandbox: outside it, the kernel shows a path
+// relative to the (unreachable) mount, e.g. "/ext4.img".
+std::string loops_backed_by(const std::string& dir) {
+  std::string found;
   DIR* block = opendir("/sys/block");
   if (block == nullptr) return found;
   while (dirent* entry = readdir(block)) {
     std::string name = entry->d_name;
     if (name.rfind("loop", 0) != 0) continue;
     auto lines = read_lines("/sys/block/" + name + "/loop/backing_file");
-    if (!lines.empty() && lines[0].find(dir) != std::string::npos) {
-      found.push_back(name + " -> " + lines[0]);
+    if (!lines.empty() && lines[0].rfind(dir + "/", 0) == 0) {
+      found += (found.empty() ? "" : " ") + name + "=" + lines[0];
     }
   }
   closedir(block);
   return found;
+}
+
+// Of the "loopN=path" list, those still bound to a file named like `path`'s
+// last component (as the host sees it).
+std::vector<std::string> still_bound(const std::string& loops) {
+  std::vector<std::string> bound;
+  size_t start = 0;
+  while (start < loops.size()) {
+    size_t end = loops.find(' ', start);
+    if (end == std::string::npos) end = loops.size();
+    std::string item = loops.substr(start, end - start);
+    start = end + 1;
+    std::string name = item.substr(0, item.find('='));
+    std::string file = item.substr(item.rfind('/'));
+    auto lines = read_lines("/sys/block/" + name + "/loop/backing_file");
+    if (!lines.empty() && lines[0].find(file) != std::string::npos) bound.push_back(item);
+  }
+  return bound;
 }
 
 // errno of stat(path) done by a child as uid/gid 65534 (0 on success).
@@ -122,6 +144,18 @@ int observer_stat(const std::string& path) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 252;
+}
+
+// Entries of `dir` whose name starts with `prefix` (-1 if unreadable).
+int count_prefixed(const std::string& dir, const std::string& prefix) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (dirent* entry = readdir(d)) {
+    if (std::string(entry->d_name).rfind(prefix, 0) == 0) ++n;
+  }
+  closedir(d);
+  return n;
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -160,7 +194,9 @@ bool deny_observer_by_acl(const std::string& path) {
   return setxattr(path.c_str(), "system.posix_acl_access", &acl, sizeof acl, 0) == 0;
 }
 
-bool is_fuse(const std::string& kind) { return kind.rfind("fuse", 0) == 0; }
+bool is_fuse(const std::string& kind) {
+  return kind.rfind("fuse", 0) == 0;
+}
 
 class ProvisionTest : public ::testing::TestWithParam<const char*> {};
 
@@ -183,12 +219,19 @@ TEST_P(ProvisionTest, TreeIsVisibleThroughLookupRoot) {
     SANDBOX_CHECK(stat((workdir + "/..").c_str(), &parent) == 0, 16);
     SANDBOX_CHECK(ws->lookup_dev() != parent.st_dev, 17);
 
+    // Pad the inode numbers, so FUSE node ids (2, 3, ...) cannot match them by luck.
+    for (int i = 0; i < 16; ++i) {
+      SANDBOX_CHECK(write_file(m + "/pad-" + std::to_string(i), ""), 19);
+    }
     SANDBOX_CHECK(mkdir((m + "/d").c_str(), 0755) == 0, 20);
     SANDBOX_CHECK(write_file(m + "/d/f", "tag-1"), 21);
     struct stat st_m, st_l;
     SANDBOX_CHECK(stat((m + "/d/f").c_str(), &st_m) == 0, 22);
     SANDBOX_CHECK(stat((l + "/d/f").c_str(), &st_l) == 0, 23);
     SANDBOX_CHECK(st_m.st_ino == st_l.st_ino, 24);
+    SANDBOX_CHECK(stat((m + "/d").c_str(), &st_m) == 0 && stat((l + "/d").c_str(), &st_l) == 0, 28);
+    SANDBOX_CHECK(st_m.st_ino == st_l.st_ino, 29);
+    SANDBOX_CHECK(count_prefixed(l, "pad-") == 16, 34);
     SANDBOX_CHECK(st_l.st_dev == ws->lookup_dev(), 25);
     SANDBOX_CHECK(read_file(l + "/d/f") == "tag-1", 26);
     SANDBOX_CHECK(observer_stat(l + "/d/f") == 0, 27);
@@ -201,14 +244,15 @@ TEST_P(ProvisionTest, TreeIsVisibleThroughLookupRoot) {
 
     // RENAME_EXCHANGE through the lookup root reaches the mutate side.
     SANDBOX_CHECK(mkdir((l + "/x").c_str(), 0755) == 0, 40);
-    SANDBOX_CHECK(renameat2(AT_FDCWD, (l + "/d").c_str(), AT_FDCWD, (l + "/x").c_str(),
-                            RENAME_EXCHANGE) == 0,
-                  41);
+    SANDBOX_CHECK(
+        renameat2(AT_FDCWD, (l + "/d").c_str(), AT_FDCWD, (l + "/x").c_str(), RENAME_EXCHANGE) == 0,
+        41);
     SANDBOX_CHECK(read_file(m + "/x/f") == "tag-1", 42);
     SANDBOX_CHECK(access((m + "/d/f").c_str(), F_OK) != 0 && errno == ENOENT, 43);
 
     ws.reset();
     SANDBOX_CHECK(!mounted_below(workdir), 50);
+    SANDBOX_CHECK(loops_backed_by(workdir).empty(), 51);
     return 0;
   });
   EXPECT_EQ(status, 0) << "kind " << kind;
@@ -284,11 +328,12 @@ class SandboxTest : public ::testing::Test {
     struct stat st;
     EXPECT_NE(lstat(wd.c_str(), &st), 0) << wd << " still exists";
     EXPECT_EQ(mount_points(), mounts_before_);
-    EXPECT_EQ(loops_backed_by(wd), std::vector<std::string>{});
+    EXPECT_EQ(still_bound(loops_.get()), std::vector<std::string>{}) << loops_.get();
   }
 
   std::vector<std::string> mounts_before_;
   SharedText workdir_;
+  SharedText loops_;  // loop devices the body saw attached
 };
 
 TEST_F(SandboxTest, LeavesNoTraceAfterBlockAndFuseWorkspaces) {
@@ -297,7 +342,8 @@ TEST_F(SandboxTest, LeavesNoTraceAfterBlockAndFuseWorkspaces) {
     struct stat st;
     SANDBOX_CHECK(stat(workdir.c_str(), &st) == 0 && (st.st_mode & 07777) == 0755, 10);
     auto ext4 = provision({FsKind::Ext4, "", 1}, workdir);
-    SANDBOX_CHECK(loops_backed_by(workdir).size() == 1, 11);
+    loops_.set(loops_backed_by(workdir));
+    SANDBOX_CHECK(!loops_.get().empty() && still_bound(loops_.get()).size() == 1, 11);
     auto fuse = provision({FsKind::FuseCached, "", 1}, workdir);
     SANDBOX_CHECK(write_file(ext4->mutate_root() + "/f", "x"), 12);
     SANDBOX_CHECK(write_file(fuse->mutate_root() + "/f", "x"), 13);
@@ -321,6 +367,8 @@ TEST_F(SandboxTest, KilledBodyReturns137AndLeavesNoTrace) {
   int status = run_sandboxed([&](const std::string& workdir) {
     workdir_.set(workdir);
     auto ws = provision({FsKind::Ext4, "", 1}, workdir);
+    loops_.set(loops_backed_by(workdir));
+    if (loops_.get().empty()) return 10;
     raise(SIGKILL);
     return 0;
   });
@@ -479,6 +527,124 @@ TEST(FsKindTest, UnknownNameListsAcceptedOnes) {
     }
     EXPECT_NE(what.back(), '.');
   }
+}
+
+// Observer misses view/g (ENOENT), root creates the backing g, observer looks
+// again. Returns the second stat's errno (0 = found).
+int create_under_view(FsKind kind, const std::string& workdir) {
+  FsSpec spec;
+  spec.kind = kind;
+  spec.fuse_timeout_s = 2;
+  auto ws = provision(spec, workdir);
+  SANDBOX_CHECK(observer_stat(ws->lookup_root() + "/g") == ENOENT, 100);
+  SANDBOX_CHECK(write_file(ws->mutate_root() + "/g", "tag"), 101);
+  return observer_stat(ws->lookup_root() + "/g");
+}
+
+TEST(FuseCacheTest, CachedViewMissesNewEntry) {
+  int status = run_sandboxed(
+      [](const std::string& workdir) { return create_under_view(FsKind::FuseCached, workdir); });
+  EXPECT_EQ(status, ENOENT) << "want the stale negative entry";
+}
+
+TEST(FuseCacheTest, DirectViewFindsNewEntry) {
+  int status = run_sandboxed(
+      [](const std::string& workdir) { return create_under_view(FsKind::FuseDirect, workdir); });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(FuseCacheTest, ManyObserversAtOnce) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    auto ws = provision({FsKind::FuseDirect, "", 1}, workdir);
+    SANDBOX_CHECK(mkdir((ws->mutate_root() + "/d").c_str(), 0755) == 0, 10);
+    SANDBOX_CHECK(write_file(ws->mutate_root() + "/d/f", "tag"), 11);
+    constexpr int kObservers = 32;
+    std::vector<pid_t> pids;
+    for (int i = 0; i < kObservers; ++i) {
+      pid_t pid = fork();
+      SANDBOX_CHECK(pid >= 0, 12);
+      if (pid == 0) {
+        if (setgroups(0, nullptr) != 0 || setresgid(kObserver, kObserver, kObserver) != 0 ||
+            setresuid(kObserver, kObserver, kObserver) != 0) {
+          _exit(1);
+        }
+        std::string path = ws->lookup_root() + "/d/f";
+        for (int n = 0; n < 500; ++n) {
+          struct stat st;
+          if (stat(path.c_str(), &st) != 0) _exit(2);
+        }
+        _exit(0);
+      }
+      pids.push_back(pid);
+    }
+    int failed = 0;
+    for (pid_t pid : pids) {
+      int st = 0;
+      waitpid(pid, &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++failed;
+    }
+    SANDBOX_CHECK(failed == 0, 13);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(FuseCacheTest, StopKillsDaemonWhenMountIsBusy) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    auto ws = provision({FsKind::FuseDirect, "", 1}, workdir);
+    SANDBOX_CHECK(write_file(ws->mutate_root() + "/f", "tag"), 10);
+    // An open file keeps the detached mount alive, so the daemon never sees it go.
+    int fd = open((ws->lookup_root() + "/f").c_str(), O_RDONLY);
+    SANDBOX_CHECK(fd >= 0, 11);
+    auto begin = std::chrono::steady_clock::now();
+    ws.reset();
+    auto took = std::chrono::steady_clock::now() - begin;
+    SANDBOX_CHECK(took < std::chrono::seconds(4), 12);
+    char buf[8];
+    SANDBOX_CHECK(read(fd, buf, sizeof buf) < 0 && errno == ENOTCONN, 13);
+    close(fd);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(FuseCacheTest, MissingDevFuseIsReported) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    // Only in the sandbox's namespace: hide /dev behind an empty tmpfs.
+    SANDBOX_CHECK(mount("none", "/dev", "tmpfs", 0, "mode=0755") == 0, 10);
+    try {
+      provision({FsKind::FuseDirect, "", 1}, workdir);
+    } catch (const SetupError& e) {
+      std::fprintf(stderr, "refused: %s\n", e.what());
+      SANDBOX_CHECK(std::strstr(e.what(), "FUSE is not available: /dev/fuse") != nullptr, 11);
+      SANDBOX_CHECK(!mounted_below(workdir), 12);
+      return 0;
+    }
+    return 13;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+TEST(BlockFsTest, MissingMkfsNamesThePackage) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    // Only in the sandbox's namespace: empty sbin folders, no PATH.
+    SANDBOX_CHECK(mount("none", "/usr/sbin", "tmpfs", 0, "mode=0755") == 0, 10);
+    setenv("PATH", "/nonexistent", 1);
+    for (auto [kind, package] :
+         {std::pair{FsKind::Ext4, "e2fsprogs"}, std::pair{FsKind::Xfs, "xfsprogs"},
+          std::pair{FsKind::Btrfs, "btrfs-progs"}}) {
+      try {
+        provision({kind, "", 1}, workdir);
+        return 11;
+      } catch (const SetupError& e) {
+        std::fprintf(stderr, "refused: %s\n", e.what());
+        SANDBOX_CHECK(std::strstr(e.what(), package) != nullptr, 12);
+      }
+    }
+    SANDBOX_CHECK(!mounted_below(workdir), 13);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
 }
 
 TEST(FuseCacheTest, CachedNeedsPositiveTimeout) {

@@ -1,0 +1,169 @@
+// leapfrog-agent: run a race scenario, list the catalogue, or check a history
+// offline. Exit codes: 0 clean, 1 violations found, 2 error (bad input, setup).
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "agent/options.h"
+#include "scenarios/history_io.h"
+#include "scenarios/registry.h"
+
+namespace leapfrog {
+namespace {
+
+int cmd_list(bool json_out) {
+  if (json_out) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& s : scenarios()) {
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& p : s->params())
+        params.push_back({{"name", p.name}, {"default", p.def}, {"min", p.min}, {"max", p.max}, {"help", p.help}});
+      out.push_back({{"name", s->name()},
+                     {"summary", s->summary()},
+                     {"default_observers", s->default_observers()},
+                     {"max_observers", s->max_observers()},
+                     {"params", params}});
+    }
+    std::cout << out.dump(2) << '\n';
+    return 0;
+  }
+  for (const auto& s : scenarios()) {
+    std::printf("%-16s %s\n", s->name(), s->summary());
+    std::printf("  %-14s default %-6u limits [1, %u]  observer processes (--observers)\n", "observers",
+                s->default_observers(), s->max_observers());
+    for (const auto& p : s->params())
+      std::printf("  %-14s default %-6lld limits [%lld, %lld]  %s\n", p.name.c_str(), static_cast<long long>(p.def),
+                  static_cast<long long>(p.min), static_cast<long long>(p.max), p.help.c_str());
+  }
+  std::printf("\nfile systems (--fs): tmpfs ext4 xfs btrfs fuse-cached fuse-direct, or --dir PATH\n");
+  return 0;
+}
+
+int print_outcome(const Outcome& o, bool json_out) {
+  if (json_out)
+    std::cout << to_json(o).dump() << std::endl;
+  else
+    std::cout << to_text(o) << std::flush;
+  return exit_code(o);
+}
+
+int cmd_run(const RunOptions& opts, bool json_out) {
+  const Scenario& scenario = find_scenario(opts.scenario);
+  const auto params = resolve_params(scenario, opts);
+  if (geteuid() != 0)
+    throw UsageError("leapfrog-agent run needs root: it mounts file systems in a private mount namespace and runs "
+                     "observers under another uid");
+  if (!opts.history_path.empty()) {
+    // Fail before the run, not after it.
+    std::ofstream probe(opts.history_path, std::ios::app);
+    if (!probe) throw UsageError("cannot write history file \"" + opts.history_path + "\"");
+  }
+  spdlog::info("run.start scenario={} seed={} fs={}", opts.scenario, opts.seed, fs::to_string(opts.fs.kind));
+  return fs::run_sandboxed([&](const std::string& workdir) {
+    Outcome o;
+    try {
+      auto ws = fs::provision(opts.fs, workdir);
+      RunContext ctx{opts, *ws, params, Rng(opts.seed ^ 0x6c6561706672ULL),
+                     opts.observers ? opts.observers : scenario.default_observers()};
+      o = scenario.run(ctx);
+    } catch (const std::exception& e) {
+      // Setup failures of the file system or the scenario: one line, exit 2.
+      std::fprintf(stderr, "error: %s\n", e.what());
+      if (!json_out) return 2;
+      o.scenario = opts.scenario;
+      o.seed = opts.seed;
+      o.fs = fs::to_string(opts.fs.kind);
+      o.verdict = "error";
+      o.error = e.what();
+    }
+    spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
+    return print_outcome(o, json_out);
+  });
+}
+
+int cmd_check(const std::string& file, bool json_out) {
+  std::ifstream in(file);
+  if (!in) throw UsageError("cannot read history file \"" + file + "\"");
+  History h;
+  try {
+    h = read_history(in);
+  } catch (const HistoryFormatError& e) {
+    throw UsageError("\"" + file + "\": " + e.what());
+  }
+  Outcome o;
+  o.scenario = h.header.scenario;
+  o.seed = h.header.seed;
+  o.fs = h.header.fs;
+  o.clock_source = h.header.clock_source;
+  o.epsilon_ns = h.header.epsilon_ns;
+  o.ops = h.mutations.size() + h.lookups.size() + h.offsets.size();
+  o.mutations = h.mutations.size();
+  try {
+    o.check = check_history(h);
+  } catch (const HistoryError& e) {
+    throw UsageError("\"" + file + "\": " + e.what());
+  }
+  o.notes = o.check.notes;
+  o.verdict = o.check.violation_count ? "violation" : "pass";
+  return print_outcome(o, json_out);
+}
+
+}  // namespace
+}  // namespace leapfrog
+
+int main(int argc, char** argv) {
+  using namespace leapfrog;
+  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
+  CLI::App app{"leapfrog-agent: races path lookups against mutations and checks every step"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "log events to stderr");
+
+  bool list_json = false;
+  auto* list = app.add_subcommand("list", "list the scenarios with their parameters and limits");
+  list->add_flag("--json", list_json, "print JSON");
+
+  RunFlags flags;
+  auto* run = app.add_subcommand("run", "run one scenario and print its outcome (exit 0 clean, 1 violations, 2 error)");
+  add_run_flags(*run, flags);
+
+  std::string check_file;
+  bool check_json = false;
+  auto* check = app.add_subcommand("check", "check a recorded history (JSON Lines) with the oracle");
+  check->add_option("file", check_file, "history file")->required();
+  check->add_flag("--json", check_json, "print one JSON object");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  if (verbose) spdlog::set_level(spdlog::level::info);
+
+  try {
+    if (list->parsed()) return cmd_list(list_json);
+    if (check->parsed()) return cmd_check(check_file, check_json);
+    return cmd_run(to_run_options(flags), flags.json);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const fs::SetupError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}

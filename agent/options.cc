@@ -1,0 +1,98 @@
+#include "agent/options.h"
+
+#include <cmath>
+
+namespace leapfrog {
+
+void add_run_flags(CLI::App& cmd, RunFlags& f) {
+  cmd.add_option("--scenario", f.scenario, "scenario name (see `leapfrog-agent list`)")->required();
+  cmd.add_option("--seed", f.seed, "seed: decides the tree, the operation mix and the delays");
+  cmd.add_option("--fs", f.fs, "tmpfs | ext4 | xfs | btrfs | fuse-cached | fuse-direct");
+  cmd.add_option("--dir", f.dir, "run inside this existing directory instead (your NFS, ZFS, ...)");
+  cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m");
+  cmd.add_option("--iterations", f.iterations, "rounds to race (instead of --duration)");
+  cmd.add_option("--observers", f.observers, "observer processes (default: the scenario's)");
+  cmd.add_option("--history", f.history, "write the recorded history here (JSON Lines)");
+  cmd.add_flag("--json", f.json, "print the outcome as one JSON object");
+  cmd.add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
+  cmd.add_option("--align", f.align, "fuzzy (barrier + swept delays) | free (no barrier)");
+  cmd.add_option("--observer-uid", f.observer_uid, "uid the observers run as");
+  cmd.add_option("--observer-gid", f.observer_gid, "gid the observers run as");
+  cmd.add_option("--second-uid", f.second_uid, "acl-exec-deny: uid of the observer without an ACL entry");
+  cmd.add_option("--epsilon-ns", f.epsilon_ns, "guard band added to every lookup window (clock skew)");
+  cmd.add_option("--fuse-timeout", f.fuse_timeout, "fuse-cached: attribute/entry timeout in seconds");
+}
+
+TimeNs parse_duration(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw UsageError("bad duration \"" + text + "\", want e.g. 5s, 500ms, 2m");
+  }
+  const std::string unit = text.substr(used);
+  double scale;
+  if (unit.empty() || unit == "s")
+    scale = 1e9;
+  else if (unit == "ms")
+    scale = 1e6;
+  else if (unit == "m")
+    scale = 60e9;
+  else
+    throw UsageError("bad duration unit \"" + unit + "\", want ms, s or m");
+  const double ns = value * scale;
+  if (!std::isfinite(ns) || ns <= 0 || ns > static_cast<double>(kMaxDuration))
+    throw UsageError("bad duration \"" + text + "\", want (0, 60m]");
+  return static_cast<TimeNs>(ns);
+}
+
+RunOptions to_run_options(const RunFlags& f) {
+  RunOptions o;
+  o.scenario = f.scenario;
+  o.seed = f.seed;
+  if (!f.dir.empty()) {
+    o.fs.kind = fs::FsKind::UserDir;
+    o.fs.user_dir = f.dir;
+  } else {
+    try {
+      o.fs.kind = fs::parse_fs_kind(f.fs);
+    } catch (const fs::SetupError& e) {
+      throw UsageError(e.what());
+    }
+    if (o.fs.kind == fs::FsKind::UserDir) throw UsageError("--fs dir needs --dir PATH");
+  }
+  if (!(f.fuse_timeout > 0 && f.fuse_timeout <= 3600)) throw UsageError("bad --fuse-timeout: want (0, 3600] seconds");
+  o.fs.fuse_timeout_s = f.fuse_timeout;
+  o.duration = parse_duration(f.duration);
+  o.iterations = f.iterations;
+  o.observers = f.observers;
+  o.history_path = f.history;
+  if (f.align == "fuzzy")
+    o.fuzzy = true;
+  else if (f.align == "free")
+    o.fuzzy = false;
+  else
+    throw UsageError("bad --align \"" + f.align + "\", want fuzzy or free");
+  if (f.observer_uid == 0) throw UsageError("--observer-uid must not be 0: observers are unprivileged");
+  o.observer = Cred{f.observer_uid, f.observer_gid, {}};
+  o.second_uid = f.second_uid;
+  o.epsilon = f.epsilon_ns;
+  for (const auto& p : f.params) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("bad --param \"" + p + "\", want NAME=VALUE");
+    const std::string name = p.substr(0, eq), value = p.substr(eq + 1);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value.size()) throw UsageError("bad --param \"" + p + "\": value must be an integer");
+    o.params[name] = v;
+  }
+  return o;
+}
+
+}  // namespace leapfrog

@@ -1,0 +1,39 @@
+#pragma once
+// Command-line flags of `leapfrog-agent run` and their conversion to RunOptions.
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "scenarios/scenario.h"
+
+namespace leapfrog {
+
+struct RunFlags {
+  std::string scenario;
+  uint64_t seed = 1;
+  std::string fs = "tmpfs";
+  std::string dir;
+  std::string duration = "2s";
+  uint64_t iterations = 0;
+  uint32_t observers = 0;
+  std::string history;
+  bool json = false;
+  std::vector<std::string> params;
+  std::string align = "fuzzy";
+  uint32_t observer_uid = 65534;
+  uint32_t observer_gid = 65534;
+  uint32_t second_uid = 65533;
+  int64_t epsilon_ns = 0;
+  double fuse_timeout = 1.0;
+};
+
+void add_run_flags(CLI::App& cmd, RunFlags& f);
+
+// Validates the flags; throws UsageError with a one-line reason.
+RunOptions to_run_options(const RunFlags& f);
+
+// "5s", "250ms", "2m", "1.5" (seconds) -> nanoseconds; throws UsageError.
+TimeNs parse_duration(const std::string& text);
+
+}  // namespace leapfrog

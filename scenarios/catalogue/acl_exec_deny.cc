@@ -1,0 +1,103 @@
+// acl-exec-deny: a directory whose mode bits allow search gets (and loses) a
+// POSIX ACL entry "user:<observer>:---". The observer must be refused while it
+// is there; a second observer without an entry must keep succeeding. With
+// static=1 the entry stays and the mutator flips the mode bits instead: the
+// deny must hold throughout (the ZFS fast exec check bug class).
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <memory>
+
+#include "scenarios/catalogue/catalogue.h"
+#include "scenarios/catalogue/common.h"
+#include "scenarios/sys/posix_ops.h"
+
+namespace leapfrog::catalogue {
+namespace {
+
+class AclExecDeny : public Scenario {
+ public:
+  const char* name() const override { return "acl-exec-deny"; }
+  const char* summary() const override {
+    return "add/remove ACL user:<observer>:--- on a searchable directory; a second uid must keep access";
+  }
+  std::vector<ParamSpec> params() const override {
+    return {{"depth", 3, 3, 8, "directories between the root and the file"},
+            {"static", 0, 0, 1, "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
+            {"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
+  }
+  uint32_t default_observers() const override { return 2; }
+
+  Outcome run(RunContext& ctx) const override {
+    const int depth = static_cast<int>(ctx.param("depth"));
+    const bool fixed = ctx.param("static") != 0;
+    const int target = static_cast<int>(ctx.rng.below(depth));
+    const uint32_t denied = ctx.opts.observer.uid;
+    const uint32_t other = ctx.opts.second_uid;
+    if (denied == other) throw UsageError("the second observer uid must differ from the observer uid");
+
+    Attr plain = mode_attr(0755);
+    Attr deny = plain;
+    deny.acl.push_back(AclEntry{AclEntry::Tag::User, denied, 0});
+    Attr deny_wide = mode_attr(0775);
+    deny_wide.acl = deny.acl;
+
+    DiskTree disk(ctx.ws);
+    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
+    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    // Built once; the mutator's closures keep them alive.
+    const auto a_plain = std::make_shared<const sys::AccessAcl>(plain);
+    const auto a_deny = std::make_shared<const sys::AccessAcl>(deny);
+    const auto a_wide = std::make_shared<const sys::AccessAcl>(deny_wide);
+
+    NodeId dir = plan.model.root();
+    std::string path, target_path;
+    NodeId target_node = 0;
+    for (int i = 0; i < depth; ++i) {
+      path += (i ? "/d" : "d") + std::to_string(i);
+      disk.mkdir(path, 0755);
+      const bool is_target = i == target;
+      if (is_target && fixed) {
+        if (int e = a_deny->apply(disk.m(path).c_str()))
+          throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") + std::strerror(e));
+      }
+      dir = plan.model.add_dir(dir, "d" + std::to_string(i), is_target && fixed ? deny : plain);
+      if (is_target) {
+        target_node = dir;
+        target_path = disk.m(path);
+      }
+    }
+    const std::string file = path + "/f";
+    disk.file(file, 0644, "f");
+    const NodeId f = plan.model.add_file(dir, "f", mode_attr(0644));
+    identify(plan.model, f, disk.l(file));
+
+    auto set = [target_path](std::shared_ptr<const sys::AccessAcl> acl) {
+      return [target_path, acl] { return acl->apply(target_path.c_str()); };
+    };
+    if (fixed) {
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny_wide), set(a_wide), {}});
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
+    } else {
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(a_plain), {}});
+    }
+    add_query_mix(plan, plan.model.root(), file);
+    assign_observers(plan, ctx);
+    for (size_t i = 1; i < plan.observers.size(); i += 2) plan.observers[i] = Cred{other, other, {}};
+    // Fail early, with a clear reason, where ACLs are not supported.
+    if (!fixed) {
+      if (int e = a_deny->apply(target_path.c_str()))
+        throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") + std::strerror(e));
+      a_plain->apply(target_path.c_str());
+    }
+    return run_lookup_race(plan, ctx);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Scenario> make_acl_exec_deny() { return std::make_unique<AclExecDeny>(); }
+
+}  // namespace leapfrog::catalogue

@@ -1,0 +1,21 @@
+#pragma once
+// Factories of the catalogue's scenarios; the registry lists them by name.
+
+#include <memory>
+
+#include "scenarios/scenario.h"
+
+namespace leapfrog::catalogue {
+
+std::unique_ptr<Scenario> make_setattr_lookup();
+std::unique_ptr<Scenario> make_chown_lookup();
+std::unique_ptr<Scenario> make_acl_exec_deny();
+std::unique_ptr<Scenario> make_rename_lookup();
+std::unique_ptr<Scenario> make_mount_lookup();
+std::unique_ptr<Scenario> make_dotdot_lookup();
+std::unique_ptr<Scenario> make_symlink_lookup();
+std::unique_ptr<Scenario> make_dirfd_lookup();
+std::unique_ptr<Scenario> make_foffset();
+std::unique_ptr<Scenario> make_lookup_scale();
+
+}  // namespace leapfrog::catalogue

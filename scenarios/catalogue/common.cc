@@ -1,0 +1,110 @@
+#include "scenarios/catalogue/common.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace leapfrog::catalogue {
+
+static fs::SetupError setup_error(const std::string& what, const std::string& path) {
+  return fs::SetupError(what + " \"" + path + "\": " + std::strerror(errno));
+}
+
+void DiskTree::mkdir(const std::string& rel, mode_t mode) const {
+  const std::string p = m(rel);
+  if (::mkdir(p.c_str(), mode) != 0) throw setup_error("mkdir", p);
+  if (::chmod(p.c_str(), mode) != 0) throw setup_error("chmod", p);
+}
+
+void DiskTree::file(const std::string& rel, mode_t mode, const std::string& tag) const {
+  const std::string p = m(rel);
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) throw setup_error("create", p);
+  const ssize_t n = ::write(fd, tag.data(), tag.size());
+  ::close(fd);
+  if (n != static_cast<ssize_t>(tag.size())) throw setup_error("write", p);
+  if (::chmod(p.c_str(), mode) != 0) throw setup_error("chmod", p);
+}
+
+void DiskTree::symlink(const std::string& target, const std::string& rel) const {
+  const std::string p = m(rel);
+  if (::symlink(target.c_str(), p.c_str()) != 0) throw setup_error("symlink", p);
+}
+
+static Query make_query(const char* op, NodeId start, const std::string& path, uint8_t access) {
+  Query q;
+  q.op = op;
+  q.start = start;
+  q.final_access = access;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    if (j > i) q.path.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return q;
+}
+
+QueryTemplate stat_query(NodeId start, const std::string& path, int dirfd) {
+  const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
+  return QueryTemplate{make_query(dirfd >= 0 ? "fstatat" : "stat", start, path, 0), [path, at](RawRecord& r) {
+                         struct stat st;
+                         timed(r, [&] { return fstatat(at, path.c_str(), &st, 0) == 0 ? 0 : errno; });
+                         if (r.err == 0) {
+                           r.a = st.st_dev;
+                           r.b = st.st_ino;
+                         }
+                       }};
+}
+
+QueryTemplate access_query(NodeId start, const std::string& path, int dirfd) {
+  const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
+  return QueryTemplate{make_query(dirfd >= 0 ? "faccessat" : "access", start, path, kMayRead),
+                       [path, at](RawRecord& r) {
+                         timed(r, [&] { return faccessat(at, path.c_str(), R_OK, 0) == 0 ? 0 : errno; });
+                       }};
+}
+
+QueryTemplate open_query(NodeId start, const std::string& path, int dirfd) {
+  const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
+  return QueryTemplate{make_query(dirfd >= 0 ? "openat" : "open", start, path, kMayRead), [path, at](RawRecord& r) {
+                         int fd = -1;
+                         timed(r, [&] {
+                           fd = openat(at, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+                           return fd >= 0 ? 0 : errno;
+                         });
+                         if (fd >= 0) {
+                           struct stat st;
+                           if (fstat(fd, &st) == 0) {
+                             r.a = st.st_dev;
+                             r.b = st.st_ino;
+                           }
+                           close(fd);
+                         }
+                       }};
+}
+
+void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd) {
+  plan.queries.push_back(stat_query(start, path, dirfd));
+  plan.queries.push_back(access_query(start, path, dirfd));
+  plan.queries.push_back(open_query(start, path, dirfd));
+}
+
+void assign_observers(RacePlan& plan, const RunContext& ctx) {
+  plan.observers.assign(ctx.observers, ctx.opts.observer);
+  plan.observer_cwd = ctx.ws.lookup_root();
+}
+
+Attr mode_attr(mode_t mode, uint32_t uid, uint32_t gid) { return Attr{static_cast<uint32_t>(mode), uid, gid, {}}; }
+
+int open_dirfd(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw setup_error("open dirfd", path);
+  return fd;
+}
+
+}  // namespace leapfrog::catalogue

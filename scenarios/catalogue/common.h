@@ -1,0 +1,45 @@
+#pragma once
+// Helpers the catalogue's scenarios share: building the tree on disk next to
+// its model, and the lookup templates observers run.
+
+#include <string>
+
+#include "scenarios/lookup_race.h"
+
+namespace leapfrog::catalogue {
+
+// The tree on disk, in both views: mutators use m(), observers (relative to
+// their cwd, the lookup root) the plain relative path.
+class DiskTree {
+ public:
+  explicit DiskTree(const fs::Workspace& ws) : mroot_(ws.mutate_root()), lroot_(ws.lookup_root()) {}
+  std::string m(const std::string& rel) const { return rel.empty() ? mroot_ : mroot_ + "/" + rel; }
+  std::string l(const std::string& rel) const { return rel.empty() ? lroot_ : lroot_ + "/" + rel; }
+  const std::string& lookup_root() const { return lroot_; }
+
+  // Each throws fs::SetupError on failure.
+  void mkdir(const std::string& rel, mode_t mode) const;
+  // A regular file holding `tag`.
+  void file(const std::string& rel, mode_t mode, const std::string& tag) const;
+  void symlink(const std::string& target, const std::string& rel) const;
+
+ private:
+  std::string mroot_, lroot_;
+};
+
+// Observer lookups, relative to the observer's cwd (or to `dirfd`).
+QueryTemplate stat_query(NodeId start, const std::string& path, int dirfd = -1);
+QueryTemplate access_query(NodeId start, const std::string& path, int dirfd = -1);  // R_OK
+QueryTemplate open_query(NodeId start, const std::string& path, int dirfd = -1);    // O_RDONLY
+// stat, access and open of the same path.
+void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd = -1);
+
+// One observer per ctx.observers, all with the user's observer credentials.
+void assign_observers(RacePlan& plan, const RunContext& ctx);
+
+Attr mode_attr(mode_t mode, uint32_t uid = 0, uint32_t gid = 0);
+
+// Opens `path` as O_PATH|O_DIRECTORY for held-dirfd lookups; throws SetupError.
+int open_dirfd(const std::string& path);
+
+}  // namespace leapfrog::catalogue

@@ -1,0 +1,49 @@
+// dirfd-lookup: chmod a directory below a held directory fd, while observers
+// resolve relative to that fd (dirfd != AT_FDCWD), which lockless lookups
+// handle separately.
+
+#include <sys/stat.h>
+
+#include "scenarios/catalogue/catalogue.h"
+#include "scenarios/catalogue/common.h"
+
+namespace leapfrog::catalogue {
+namespace {
+
+class DirfdLookup : public Scenario {
+ public:
+  const char* name() const override { return "dirfd-lookup"; }
+  const char* summary() const override { return "chmod a directory below a held dirfd vs openat(dirfd, \"a/b/f\")"; }
+  std::vector<ParamSpec> params() const override {
+    return {{"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
+  }
+  Outcome run(RunContext& ctx) const override {
+    DiskTree disk(ctx.ws);
+    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
+    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    TreeModel& t = plan.model;
+    disk.mkdir("d", 0755);
+    disk.mkdir("d/a", 0755);
+    disk.mkdir("d/a/b", 0755);
+    disk.file("d/a/b/f", 0644, "f");
+    const NodeId d = t.add_dir(t.root(), "d", mode_attr(0755));
+    const NodeId a = t.add_dir(d, "a", mode_attr(0755));
+    const NodeId b = t.add_dir(a, "b", mode_attr(0755));
+    identify(t, t.add_file(b, "f", mode_attr(0644)), disk.l("d/a/b/f"));
+    const int dirfd_ = open_dirfd(disk.l("d"));
+    const bool pick_a = ctx.rng.below(2) == 0;
+    const NodeId target = pick_a ? a : b;
+    const std::string path = disk.m(pick_a ? "d/a" : "d/a/b");
+    plan.mutations.push_back({t.chmod(target, mode_attr(0700)), [path] { return ::chmod(path.c_str(), 0700) == 0 ? 0 : errno; }, {}});
+    plan.mutations.push_back({t.chmod(target, mode_attr(0755)), [path] { return ::chmod(path.c_str(), 0755) == 0 ? 0 : errno; }, {}});
+    add_query_mix(plan, d, "a/b/f", dirfd_);
+    assign_observers(plan, ctx);
+    return run_lookup_race(plan, ctx);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Scenario> make_dirfd_lookup() { return std::make_unique<DirfdLookup>(); }
+
+}  // namespace leapfrog::catalogue

@@ -1,0 +1,162 @@
+#include "scenarios/lookup_race.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <system_error>
+
+#include "scenarios/history_io.h"
+#include "scenarios/sys/posix_ops.h"
+
+namespace leapfrog {
+
+void identify(TreeModel& model, NodeId n, const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0)
+    throw fs::SetupError("cannot stat \"" + path + "\" to record its identity: " + std::strerror(errno));
+  model.set_identity(n, NodeIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), false});
+}
+
+Outcome begin_outcome(const RunContext& ctx) {
+  Outcome out;
+  out.scenario = ctx.opts.scenario;
+  out.seed = ctx.opts.seed;
+  out.fs = ctx.ws.name();
+  out.params = ctx.params;
+  out.observers = ctx.observers;
+  out.fuzzy = ctx.opts.fuzzy;
+  out.clock_source = clock_source();
+  out.epsilon_ns = ctx.opts.epsilon;
+  return out;
+}
+
+static RaceConfig race_config(const RunContext& ctx, uint32_t actors) {
+  RaceConfig cfg;
+  cfg.iterations = ctx.opts.iterations;
+  cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
+  cfg.fuzzy = ctx.opts.fuzzy;
+  cfg.warmup = ctx.opts.iterations ? static_cast<uint32_t>(std::min<uint64_t>(256, ctx.opts.iterations / 8)) : 256;
+  // Enough records for the run: one per round, or a generous rate bound.
+  const uint64_t by_time = static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
+  cfg.capacity = std::min<uint64_t>(ctx.opts.iterations ? ctx.opts.iterations + 16 : by_time, 32u << 20);
+  (void)actors;
+  return cfg;
+}
+
+void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext& ctx) {
+  out.rounds = race.rounds;
+  out.duration_s = race.elapsed_s;
+  out.timing = race.timing;
+  if (!race.error.empty()) {
+    out.verdict = "error";
+    out.error = race.error;
+    return;
+  }
+  h.header.scenario = ctx.opts.scenario;
+  h.header.seed = ctx.opts.seed;
+  h.header.fs = ctx.ws.name();
+  h.header.clock_source = out.clock_source;
+  h.header.epsilon_ns = ctx.opts.epsilon;
+  h.header.base_dev = ctx.ws.lookup_dev();
+  out.ops = h.mutations.size() + h.lookups.size() + h.offsets.size();
+  out.mutations = h.mutations.size();
+  out.ops_per_sec = out.duration_s > 0 ? static_cast<double>(out.ops) / out.duration_s : 0;
+  if (!ctx.opts.history_path.empty()) {
+    std::ofstream f(ctx.opts.history_path);
+    if (!f) throw UsageError("cannot write history file \"" + ctx.opts.history_path + "\"");
+    write_history(h, f);
+    if (!f.flush()) throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
+  }
+  out.check = check_history(h);
+  out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
+  if (out.check.unjudged)
+    out.notes.push_back(std::to_string(out.check.unjudged) + " records had results outside the model and were not judged");
+  out.verdict = out.check.violation_count ? "violation" : "pass";
+}
+
+Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
+  Outcome out = begin_outcome(ctx);
+  if (plan.queries.empty()) throw std::logic_error("a lookup race needs queries");
+
+  std::vector<ActorSpec> actors;
+  const bool has_mutator = !plan.mutations.empty();
+  if (has_mutator) {
+    ActorSpec m;
+    m.role = ActorRole::Mutator;
+    m.step = [&plan, cur = uint32_t{0}](ActorEnv& env, uint32_t round) mutable {
+      if (plan.mutate_probability < 1.0 && !env.rng().chance(plan.mutate_probability)) return;
+      RawRecord r{};
+      r.op = cur;
+      r.round = round;
+      const auto& t = plan.mutations[cur];
+      if (t.prepare) t.prepare();
+      timed(r, [&] { return t.apply(); });
+      env.push(r);
+      if (r.err == 0) cur = (cur + 1) % static_cast<uint32_t>(plan.mutations.size());
+    };
+    actors.push_back(std::move(m));
+  }
+  for (size_t i = 0; i < plan.observers.size(); ++i) {
+    ActorSpec o;
+    o.role = ActorRole::Observer;
+    const Cred cred = plan.observers[i];
+    const std::string cwd = plan.observer_cwd;
+    o.prepare = [cred, cwd] {
+      if (!cwd.empty() && chdir(cwd.c_str()) != 0)
+        throw std::system_error(errno, std::generic_category(), "chdir " + cwd);
+      sys::drop_privileges(cred);
+    };
+    std::vector<uint32_t> mine;
+    if (i < plan.observer_queries.size()) mine = plan.observer_queries[i];
+    if (mine.empty())
+      for (uint32_t q = 0; q < plan.queries.size(); ++q) mine.push_back(q);
+    o.step = [&plan, mine](ActorEnv& env, uint32_t round) {
+      const uint32_t q = mine.size() == 1 ? mine[0] : mine[env.rng().below(mine.size())];
+      RawRecord r{};
+      r.op = q;
+      r.round = round;
+      plan.queries[q].run(r);
+      env.push(r);
+    };
+    actors.push_back(std::move(o));
+  }
+
+  RaceResult race = run_race(actors, race_config(ctx, static_cast<uint32_t>(actors.size())), ctx.opts.seed);
+
+  History h;
+  plan.model.fill_header(h.header);
+  uint32_t id = 0;
+  if (has_mutator) h.header.actors.push_back(Actor{id++, "mutator", Cred{0, 0, {}}});
+  for (const auto& c : plan.observers) h.header.actors.push_back(Actor{id++, "observer", c});
+  for (const auto& m : plan.mutations) h.effects.push_back(m.effect);
+  for (const auto& q : plan.queries) h.queries.push_back(q.query);
+
+  // Rounds in which the mutator acted, to count lookups that overlapped it.
+  std::vector<std::pair<TimeNs, TimeNs>> mutation_in_round;
+  for (size_t a = 0; a < race.records.size(); ++a) {
+    const bool is_mutator = has_mutator && a == 0;
+    for (const RawRecord& r : race.records[a]) {
+      if (is_mutator) {
+        h.mutations.push_back(MutationRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round});
+        if (mutation_in_round.size() <= r.round) mutation_in_round.resize(r.round + 1, {0, -1});
+        mutation_in_round[r.round] = {r.invoke, r.complete};
+      } else {
+        h.lookups.push_back(LookupRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round, r.a, r.b});
+      }
+    }
+  }
+  if (ctx.opts.fuzzy) {
+    for (const auto& l : h.lookups) {
+      if (l.round >= mutation_in_round.size()) continue;
+      const auto [mi, mc] = mutation_in_round[l.round];
+      if (mc >= mi && l.invoke <= mc && mi <= l.complete) ++out.race_window_hits;
+    }
+  }
+  finish_outcome(out, h, race, ctx);
+  return out;
+}
+
+}  // namespace leapfrog

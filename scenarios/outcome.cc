@@ -1,0 +1,142 @@
+#include "scenarios/outcome.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace leapfrog {
+
+using nlohmann::json;
+
+static json versions_json(const std::vector<PossibleVersion>& vs) {
+  json out = json::array();
+  for (const auto& v : vs) {
+    json j{{"value", v.value}};
+    j["from"] = v.from <= kTimeMin ? json(nullptr) : json(v.from);
+    j["to"] = v.to >= kTimeMax ? json(nullptr) : json(v.to);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+json to_json(const Violation& v) {
+  json steps = json::array();
+  for (const auto& s : v.steps)
+    steps.push_back({{"step", s.step}, {"component", s.component}, {"object", s.object}, {"versions", versions_json(s.versions)}});
+  return json{{"kind", to_string(v.kind)},
+              {"actor", v.actor},
+              {"record", v.record},
+              {"op", v.op},
+              {"path", v.path},
+              {"invoke", v.invoke},
+              {"complete", v.complete},
+              {"epsilon_ns", v.epsilon},
+              {"step", v.step},
+              {"component", v.component},
+              {"object", v.object},
+              {"observed", v.observed},
+              {"expected", v.expected},
+              {"versions", versions_json(v.versions)},
+              {"steps", steps}};
+}
+
+json to_json(const Outcome& o) {
+  json by_kind = json::object();
+  for (int k = 0; k < kViolationKinds; ++k)
+    if (o.check.by_kind[k]) by_kind[to_string(static_cast<ViolationKind>(k))] = o.check.by_kind[k];
+  json violations = json::array();
+  for (const auto& v : o.check.violations) violations.push_back(to_json(v));
+  json scale = json::array();
+  for (const auto& p : o.scale)
+    scale.push_back({{"test", p.test}, {"mode", p.mode}, {"tasks", p.tasks}, {"ops_per_sec", p.ops_per_sec}});
+  json j{{"scenario", o.scenario},
+         {"seed", o.seed},
+         {"fs", o.fs},
+         {"verdict", o.verdict},
+         {"params", o.params},
+         {"observers", o.observers},
+         {"alignment", o.fuzzy ? "fuzzy" : "free"},
+         {"ops", o.ops},
+         {"mutations", o.mutations},
+         {"rounds", o.rounds},
+         {"lookups_checked", o.check.lookups_checked},
+         {"steps_checked", o.check.steps_checked},
+         {"offsets_checked", o.check.offsets_checked},
+         {"unjudged", o.check.unjudged},
+         {"violation_count", o.check.violation_count},
+         {"violations_by_kind", by_kind},
+         {"violations", violations},
+         {"race_window_hits", o.race_window_hits},
+         {"duration_s", o.duration_s},
+         {"ops_per_sec", o.ops_per_sec},
+         {"clock_source", o.clock_source},
+         {"epsilon_ns", o.epsilon_ns},
+         {"timing",
+          {{"mutator_mean_ns", o.timing.mutator_mean_ns},
+           {"observer_mean_ns", o.timing.observer_mean_ns},
+           {"delay_span_ns", o.timing.delay_span_ns},
+           {"warmup_rounds", o.timing.warmup_rounds}}},
+         {"notes", o.notes}};
+  if (!o.scale.empty()) j["scale"] = scale;
+  if (!o.error.empty()) j["error"] = o.error;
+  return j;
+}
+
+std::string to_text(const Outcome& o) {
+  std::ostringstream s;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s seed=%llu fs=%s: %s", o.scenario.c_str(), static_cast<unsigned long long>(o.seed),
+                o.fs.c_str(), o.verdict.c_str());
+  s << buf << '\n';
+  if (!o.error.empty()) s << "  error: " << o.error << '\n';
+  std::snprintf(buf, sizeof buf,
+                "  ops=%llu lookups_checked=%llu offsets_checked=%llu rounds=%llu race_window_hits=%llu "
+                "ops/s=%.0f duration=%.2fs",
+                static_cast<unsigned long long>(o.ops), static_cast<unsigned long long>(o.check.lookups_checked),
+                static_cast<unsigned long long>(o.check.offsets_checked), static_cast<unsigned long long>(o.rounds),
+                static_cast<unsigned long long>(o.race_window_hits), o.ops_per_sec, o.duration_s);
+  s << buf << '\n';
+  if (o.timing.warmup_rounds) {
+    std::snprintf(buf, sizeof buf, "  timing: mutator=%lldns observer=%lldns delay_span=%lldns clock=%s epsilon=%lldns",
+                  static_cast<long long>(o.timing.mutator_mean_ns), static_cast<long long>(o.timing.observer_mean_ns),
+                  static_cast<long long>(o.timing.delay_span_ns), o.clock_source.c_str(),
+                  static_cast<long long>(o.epsilon_ns));
+    s << buf << '\n';
+  }
+  if (o.check.violation_count) {
+    s << "  violations=" << o.check.violation_count << " (";
+    bool first = true;
+    for (int k = 0; k < kViolationKinds; ++k) {
+      if (!o.check.by_kind[k]) continue;
+      s << (first ? "" : ", ") << to_string(static_cast<ViolationKind>(k)) << "=" << o.check.by_kind[k];
+      first = false;
+    }
+    s << ")\n";
+    for (size_t i = 0; i < o.check.violations.size() && i < 3; ++i) {
+      const Violation& v = o.check.violations[i];
+      s << "  - " << to_string(v.kind) << ": actor " << v.actor << " " << v.op << " " << v.path << " ["
+        << v.invoke << ", " << v.complete << "] step " << v.step << " (" << v.component << ", " << v.object
+        << ") observed " << v.observed << ", possible: " << v.expected << '\n';
+      for (const auto& pv : v.versions) {
+        s << "      version " << pv.value << " possible from "
+          << (pv.from <= kTimeMin ? std::string("start") : std::to_string(pv.from)) << " to "
+          << (pv.to >= kTimeMax ? std::string("end") : std::to_string(pv.to)) << '\n';
+      }
+    }
+  }
+  for (const auto& p : o.scale) {
+    std::snprintf(buf, sizeof buf, "  %-14s %-9s tasks=%-3u ops/s=%.0f", p.test.c_str(), p.mode.c_str(), p.tasks,
+                  p.ops_per_sec);
+    s << buf << '\n';
+  }
+  for (const auto& n : o.notes) s << "  note: " << n << '\n';
+  return s.str();
+}
+
+int exit_code(const Outcome& o) {
+  if (o.verdict == "error") return 2;
+  if (o.verdict == "violation") return 1;
+  return 0;
+}
+
+}  // namespace leapfrog

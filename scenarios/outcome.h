@@ -1,0 +1,55 @@
+#pragma once
+// The result of one run, as printed by `leapfrog-agent run` and later stored by
+// the coordinator.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "scenarios/oracle.h"
+#include "scenarios/race.h"
+
+namespace leapfrog {
+
+// One will-it-scale style measurement.
+struct ScalePoint {
+  std::string test;  // e.g. "access-same", "lseek"
+  std::string mode;  // "processes" or "threads"
+  uint32_t tasks = 0;
+  double ops_per_sec = 0;
+};
+
+struct Outcome {
+  std::string scenario;
+  uint64_t seed = 0;
+  std::string fs;
+  std::string verdict = "pass";  // pass | violation | error
+  std::string error;
+  std::map<std::string, int64_t> params;
+  uint32_t observers = 0;
+  bool fuzzy = true;
+  uint64_t ops = 0;
+  uint64_t mutations = 0;
+  uint64_t rounds = 0;
+  uint64_t race_window_hits = 0;
+  double duration_s = 0;
+  double ops_per_sec = 0;
+  std::string clock_source;
+  TimeNs epsilon_ns = 0;
+  TimingStats timing;
+  CheckResult check;
+  std::vector<ScalePoint> scale;
+  std::vector<std::string> notes;
+};
+
+nlohmann::json to_json(const Outcome& o);
+nlohmann::json to_json(const Violation& v);
+// A few lines for a terminal.
+std::string to_text(const Outcome& o);
+// Exit code of `leapfrog-agent run`: 0 clean, 1 violations, 2 error.
+int exit_code(const Outcome& o);
+
+}  // namespace leapfrog

@@ -1,0 +1,314 @@
+#include "scenarios/race.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+#include "scenarios/clock.h"
+#include "scenarios/shared_region.h"
+
+namespace leapfrog {
+
+const char* to_string(ActorRole r) {
+  switch (r) {
+    case ActorRole::Mutator: return "mutator";
+    case ActorRole::Observer: return "observer";
+    case ActorRole::Peer: return "peer";
+  }
+  return "?";
+}
+
+namespace {
+constexpr uint32_t kMaxActors = 64;
+}
+
+struct RaceControl {
+  alignas(64) std::atomic<uint32_t> arrived{0};
+  alignas(64) std::atomic<uint32_t> generation{0};
+  std::atomic<uint32_t> decided_stop{0};
+  alignas(64) std::atomic<uint32_t> stop_requested{0};
+  std::atomic<uint32_t> abort{0};
+  alignas(64) std::atomic<uint32_t> peer_arrived{0};
+  alignas(64) std::atomic<uint32_t> peer_generation{0};
+  std::atomic<uint32_t> peer_stop{0};
+  uint32_t n_actors = 0;
+  uint32_t n_peers = 0;
+  ActorRole roles[kMaxActors];
+  struct alignas(64) Stat {
+    std::atomic<int64_t> sum_ns{0};
+    std::atomic<int64_t> n{0};
+    uint64_t count = 0;  // records written (read by the parent after exit)
+  } stat[kMaxActors];
+  std::atomic<uint32_t> error_set{0};
+  char error[512] = {};
+};
+
+namespace {
+
+inline void cpu_relax() { __builtin_ia32_pause(); }
+
+// Spins until `done()`; yields the CPU after a short spin so that more actors
+// than cores still make progress. Returns false if the run was aborted.
+template <typename Done>
+bool spin_until(RaceControl* c, Done done) {
+  for (uint32_t i = 0;; ++i) {
+    if (done()) return true;
+    if (i < 256) {
+      cpu_relax();
+    } else {
+      if ((i & 63) == 0 && c->abort.load(std::memory_order_relaxed)) return false;
+      sched_yield();
+    }
+  }
+}
+
+// All actors meet; the last to arrive decides, for everyone, whether to stop.
+bool barrier_stop(RaceControl* c) {
+  const uint32_t gen = c->generation.load(std::memory_order_acquire);
+  if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_actors) {
+    c->arrived.store(0, std::memory_order_relaxed);
+    c->decided_stop.store(c->stop_requested.load(std::memory_order_acquire) | c->abort.load(std::memory_order_acquire),
+                          std::memory_order_relaxed);
+    c->generation.store(gen + 1, std::memory_order_release);
+  } else if (!spin_until(c, [&] { return c->generation.load(std::memory_order_acquire) != gen; })) {
+    return true;
+  }
+  return c->decided_stop.load(std::memory_order_relaxed) != 0;
+}
+
+void set_error(RaceControl* c, const std::string& msg) {
+  uint32_t expected = 0;
+  if (c->error_set.compare_exchange_strong(expected, 1)) {
+    std::strncpy(c->error, msg.c_str(), sizeof c->error - 1);
+  }
+}
+
+struct Delays {
+  TimeNs mutator = 0;
+  TimeNs span = 0;  // observers and peers draw from [0, span]
+};
+
+Delays compute_delays(RaceControl* c, TimingStats& t) {
+  TimeNs mut = 0, obs = 0, peer = 0;
+  for (uint32_t i = 0; i < c->n_actors; ++i) {
+    const int64_t n = c->stat[i].n.load();
+    const TimeNs mean = n ? c->stat[i].sum_ns.load() / n : 0;
+    switch (c->roles[i]) {
+      case ActorRole::Mutator: mut = std::max(mut, mean); break;
+      case ActorRole::Observer: obs = std::max(obs, mean); break;
+      case ActorRole::Peer: peer = std::max(peer, mean); break;
+    }
+  }
+  t.mutator_mean_ns = mut;
+  t.observer_mean_ns = obs ? obs : peer;
+  Delays d;
+  const TimeNs margin = (mut + obs) / 8;
+  if (mut > 0) {
+    // The mutator starts at obs + margin; an observer start swept over
+    // [0, obs + mut + 2 margin] covers every overlap of the two calls.
+    d.mutator = obs + margin;
+    d.span = obs + mut + 2 * margin;
+  } else {
+    d.span = 2 * peer;
+  }
+  t.delay_span_ns = d.span;
+  return d;
+}
+
+void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
+  RaceControl* c = env.control();
+  RaceControl::Stat& stat = c->stat[env.id()];
+  Delays delays;
+  TimingStats unused;
+  for (uint32_t round = 0;; ++round) {
+    if (cfg.iterations && round >= cfg.iterations) break;
+    if (env.full()) c->stop_requested.store(1, std::memory_order_release);
+    if (cfg.fuzzy) {
+      if (barrier_stop(c)) break;
+      TimeNs delay = 0;
+      if (round == cfg.warmup) delays = compute_delays(c, unused);
+      if (round >= cfg.warmup) {
+        if (env.role() == ActorRole::Mutator)
+          delay = delays.mutator;
+        else if (delays.span > 0)
+          delay = static_cast<TimeNs>(env.rng().below(static_cast<uint64_t>(delays.span) + 1));
+      }
+      if (delay > 0) {
+        const TimeNs until = now_ns() + delay;
+        while (now_ns() < until) cpu_relax();
+      }
+    } else if (c->stop_requested.load(std::memory_order_relaxed) || env.full()) {
+      break;
+    }
+    const uint64_t before = env.recorded();
+    spec.step(env, round);
+    if (round < cfg.warmup && env.recorded() > before) {
+      // Written before the next barrier, so every actor sees them after it.
+      const RawRecord& r = env.last();
+      stat.sum_ns.fetch_add(r.complete - r.invoke, std::memory_order_relaxed);
+      stat.n.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+}  // namespace
+
+void ActorEnv::request_stop() { ctl_->stop_requested.store(1, std::memory_order_release); }
+
+bool ActorEnv::peer_barrier() {
+  RaceControl* c = ctl_;
+  const uint32_t gen = c->peer_generation.load(std::memory_order_acquire);
+  if (c->peer_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_peers) {
+    c->peer_arrived.store(0, std::memory_order_relaxed);
+    c->peer_generation.store(gen + 1, std::memory_order_release);
+  } else if (!spin_until(c, [&] {
+               return c->peer_generation.load(std::memory_order_acquire) != gen ||
+                      c->stop_requested.load(std::memory_order_relaxed);
+             })) {
+    return false;
+  }
+  return c->peer_generation.load(std::memory_order_acquire) != gen;
+}
+
+RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg, uint64_t seed) {
+  RaceResult result;
+  const uint32_t n = static_cast<uint32_t>(actors.size());
+  if (n == 0 || n > kMaxActors) {
+    result.error = "want 1.." + std::to_string(kMaxActors) + " actors, got " + std::to_string(n);
+    return result;
+  }
+  const size_t ctl_bytes = (sizeof(RaceControl) + 4095) & ~size_t{4095};
+  const size_t per_actor = cfg.capacity * sizeof(RawRecord);
+  SharedRegion region(ctl_bytes + per_actor * n);
+  auto* ctl = new (region.data()) RaceControl();
+  ctl->n_actors = n;
+  for (uint32_t i = 0; i < n; ++i) {
+    ctl->roles[i] = actors[i].role;
+    if (actors[i].role == ActorRole::Peer) ++ctl->n_peers;
+  }
+  auto records_of = [&](uint32_t i) {
+    return reinterpret_cast<RawRecord*>(static_cast<char*>(region.data()) + ctl_bytes + per_actor * i);
+  };
+
+  Rng root(seed);
+  std::vector<pid_t> pids(n, -1);
+  std::vector<int> pidfds(n, -1);
+  const TimeNs start = now_ns();
+  for (uint32_t i = 0; i < n; ++i) {
+    Rng actor_rng = root.fork(i);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ctl->abort.store(1);
+      result.error = std::string("fork: ") + std::strerror(errno);
+      break;
+    }
+    if (pid == 0) {
+      int code = 0;
+      try {
+        if (actors[i].prepare) actors[i].prepare();
+        // After any setuid in prepare(), which clears the death signal.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(4);
+        ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, &ctl->stat[i].count, ctl);
+        actor_loop(actors[i], env, cfg);
+      } catch (const std::exception& e) {
+        set_error(ctl, std::string(to_string(actors[i].role)) + " " + std::to_string(i) + ": " + e.what());
+        ctl->abort.store(1);
+        code = 3;
+      }
+      _exit(code);
+    }
+    pids[i] = pid;
+    pidfds[i] = pidfd_open(pid);
+  }
+
+  // Wait for the actors, stopping them at the deadline and giving up on any
+  // that is stuck in a system call long after it.
+  const TimeNs stop_at = start + cfg.duration;
+  const TimeNs kill_at = stop_at + cfg.stuck_grace;
+  uint32_t running = 0;
+  for (pid_t p : pids) running += p > 0;
+  bool stop_sent = false;
+  while (running > 0) {
+    const TimeNs now = now_ns();
+    if (!stop_sent && now >= stop_at) {
+      ctl->stop_requested.store(1, std::memory_order_release);
+      stop_sent = true;
+    }
+    if (now >= kill_at) {
+      for (uint32_t i = 0; i < n; ++i) {
+        if (pids[i] > 0) {
+          kill(pids[i], SIGKILL);
+          if (result.error.empty())
+            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) +
+                           " did not finish its operation within " + std::to_string(cfg.stuck_grace / 1'000'000'000) +
+                           " s of the end of the run";
+        }
+      }
+      ctl->abort.store(1);
+    }
+    std::vector<pollfd> fds;
+    for (uint32_t i = 0; i < n; ++i)
+      if (pids[i] > 0) fds.push_back(pollfd{pidfds[i], POLLIN, 0});
+    const TimeNs next = stop_sent ? kill_at : stop_at;
+    const int timeout_ms = static_cast<int>(std::clamp<TimeNs>((next - now) / 1'000'000 + 1, 1, 1000));
+    poll(fds.data(), fds.size(), timeout_ms);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (pids[i] <= 0) continue;
+      int status = 0;
+      const pid_t r = waitpid(pids[i], &status, WNOHANG);
+      if (r != pids[i]) continue;
+      pids[i] = -1;
+      close(pidfds[i]);
+      --running;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok) {
+        ctl->abort.store(1);
+        if (result.error.empty()) {
+          if (ctl->error_set.load())
+            result.error = ctl->error;
+          else if (WIFSIGNALED(status))
+            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) + " was killed by signal " +
+                           std::to_string(WTERMSIG(status));
+          else
+            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) + " exited with status " +
+                           std::to_string(WEXITSTATUS(status));
+        }
+      }
+    }
+  }
+
+  TimeNs first = kTimeMax, last = kTimeMin;
+  result.records.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t count = std::min<uint64_t>(ctl->stat[i].count, cfg.capacity);
+    const RawRecord* base = records_of(i);
+    result.records[i].assign(base, base + count);
+    for (const auto& r : result.records[i]) {
+      first = std::min(first, r.invoke);
+      last = std::max(last, r.complete);
+      result.rounds = std::max<uint64_t>(result.rounds, r.round + 1ull);
+    }
+  }
+  result.elapsed_s = last > first ? static_cast<double>(last - first) / 1e9 : 0;
+  if (cfg.fuzzy) {
+    compute_delays(ctl, result.timing);
+    result.timing.warmup_rounds = cfg.warmup;
+  }
+  ctl->~RaceControl();
+  return result;
+}
+
+}  // namespace leapfrog

@@ -1,0 +1,105 @@
+#pragma once
+// Racing actors: forked processes that meet at a spin barrier every round
+// (fuzzy sync), sweep a seeded delay across the window in which their calls can
+// overlap, and append one record per operation to a shared-memory buffer.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scenarios/model.h"
+#include "scenarios/rng.h"
+
+namespace leapfrog {
+
+// One recorded operation as written on the hot path: plain data, no allocation.
+struct RawRecord {
+  TimeNs invoke;
+  TimeNs complete;
+  uint64_t a;     // lookups: st_dev; offsets: offset
+  uint64_t b;     // lookups: st_ino; offsets: length
+  uint32_t op;    // template index (mutation effect or query)
+  int32_t err;    // errno, 0 on success
+  uint32_t round;
+  uint32_t aux;   // scenario-specific (offsets: epoch << 1 | is_seek)
+};
+
+enum class ActorRole : uint8_t { Mutator, Observer, Peer };
+const char* to_string(ActorRole r);
+
+struct RaceControl;
+
+// What an actor's step function sees.
+class ActorEnv {
+ public:
+  ActorEnv(uint32_t id, ActorRole role, Rng rng, RawRecord* records, uint64_t capacity, uint64_t* count,
+           RaceControl* ctl)
+      : id_(id), role_(role), rng_(rng), records_(records), capacity_(capacity), count_(count), ctl_(ctl) {}
+
+  uint32_t id() const { return id_; }
+  ActorRole role() const { return role_; }
+  Rng& rng() { return rng_; }
+  // Appends a record. The buffer is sized so that this cannot overflow: the
+  // loop stops the run before it fills.
+  void push(const RawRecord& r) { records_[(*count_)++] = r; }
+  uint64_t recorded() const { return *count_; }
+  const RawRecord& last() const { return records_[*count_ - 1]; }
+  bool full() const { return *count_ + 4 >= capacity_; }
+  RaceControl* control() const { return ctl_; }
+  // Asks every actor to stop at the next round.
+  void request_stop();
+  // Peers only: wait until every peer reaches this call (used to rewind a
+  // shared file together). Returns false if the run is stopping.
+  bool peer_barrier();
+
+ private:
+  uint32_t id_;
+  ActorRole role_;
+  Rng rng_;
+  RawRecord* records_;
+  uint64_t capacity_;
+  uint64_t* count_;
+  RaceControl* ctl_;
+};
+
+struct ActorSpec {
+  ActorRole role = ActorRole::Observer;
+  // Runs in the forked child before the first round (chdir, drop privileges).
+  // Throwing ends the run with an error.
+  std::function<void()> prepare;
+  // One operation of `round`; pushes its record(s) through the env.
+  std::function<void(ActorEnv&, uint32_t round)> step;
+};
+
+struct RaceConfig {
+  uint64_t iterations = 0;        // rounds; 0: run for `duration`
+  TimeNs duration = 1'000'000'000;
+  bool fuzzy = true;              // meet at a barrier each round and sweep delays
+  uint32_t warmup = 256;          // rounds measured before delays start
+  uint64_t capacity = 1 << 20;    // records per actor
+  TimeNs stuck_grace = 30'000'000'000;  // an actor stuck this long past the end is an error
+};
+
+struct TimingStats {
+  TimeNs mutator_mean_ns = 0;   // mean duration of one mutation, measured in warm-up
+  TimeNs observer_mean_ns = 0;  // mean duration of one lookup (max over observers)
+  TimeNs delay_span_ns = 0;     // width of the swept delay range
+  uint32_t warmup_rounds = 0;
+};
+
+struct RaceResult {
+  std::vector<std::vector<RawRecord>> records;  // per actor
+  uint64_t rounds = 0;
+  double elapsed_s = 0;
+  TimingStats timing;
+  std::string error;  // non-empty: the run failed (an actor died or got stuck)
+};
+
+// Forks one process per spec, runs the rounds, collects every record.
+RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg, uint64_t seed);
+
+}  // namespace leapfrog

@@ -1,0 +1,47 @@
+#pragma once
+// The few operating-system calls that differ between kernels (Linux today,
+// FreeBSD guests later). Scenarios call these instead of the raw syscalls, so a
+// port replaces this file and not the scenarios. Each returns 0 or an errno and
+// never throws on the hot path.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "scenarios/model.h"
+
+namespace leapfrog::sys {
+
+// Atomically swaps two names (Linux renameat2 RENAME_EXCHANGE).
+int rename_exchange(const char* a, const char* b);
+// Plain rename(2).
+int rename_path(const char* from, const char* to);
+// Mounts a fresh tmpfs whose root has `root_mode`, holding nothing.
+int mount_tmpfs(const char* target, mode_t root_mode);
+// Detaches whatever is mounted on `target`.
+int unmount(const char* target);
+
+// A prepared POSIX access ACL, built once at setup and applied on the hot path
+// without allocating.
+class AccessAcl {
+ public:
+  // The ACL of `attr`: its mode bits plus its extended entries.
+  explicit AccessAcl(const Attr& attr);
+  ~AccessAcl();
+  AccessAcl(const AccessAcl&) = delete;
+  AccessAcl& operator=(const AccessAcl&) = delete;
+  int apply(const char* path) const;
+
+ private:
+  void* acl_ = nullptr;
+};
+
+// Reads the access ACL's extended entries of `path` into `attr` (and mode).
+int read_attr(const char* path, Attr& attr);
+
+// Drops to an unprivileged identity for the rest of the process.
+// Throws std::system_error if the kernel refuses.
+void drop_privileges(const Cred& cred);
+
+}  // namespace leapfrog::sys
