@@ -388,7 +388,7 @@ class Checker {
         }
         (void)t_final;
         res.can_succeed = true;
-        if (best) best->finals.push_back(s.node);
+        if (best && !ignore_perms) best->finals.push_back(s.node);
         if (want_success && matches(s.node, r)) {
           res.matched = true;
           if (best) {

@@ -16,12 +16,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -584,6 +586,77 @@ TEST(FuseCacheTest, ManyObserversAtOnce) {
       if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++failed;
     }
     SANDBOX_CHECK(failed == 0, 13);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+// Holds view/e/d1 (directory D) open while root swaps the backing e/d1 and
+// e/d2 with RENAME_EXCHANGE, and looks up "f" relative to D over and over. D's
+// f never changes, wherever D is: each answer must be that f. A path-based
+// daemon resolves the path D had instead, and answers with the other f.
+TEST(FuseCacheTest, DirectLookupFollowsTheParentInodeUnderExchange) {
+  int status = run_sandboxed([](const std::string& workdir) {
+    auto ws = provision({FsKind::FuseDirect, "", 1}, workdir);
+    const std::string m = ws->mutate_root();
+    const std::string d1 = m + "/e/d1", d2 = m + "/e/d2";
+    SANDBOX_CHECK(mkdir((m + "/e").c_str(), 0755) == 0, 10);
+    SANDBOX_CHECK(mkdir(d1.c_str(), 0755) == 0 && mkdir(d2.c_str(), 0755) == 0, 11);
+    SANDBOX_CHECK(write_file(d1 + "/f", "1") && write_file(d2 + "/f", "2"), 12);
+    struct stat f1, f2;
+    SANDBOX_CHECK(stat((d1 + "/f").c_str(), &f1) == 0 && stat((d2 + "/f").c_str(), &f2) == 0, 13);
+    SANDBOX_CHECK(f1.st_ino != f2.st_ino, 14);
+    int dir = open((ws->lookup_root() + "/e/d1").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    SANDBOX_CHECK(dir >= 0, 15);
+
+    struct Shared {
+      std::atomic<bool> stop{false};
+      std::atomic<long> swaps{0};
+    };
+    void* mem =
+        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    SANDBOX_CHECK(mem != MAP_FAILED, 16);
+    auto* shared = new (mem) Shared;
+    constexpr auto kRaceFor = std::chrono::milliseconds(1500);
+    constexpr long kMaxLookups = 1'000'000;
+    pid_t mutator = fork();
+    SANDBOX_CHECK(mutator >= 0, 17);
+    if (mutator == 0) {
+      // Bounded on its own too, should the observer die.
+      auto deadline = std::chrono::steady_clock::now() + 4 * kRaceFor;
+      while (!shared->stop.load() && std::chrono::steady_clock::now() < deadline) {
+        if (renameat2(AT_FDCWD, d1.c_str(), AT_FDCWD, d2.c_str(), RENAME_EXCHANGE) != 0) _exit(1);
+        shared->swaps.fetch_add(1);
+      }
+      _exit(0);
+    }
+    // Start once the mutator is swapping, so the two overlap.
+    auto deadline = std::chrono::steady_clock::now() + kRaceFor;
+    while (shared->swaps.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+    deadline = std::chrono::steady_clock::now() + kRaceFor;
+    long lookups = 0, wrong = 0, errors = 0;
+    while (lookups < kMaxLookups && std::chrono::steady_clock::now() < deadline) {
+      struct stat st;
+      if (fstatat(dir, "f", &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        ++errors;
+      } else if (st.st_ino != f1.st_ino) {
+        ++wrong;
+      }
+      ++lookups;
+    }
+    long swaps_during = shared->swaps.load();
+    shared->stop.store(true);
+    int mutator_status = 0;
+    SANDBOX_CHECK(waitpid(mutator, &mutator_status, 0) == mutator, 18);
+    std::fprintf(stderr, "exchange_race lookups=%ld swaps=%ld wrong=%ld errors=%ld\n", lookups,
+                 swaps_during, wrong, errors);
+    SANDBOX_CHECK(WIFEXITED(mutator_status) && WEXITSTATUS(mutator_status) == 0, 19);
+    SANDBOX_CHECK(swaps_during >= 1000, 20);  // else the race was not on
+    SANDBOX_CHECK(lookups >= 1000, 21);
+    SANDBOX_CHECK(errors == 0, 22);
+    SANDBOX_CHECK(wrong == 0, 23);
+    close(dir);
     return 0;
   });
   EXPECT_EQ(status, 0);

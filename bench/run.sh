@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# make bench: harness overhead (recorded vs bare lookup loop) and oracle throughput.
+set -euo pipefail
+build=${1:-build}
+echo "== harness overhead =="
+"$build/bin/leapfrog_harness_bench" 2>/dev/null
+echo
+echo "== oracle throughput (one core) =="
+"$build/bin/leapfrog_oracle_bench" --benchmark_counters_tabular=true 2>/dev/null

@@ -1,0 +1,308 @@
+// End-to-end tests of the leapfrog-agent binary on the real kernel: the
+// positive control (FUSE with kernel caching) must fire, correct file systems
+// must stay clean, histories round-trip through `check`, and bad input gets a
+// one-line error with exit 2. Needs root, like the agent itself.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+namespace stdfs = std::filesystem;
+
+struct Result {
+  int exit = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/leapfrog-e2e-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { stdfs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs argv with stdout and stderr captured in files (no pipe deadlocks).
+Result run(const std::vector<std::string>& argv) {
+  TempDir dir;
+  const std::string out = dir.path() + "/out", err = dir.path() + "/err";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+Result agent(std::vector<std::string> args) {
+  args.insert(args.begin(), LEAPFROG_AGENT);
+  return run(args);
+}
+
+json run_json(const std::vector<std::string>& args, int want_exit) {
+  std::vector<std::string> a = {"run", "--json"};
+  a.insert(a.end(), args.begin(), args.end());
+  Result r = agent(a);
+  EXPECT_EQ(r.exit, want_exit) << r.out << r.err;
+  try {
+    return json::parse(r.out);
+  } catch (const std::exception&) {
+    ADD_FAILURE() << "not JSON: " << r.out << r.err;
+    return json::object();
+  }
+}
+
+uint64_t kind_count(const json& o, const char* kind) {
+  const auto& by = o.at("violations_by_kind");
+  return by.contains(kind) ? by.at(kind).get<uint64_t>() : 0;
+}
+
+std::set<std::string> run_folders() {
+  std::set<std::string> s;
+  for (const auto& e : stdfs::directory_iterator("/tmp"))
+    if (e.path().filename().string().rfind("leapfrog-run-", 0) == 0) s.insert(e.path());
+  return s;
+}
+
+// Mounts that a Leapfrog run could have leaked into this namespace.
+std::string mountinfo() {
+  std::istringstream in(slurp("/proc/self/mountinfo"));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.find("leapfrog") != std::string::npos || line.find("/dev/loop") != std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
+class AgentE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root";
+    folders_ = run_folders();
+    mounts_ = mountinfo();
+  }
+  void TearDown() override {
+    if (geteuid() != 0) return;
+    // Every run keeps its mounts and temp folder to itself.
+    EXPECT_EQ(run_folders(), folders_);
+    EXPECT_EQ(mountinfo(), mounts_);
+  }
+
+ private:
+  std::set<std::string> folders_;
+  std::string mounts_;
+};
+
+// ---- the positive control and its negative --------------------------------
+
+TEST_F(AgentE2E, SetattrOnCachedFuseReportsStaleGrant) {
+  json o = run_json({"--scenario", "setattr-lookup", "--fs", "fuse-cached", "--duration", "2s"}, 1);
+  EXPECT_EQ(o["verdict"], "violation");
+  EXPECT_GT(kind_count(o, "stale-grant"), 0u);
+  ASSERT_FALSE(o["violations"].empty());
+  const json& v = o["violations"][0];
+  EXPECT_EQ(v["kind"], "stale-grant");
+  EXPECT_FALSE(v["versions"].empty());  // the report names the versions possible in the window
+  EXPECT_FALSE(v["steps"].empty());
+}
+
+TEST_F(AgentE2E, RenameOnCachedFuseReportsStaleEntryOrGrant) {
+  json o = run_json({"--scenario", "rename-lookup", "--fs", "fuse-cached", "--duration", "2s"}, 1);
+  EXPECT_GT(kind_count(o, "stale-entry") + kind_count(o, "stale-grant"), 0u);
+}
+
+TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
+  for (const char* fs : {"tmpfs", "fuse-direct"}) {
+    for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {
+      json o = run_json({"--scenario", scenario, "--fs", fs, "--iterations", "100000"}, 0);
+      EXPECT_EQ(o["verdict"], "pass") << fs << " " << scenario << " " << o.dump().substr(0, 2000);
+      EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 100000u) << fs << " " << scenario;
+      EXPECT_GT(o["race_window_hits"].get<uint64_t>(), 0u) << fs << " " << scenario;
+    }
+  }
+}
+
+// ---- every scenario on tmpfs and ext4 --------------------------------------
+
+class EveryScenario : public AgentE2E, public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
+
+TEST_P(EveryScenario, RunsClean) {
+  const auto& [scenario, fs] = GetParam();
+  std::vector<std::string> args = {"--scenario", scenario, "--fs", fs, "--duration", "400ms"};
+  if (scenario == "lookup-scale") args = {"--scenario", scenario, "--fs", fs, "--param", "point_ms=20"};
+  json o = run_json(args, 0);
+  EXPECT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+  EXPECT_EQ(o["scenario"], scenario);
+  EXPECT_EQ(o["fs"], fs);
+  EXPECT_GT(o["ops"].get<uint64_t>(), 0u);
+  EXPECT_GT(o["ops_per_sec"].get<double>(), 0.0);
+  for (const char* key : {"seed", "lookups_checked", "violations", "race_window_hits"}) {
+    EXPECT_TRUE(o.contains(key)) << key;
+  }
+  if (scenario == "foffset") {
+    EXPECT_GT(o["offsets_checked"].get<uint64_t>(), 1000u);
+  }
+  if (scenario == "lookup-scale") {
+    EXPECT_FALSE(o["scale"].empty());
+  } else if (scenario != "foffset") {
+    EXPECT_GT(o["lookups_checked"].get<uint64_t>(), 500u);
+    EXPECT_GT(o["mutations"].get<uint64_t>(), 10u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, EveryScenario,
+                         ::testing::Combine(::testing::Values("setattr-lookup", "chown-lookup", "acl-exec-deny",
+                                                              "rename-lookup", "mount-lookup", "dotdot-lookup",
+                                                              "symlink-lookup", "dirfd-lookup", "foffset",
+                                                              "lookup-scale"),
+                                            ::testing::Values("tmpfs", "ext4")),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST_F(AgentE2E, StaticAclDenyHolds) {
+  json o = run_json({"--scenario", "acl-exec-deny", "--param", "static=1", "--duration", "500ms"}, 0);
+  EXPECT_GT(o["lookups_checked"].get<uint64_t>(), 500u);
+}
+
+TEST_F(AgentE2E, FreeRunningAlignment) {
+  json o = run_json({"--scenario", "setattr-lookup", "--align", "free", "--observers", "2", "--duration", "500ms"}, 0);
+  EXPECT_EQ(o["alignment"], "free");
+}
+
+// ---- histories -------------------------------------------------------------
+
+TEST_F(AgentE2E, HistoryRecheckGivesSameVerdict) {
+  TempDir dir;
+  for (const char* fs : {"tmpfs", "fuse-cached"}) {
+    const std::string file = dir.path() + "/" + fs + ".jsonl";
+    const int want = std::string(fs) == "tmpfs" ? 0 : 1;
+    json live = run_json({"--scenario", "setattr-lookup", "--fs", fs, "--duration", "1s", "--history", file}, want);
+    Result r = agent({"check", file, "--json"});
+    EXPECT_EQ(r.exit, want) << r.err;
+    json offline = json::parse(r.out);
+    EXPECT_EQ(offline["verdict"], live["verdict"]);
+    EXPECT_EQ(offline["violation_count"], live["violation_count"]);
+    EXPECT_EQ(offline["lookups_checked"], live["lookups_checked"]);
+    EXPECT_EQ(offline["violations_by_kind"], live["violations_by_kind"]);
+  }
+}
+
+TEST_F(AgentE2E, ForeignHistoryIsChecked) {
+  Result r = agent({"check", std::string(LEAPFROG_SOURCE) + "/scenarios/testdata/stale_grant.jsonl"});
+  EXPECT_EQ(r.exit, 1);
+  EXPECT_NE(r.out.find("stale-grant"), std::string::npos);
+}
+
+// ---- bad input: one line, exit 2 -------------------------------------------
+
+void expect_usage_error(const Result& r, const std::string& want) {
+  EXPECT_EQ(r.exit, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(AgentE2E, BadInputGetsOneLineAndExit2) {
+  expect_usage_error(agent({"run", "--scenario", "no-such"}), "unknown scenario \"no-such\"");
+  expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--param", "depth=100"}),
+                     "parameter \"depth\" = 100 is out of limits, want [3, 8]");
+  expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--observers", "99"}), "bad observers: 99");
+  expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--fs", "zfs"}), "unknown file system kind");
+  expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--duration", "soon"}), "bad duration");
+  expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--param", "depth"}), "want NAME=VALUE");
+  expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--dir", "/nonexistent/x"}), "/nonexistent/x");
+  expect_usage_error(agent({"run"}), "--scenario is required");
+  expect_usage_error(agent({"frobnicate"}), "error:");
+}
+
+TEST_F(AgentE2E, NotRootIsRefused) {
+  Result r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LEAPFROG_AGENT, "run", "--scenario",
+                  "mount-lookup"});
+  expect_usage_error(r, "needs root");
+}
+
+TEST_F(AgentE2E, NoFuseIsAClearError) {
+  // /dev without fuse, in a private mount namespace of this command only.
+  Result r = run({"unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  "mount -t tmpfs none /dev && exec " + std::string(LEAPFROG_AGENT) +
+                      " run --scenario setattr-lookup --fs fuse-cached --duration 100ms"});
+  EXPECT_EQ(r.exit, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("FUSE is not available"), std::string::npos) << r.err;
+}
+
+TEST_F(AgentE2E, MalformedHistorySaysWhichLine) {
+  TempDir dir;
+  const std::string file = dir.path() + "/bad.jsonl";
+  std::ofstream(file) << slurp(std::string(LEAPFROG_SOURCE) + "/scenarios/testdata/stale_grant.jsonl")
+                      << "{\"type\":\"lookup\",\"actor\":1}\n";
+  expect_usage_error(agent({"check", file}), "line 7: missing field");
+  expect_usage_error(agent({"check", dir.path() + "/missing.jsonl"}), "cannot read history file");
+}
+
+TEST_F(AgentE2E, ListShowsParametersAndLimits) {
+  Result r = agent({"list", "--json"});
+  ASSERT_EQ(r.exit, 0);
+  json l = json::parse(r.out);
+  EXPECT_EQ(l.size(), 10u);
+  bool found = false;
+  for (const auto& s : l) {
+    if (s["name"] != "setattr-lookup") continue;
+    for (const auto& p : s["params"]) {
+      if (p["name"] == "depth") found = p["min"] == 3 && p["max"] == 8;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(AgentE2E, SameSeedSameTree) {
+  // The seed decides the mutated directory: two runs with one seed agree.
+  json a = run_json({"--scenario", "setattr-lookup", "--seed", "7", "--fs", "fuse-cached", "--duration", "1s"}, 1);
+  json b = run_json({"--scenario", "setattr-lookup", "--seed", "7", "--fs", "fuse-cached", "--duration", "1s"}, 1);
+  ASSERT_FALSE(a["violations"].empty());
+  ASSERT_FALSE(b["violations"].empty());
+  EXPECT_EQ(a["violations"][0]["object"], b["violations"][0]["object"]);
+}
+
+}  // namespace
