@@ -2,7 +2,9 @@
 // Leapfrog's own FUSE passthrough file system: a daemon process that mirrors a
 // backing folder at a view folder. The kernel checks permissions itself
 // (default_permissions, POSIX ACLs), on attributes it may have cached: with
-// timeouts > 0 this is the positive control for stale lookups.
+// timeouts > 0 this is the positive control for stale lookups. The daemon
+// answers each request about the inode the kernel named, never by path (see
+// fuse_daemon.h), so with timeouts 0 each lookup step is current at an instant.
 
 #include <sys/types.h>
 

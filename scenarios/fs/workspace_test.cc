@@ -16,35 +16,24 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <new>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
+
+#include "scenarios/fs/test_support.h"
 
 namespace leapfrog::fs {
 namespace {
 
-constexpr uid_t kObserver = 65534;
-
-// Inside a sandbox body: on failure print the check and return `code`.
-#define SANDBOX_CHECK(cond, code)                                                                 \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      std::fprintf(stderr, "check failed (exit %d) at line %d: %s [errno: %s]\n", code, __LINE__, \
-                   #cond, std::strerror(errno));                                                  \
-      return code;                                                                                \
-    }                                                                                             \
-  } while (0)
+using namespace test_support;
 
 // A small string the sandbox child can hand back to the test (the workdir).
 class SharedText {
@@ -128,50 +117,6 @@ std::vector<std::string> still_bound(const std::string& loops) {
     if (!lines.empty() && lines[0].find(file) != std::string::npos) bound.push_back(item);
   }
   return bound;
-}
-
-// errno of stat(path) done by a child as uid/gid 65534 (0 on success).
-int observer_stat(const std::string& path) {
-  pid_t pid = fork();
-  if (pid < 0) return 250;
-  if (pid == 0) {
-    if (setgroups(0, nullptr) != 0 || setresgid(kObserver, kObserver, kObserver) != 0 ||
-        setresuid(kObserver, kObserver, kObserver) != 0) {
-      _exit(251);
-    }
-    struct stat st;
-    _exit(stat(path.c_str(), &st) == 0 ? 0 : errno);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 252;
-}
-
-// Entries of `dir` whose name starts with `prefix` (-1 if unreadable).
-int count_prefixed(const std::string& dir, const std::string& prefix) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* entry = readdir(d)) {
-    if (std::string(entry->d_name).rfind(prefix, 0) == 0) ++n;
-  }
-  closedir(d);
-  return n;
-}
-
-bool write_file(const std::string& path, const std::string& text) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  return close(fd) == 0 && ok;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::string text;
-  std::getline(in, text);
-  return text;
 }
 
 // Sets a POSIX access ACL on `path` that denies uid 65534 everything while the
@@ -270,53 +215,6 @@ INSTANTIATE_TEST_SUITE_P(AllKinds, ProvisionTest,
                            }
                            return name;
                          });
-
-// Observer stats view/d/f, root chmods the BACKING d to 0700, observer stats
-// again. Returns the second stat's errno through the exit status (0 = success),
-// or 100+ for a broken precondition.
-int chmod_under_view(FsKind kind, const std::string& workdir, bool wait_for_expiry) {
-  FsSpec spec;
-  spec.kind = kind;
-  spec.fuse_timeout_s = 2;
-  auto ws = provision(spec, workdir);
-  const std::string backing = ws->mutate_root();
-  const std::string view = ws->lookup_root();
-  SANDBOX_CHECK(mkdir((backing + "/d").c_str(), 0755) == 0, 100);
-  SANDBOX_CHECK(write_file(backing + "/d/f", "tag"), 101);
-  SANDBOX_CHECK(observer_stat(view + "/d/f") == 0, 102);
-  SANDBOX_CHECK(chmod((backing + "/d").c_str(), 0700) == 0, 103);
-  auto changed = std::chrono::steady_clock::now();
-  int after = observer_stat(view + "/d/f");
-  if (wait_for_expiry) {
-    // The stale grant must end once attr_timeout has passed.
-    auto deadline = changed + std::chrono::seconds(10);
-    int now = after;
-    while (now == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      now = observer_stat(view + "/d/f");
-    }
-    auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - changed);
-    std::fprintf(stderr, "cache_expired after_ms=%lld errno=%d\n",
-                 static_cast<long long>(took.count()), now);
-    SANDBOX_CHECK(now == EACCES, 104);
-  }
-  return after;
-}
-
-TEST(FuseCacheTest, CachedViewGrantsOnStalePermission) {
-  int status = run_sandboxed([](const std::string& workdir) {
-    return chmod_under_view(FsKind::FuseCached, workdir, /*wait_for_expiry=*/true);
-  });
-  EXPECT_EQ(status, 0) << "want the stale grant (0); EACCES is " << EACCES;
-}
-
-TEST(FuseCacheTest, DirectViewSeesChmodAtOnce) {
-  int status = run_sandboxed([](const std::string& workdir) {
-    return chmod_under_view(FsKind::FuseDirect, workdir, /*wait_for_expiry=*/false);
-  });
-  EXPECT_EQ(status, EACCES);
-}
 
 class SandboxTest : public ::testing::Test {
  protected:
@@ -529,156 +427,6 @@ TEST(FsKindTest, UnknownNameListsAcceptedOnes) {
     }
     EXPECT_NE(what.back(), '.');
   }
-}
-
-// Observer misses view/g (ENOENT), root creates the backing g, observer looks
-// again. Returns the second stat's errno (0 = found).
-int create_under_view(FsKind kind, const std::string& workdir) {
-  FsSpec spec;
-  spec.kind = kind;
-  spec.fuse_timeout_s = 2;
-  auto ws = provision(spec, workdir);
-  SANDBOX_CHECK(observer_stat(ws->lookup_root() + "/g") == ENOENT, 100);
-  SANDBOX_CHECK(write_file(ws->mutate_root() + "/g", "tag"), 101);
-  return observer_stat(ws->lookup_root() + "/g");
-}
-
-TEST(FuseCacheTest, CachedViewMissesNewEntry) {
-  int status = run_sandboxed(
-      [](const std::string& workdir) { return create_under_view(FsKind::FuseCached, workdir); });
-  EXPECT_EQ(status, ENOENT) << "want the stale negative entry";
-}
-
-TEST(FuseCacheTest, DirectViewFindsNewEntry) {
-  int status = run_sandboxed(
-      [](const std::string& workdir) { return create_under_view(FsKind::FuseDirect, workdir); });
-  EXPECT_EQ(status, 0);
-}
-
-TEST(FuseCacheTest, ManyObserversAtOnce) {
-  int status = run_sandboxed([](const std::string& workdir) {
-    auto ws = provision({FsKind::FuseDirect, "", 1}, workdir);
-    SANDBOX_CHECK(mkdir((ws->mutate_root() + "/d").c_str(), 0755) == 0, 10);
-    SANDBOX_CHECK(write_file(ws->mutate_root() + "/d/f", "tag"), 11);
-    constexpr int kObservers = 32;
-    std::vector<pid_t> pids;
-    for (int i = 0; i < kObservers; ++i) {
-      pid_t pid = fork();
-      SANDBOX_CHECK(pid >= 0, 12);
-      if (pid == 0) {
-        if (setgroups(0, nullptr) != 0 || setresgid(kObserver, kObserver, kObserver) != 0 ||
-            setresuid(kObserver, kObserver, kObserver) != 0) {
-          _exit(1);
-        }
-        std::string path = ws->lookup_root() + "/d/f";
-        for (int n = 0; n < 500; ++n) {
-          struct stat st;
-          if (stat(path.c_str(), &st) != 0) _exit(2);
-        }
-        _exit(0);
-      }
-      pids.push_back(pid);
-    }
-    int failed = 0;
-    for (pid_t pid : pids) {
-      int st = 0;
-      waitpid(pid, &st, 0);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ++failed;
-    }
-    SANDBOX_CHECK(failed == 0, 13);
-    return 0;
-  });
-  EXPECT_EQ(status, 0);
-}
-
-// Holds view/e/d1 (directory D) open while root swaps the backing e/d1 and
-// e/d2 with RENAME_EXCHANGE, and looks up "f" relative to D over and over. D's
-// f never changes, wherever D is: each answer must be that f. A path-based
-// daemon resolves the path D had instead, and answers with the other f.
-TEST(FuseCacheTest, DirectLookupFollowsTheParentInodeUnderExchange) {
-  int status = run_sandboxed([](const std::string& workdir) {
-    auto ws = provision({FsKind::FuseDirect, "", 1}, workdir);
-    const std::string m = ws->mutate_root();
-    const std::string d1 = m + "/e/d1", d2 = m + "/e/d2";
-    SANDBOX_CHECK(mkdir((m + "/e").c_str(), 0755) == 0, 10);
-    SANDBOX_CHECK(mkdir(d1.c_str(), 0755) == 0 && mkdir(d2.c_str(), 0755) == 0, 11);
-    SANDBOX_CHECK(write_file(d1 + "/f", "1") && write_file(d2 + "/f", "2"), 12);
-    struct stat f1, f2;
-    SANDBOX_CHECK(stat((d1 + "/f").c_str(), &f1) == 0 && stat((d2 + "/f").c_str(), &f2) == 0, 13);
-    SANDBOX_CHECK(f1.st_ino != f2.st_ino, 14);
-    int dir = open((ws->lookup_root() + "/e/d1").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    SANDBOX_CHECK(dir >= 0, 15);
-
-    struct Shared {
-      std::atomic<bool> stop{false};
-      std::atomic<long> swaps{0};
-    };
-    void* mem =
-        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    SANDBOX_CHECK(mem != MAP_FAILED, 16);
-    auto* shared = new (mem) Shared;
-    constexpr auto kRaceFor = std::chrono::milliseconds(1500);
-    constexpr long kMaxLookups = 1'000'000;
-    pid_t mutator = fork();
-    SANDBOX_CHECK(mutator >= 0, 17);
-    if (mutator == 0) {
-      // Bounded on its own too, should the observer die.
-      auto deadline = std::chrono::steady_clock::now() + 4 * kRaceFor;
-      while (!shared->stop.load() && std::chrono::steady_clock::now() < deadline) {
-        if (renameat2(AT_FDCWD, d1.c_str(), AT_FDCWD, d2.c_str(), RENAME_EXCHANGE) != 0) _exit(1);
-        shared->swaps.fetch_add(1);
-      }
-      _exit(0);
-    }
-    // Start once the mutator is swapping, so the two overlap.
-    auto deadline = std::chrono::steady_clock::now() + kRaceFor;
-    while (shared->swaps.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-    }
-    deadline = std::chrono::steady_clock::now() + kRaceFor;
-    long lookups = 0, wrong = 0, errors = 0;
-    while (lookups < kMaxLookups && std::chrono::steady_clock::now() < deadline) {
-      struct stat st;
-      if (fstatat(dir, "f", &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        ++errors;
-      } else if (st.st_ino != f1.st_ino) {
-        ++wrong;
-      }
-      ++lookups;
-    }
-    long swaps_during = shared->swaps.load();
-    shared->stop.store(true);
-    int mutator_status = 0;
-    SANDBOX_CHECK(waitpid(mutator, &mutator_status, 0) == mutator, 18);
-    std::fprintf(stderr, "exchange_race lookups=%ld swaps=%ld wrong=%ld errors=%ld\n", lookups,
-                 swaps_during, wrong, errors);
-    SANDBOX_CHECK(WIFEXITED(mutator_status) && WEXITSTATUS(mutator_status) == 0, 19);
-    SANDBOX_CHECK(swaps_during >= 1000, 20);  // else the race was not on
-    SANDBOX_CHECK(lookups >= 1000, 21);
-    SANDBOX_CHECK(errors == 0, 22);
-    SANDBOX_CHECK(wrong == 0, 23);
-    close(dir);
-    return 0;
-  });
-  EXPECT_EQ(status, 0);
-}
-
-TEST(FuseCacheTest, StopKillsDaemonWhenMountIsBusy) {
-  int status = run_sandboxed([](const std::string& workdir) {
-    auto ws = provision({FsKind::FuseDirect, "", 1}, workdir);
-    SANDBOX_CHECK(write_file(ws->mutate_root() + "/f", "tag"), 10);
-    // An open file keeps the detached mount alive, so the daemon never sees it go.
-    int fd = open((ws->lookup_root() + "/f").c_str(), O_RDONLY);
-    SANDBOX_CHECK(fd >= 0, 11);
-    auto begin = std::chrono::steady_clock::now();
-    ws.reset();
-    auto took = std::chrono::steady_clock::now() - begin;
-    SANDBOX_CHECK(took < std::chrono::seconds(4), 12);
-    char buf[8];
-    SANDBOX_CHECK(read(fd, buf, sizeof buf) < 0 && errno == ENOTCONN, 13);
-    close(fd);
-    return 0;
-  });
-  EXPECT_EQ(status, 0);
 }
 
 TEST(FuseCacheTest, MissingDevFuseIsReported) {
