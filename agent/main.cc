@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "agent/connect.h"
 #include "agent/options.h"
+#include "coordinator/auth.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
 
@@ -140,6 +142,19 @@ int main(int argc, char** argv) {
   check->add_option("file", check_file, "history file")->required();
   check->add_flag("--json", check_json, "print one JSON object");
 
+  ConnectOptions connect_opts;
+  std::string token_file;
+  auto* connect = app.add_subcommand("connect", "serve a coordinator: lease jobs, run them, report outcomes");
+  connect->add_option("--coordinator", connect_opts.coordinator, "HOST:PORT, or ipv4:A:P,B:P for several replicas")
+      ->required();
+  connect->add_option("--token-file", token_file, "file holding the coordinator's token")->required();
+  connect->add_option("--name", connect_opts.name, "agent name (default: host name and pid)");
+  connect->add_option("--kernel-label", connect_opts.kernel_label, "kernel label to advertise (default: host)");
+  connect->add_option("--fs", connect_opts.filesystems, "file systems to advertise (default: what is available)");
+  connect->add_option("--spool", connect_opts.spool_dir, "folder for outcomes not yet acknowledged");
+  connect->add_option("--max-jobs", connect_opts.max_jobs, "exit after this many jobs (0: never)");
+  connect->add_flag("--vm", connect_opts.vm, "advertise that the agent runs in a VM");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -155,6 +170,19 @@ int main(int argc, char** argv) {
   try {
     if (list->parsed()) return cmd_list(list_json);
     if (check->parsed()) return cmd_check(check_file, check_json);
+    if (connect->parsed()) {
+      if (geteuid() != 0) throw UsageError("leapfrog-agent connect needs root: the jobs it runs mount file systems");
+      try {
+        connect_opts.token = coord::read_token_file(token_file);
+      } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());
+      }
+      char exe[4096] = {};
+      if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) throw UsageError("cannot find my own executable");
+      connect_opts.self_exe = exe;
+      spdlog::set_level(spdlog::level::info);
+      return run_connect(connect_opts);
+    }
     return cmd_run(to_run_options(flags), flags.json);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -9,6 +9,10 @@ packages=(
   # libraries
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libfuse3-dev libacl1-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libpqxx-dev libpq-dev libboost-dev libboost-filesystem-dev
+  # the embedded database server
+  postgresql
   # runtime tools used by the scenarios and tests
   fuse3 acl e2fsprogs xfsprogs btrfs-progs util-linux
 )

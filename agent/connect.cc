@@ -1,0 +1,406 @@
+#include "agent/connect.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <grpcpp/grpcpp.h>
+#include <random>
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <thread>
+
+#include "agent/outcome_proto.h"
+#include "leapfrog/v1/agent.grpc.pb.h"
+
+extern char** environ;
+
+namespace leapfrog {
+namespace {
+
+namespace stdfs = std::filesystem;
+using grpc::StatusCode;
+
+std::atomic<int> g_stop{0};
+void on_signal(int) { g_stop.store(1); }
+
+bool stopping() { return g_stop.load() != 0; }
+
+// Sleeps up to `d`, waking early when asked to stop.
+void pause_for(std::chrono::milliseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (!stopping() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(d, std::chrono::milliseconds(50)));
+}
+
+class Backoff {
+ public:
+  std::chrono::milliseconds next() {
+    const auto d = current_;
+    current_ = std::min(current_ * 2, std::chrono::milliseconds(5000));
+    std::uniform_int_distribution<int> jitter(0, static_cast<int>(d.count() / 4) + 1);
+    return d + std::chrono::milliseconds(jitter(rng_));
+  }
+  void reset() { current_ = std::chrono::milliseconds(100); }
+
+ private:
+  std::chrono::milliseconds current_{100};
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+std::vector<std::string> default_filesystems() {
+  std::vector<std::string> fs = {"tmpfs"};
+  auto have = [](const char* bin) {
+    for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/"})
+      if (access((std::string(dir) + bin).c_str(), X_OK) == 0) return true;
+    return false;
+  };
+  if (have("mkfs.ext4")) fs.push_back("ext4");
+  if (have("mkfs.xfs")) fs.push_back("xfs");
+  if (have("mkfs.btrfs")) fs.push_back("btrfs");
+  if (access("/dev/fuse", R_OK | W_OK) == 0) {
+    fs.push_back("fuse-cached");
+    fs.push_back("fuse-direct");
+  }
+  return fs;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// Outcomes waiting for the coordinator's acknowledgement, one file each.
+class Spool {
+ public:
+  explicit Spool(std::string dir) : dir_(std::move(dir)) { stdfs::create_directories(dir_); }
+  const std::string& dir() const { return dir_; }
+
+  // Durably stores the report before it is sent.
+  void put(const v1::ReportOutcomeRequest& req) {
+    const std::string name = file_for(req.job_id(), req.attempt());
+    const std::string tmp = name + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error("cannot write spool file \"" + tmp + "\": " + std::strerror(errno));
+    const std::string bytes = req.SerializeAsString();
+    const bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), name.c_str()) != 0)
+      throw std::runtime_error("cannot write spool file \"" + name + "\": " + std::strerror(errno));
+  }
+
+  std::vector<std::string> pending() const {
+    std::vector<std::string> out;
+    for (const auto& e : stdfs::directory_iterator(dir_))
+      if (e.path().extension() == ".outcome") out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  static bool load(const std::string& file, v1::ReportOutcomeRequest& req) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return req.ParseFromString(ss.str());
+  }
+
+ private:
+  std::string file_for(int64_t job, uint32_t attempt) const {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "/%012lld-%04u.outcome", static_cast<long long>(job), attempt);
+    return dir_ + buf;
+  }
+  std::string dir_;
+};
+
+class Agent {
+ public:
+  explicit Agent(const ConnectOptions& opts) : opts_(opts), spool_(opts.spool_dir) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel_ = grpc::CreateCustomChannel(opts.coordinator, grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::AgentService::NewStub(channel_);
+    caps_.set_kernel_label(opts.kernel_label.empty() ? "host" : opts.kernel_label);
+    struct utsname u;
+    if (uname(&u) == 0) caps_.set_uname(std::string(u.release) + " " + u.version);
+    for (const auto& f : opts.filesystems.empty() ? default_filesystems() : opts.filesystems) caps_.add_filesystems(f);
+    caps_.set_root(geteuid() == 0);
+    caps_.set_cpus(static_cast<uint32_t>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN))));
+    caps_.set_host(host_name());
+    caps_.set_vm(opts.vm);
+  }
+
+  int run() {
+    int jobs_done = 0;
+    Backoff backoff;
+    while (!stopping()) {
+      if (agent_id_.empty() && !register_agent()) {
+        pause_for(backoff.next());
+        continue;
+      }
+      if (!drain_spool()) {
+        pause_for(backoff.next());
+        continue;
+      }
+      if (opts_.max_jobs > 0 && jobs_done >= opts_.max_jobs) break;
+      v1::LeaseRequest req;
+      req.set_agent_id(agent_id_);
+      req.mutable_wait()->set_seconds(2);
+      v1::LeaseResponse resp;
+      auto ctx = context(std::chrono::seconds(10));
+      const grpc::Status s = stub_->Lease(ctx.get(), req, &resp);
+      if (!s.ok()) {
+        handle_error("lease", s);
+        pause_for(backoff.next());
+        continue;
+      }
+      backoff.reset();
+      if (!resp.has_job()) continue;
+      run_job(resp.job());
+      ++jobs_done;
+    }
+    // Outcomes still spooled stay on disk for the next start.
+    drain_spool();
+    spdlog::info("agent.exit agent={} jobs={}", agent_id_, jobs_done);
+    return 0;
+  }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds timeout) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("authorization", "Bearer " + opts_.token);
+    ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+    return ctx;
+  }
+
+  void handle_error(const char* what, const grpc::Status& s) {
+    if (s.error_code() == StatusCode::NOT_FOUND) agent_id_.clear();  // the replica forgot us: register again
+    if (s.error_code() == StatusCode::UNAUTHENTICATED) {
+      spdlog::error("agent.unauthenticated rpc={} error=\"{}\"", what, s.error_message());
+      g_stop.store(1);
+      exit_code_ = 2;
+      return;
+    }
+    spdlog::warn("agent.rpc_error rpc={} code={} error=\"{}\"", what, static_cast<int>(s.error_code()),
+                 s.error_message());
+  }
+
+  bool register_agent() {
+    v1::RegisterRequest req;
+    req.set_name(opts_.name);
+    *req.mutable_capabilities() = caps_;
+    v1::RegisterResponse resp;
+    auto ctx = context(std::chrono::seconds(10));
+    const grpc::Status s = stub_->Register(ctx.get(), req, &resp);
+    if (!s.ok()) {
+      handle_error("register", s);
+      return false;
+    }
+    agent_id_ = resp.agent_id();
+    heartbeat_ = std::chrono::milliseconds(resp.heartbeat_interval().seconds() * 1000 +
+                                           resp.heartbeat_interval().nanos() / 1'000'000);
+    if (heartbeat_.count() <= 0) heartbeat_ = std::chrono::milliseconds(2000);
+    spdlog::info("agent.registered agent={} coordinator={}", agent_id_, opts_.coordinator);
+    return true;
+  }
+
+  // Sends every spooled outcome; true when the spool is empty.
+  bool drain_spool() {
+    for (const auto& file : spool_.pending()) {
+      v1::ReportOutcomeRequest req;
+      if (!Spool::load(file, req)) {
+        spdlog::error("agent.spool_corrupt file={}", file);
+        stdfs::rename(file, file + ".corrupt");
+        continue;
+      }
+      req.set_agent_id(agent_id_);
+      v1::ReportOutcomeResponse resp;
+      auto ctx = context(std::chrono::seconds(20));
+      const grpc::Status s = stub_->ReportOutcome(ctx.get(), req, &resp);
+      // Acknowledged, a duplicate, or superseded: the coordinator has what it needs.
+      if (s.ok() || s.error_code() == StatusCode::FAILED_PRECONDITION || s.error_code() == StatusCode::INVALID_ARGUMENT) {
+        if (!s.ok()) spdlog::warn("agent.report_dropped job={} error=\"{}\"", req.job_id(), s.error_message());
+        stdfs::remove(file);
+        continue;
+      }
+      handle_error("report", s);
+      return false;
+    }
+    return true;
+  }
+
+  std::vector<std::string> job_argv(const v1::Job& job, const std::string& history_dir) {
+    const auto& spec = job.spec();
+    std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--scenario", spec.scenario(),
+                                     "--seed", std::to_string(spec.seed()), "--fs", spec.fs()};
+    if (spec.iterations() > 0) {
+      argv.insert(argv.end(), {"--iterations", std::to_string(spec.iterations())});
+    } else {
+      const int64_t ms = spec.duration().seconds() * 1000 + spec.duration().nanos() / 1'000'000;
+      argv.insert(argv.end(), {"--duration", std::to_string(std::max<int64_t>(ms, 1)) + "ms"});
+    }
+    if (spec.observers() > 0) argv.insert(argv.end(), {"--observers", std::to_string(spec.observers())});
+    if (!spec.align().empty()) argv.insert(argv.end(), {"--align", spec.align()});
+    for (const auto& [k, v] : spec.params()) argv.insert(argv.end(), {"--param", k + "=" + std::to_string(v)});
+    (void)history_dir;
+    return argv;
+  }
+
+  // Runs the job in a child `leapfrog-agent run`, heartbeating meanwhile.
+  void run_job(const v1::Job& job) {
+    spdlog::info("job.start job={} attempt={} scenario={} fs={} seed={}", job.job_id(), job.attempt(),
+                 job.spec().scenario(), job.spec().fs(), job.spec().seed());
+    const std::string dir = spool_.dir() + "/job-" + std::to_string(job.job_id());
+    stdfs::create_directories(dir);
+    const std::string out = dir + "/outcome.json", err = dir + "/stderr.txt";
+    const auto argv = job_argv(job, dir);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, opts_.self_exe.c_str(), &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      finish(job, error_outcome(std::string("cannot start the run: ") + std::strerror(rc)));
+      return;
+    }
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    const int64_t run_ms = job.spec().iterations() > 0
+                               ? 30 * 60 * 1000
+                               : job.spec().duration().seconds() * 1000 + job.spec().duration().nanos() / 1'000'000;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(run_ms) + std::chrono::minutes(2);
+    bool abandoned = false, handed_back = false, overdue = false;
+    auto next_beat = std::chrono::steady_clock::now() + heartbeat_;
+    int status = 0;
+    for (;;) {
+      pollfd p{pidfd, POLLIN, 0};
+      poll(&p, 1, 100);
+      if (waitpid(pid, &status, WNOHANG) == pid) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (stopping() && !handed_back) {
+        // Hand the job back: stop the run (its sandbox cleans up), release.
+        kill(pid, SIGTERM);
+        handed_back = true;
+      }
+      if (now > deadline && !overdue) {
+        kill(pid, SIGKILL);
+        overdue = true;
+      }
+      if (now >= next_beat && !abandoned && !handed_back) {
+        next_beat = now + heartbeat_;
+        v1::HeartbeatRequest hb;
+        hb.set_agent_id(agent_id_);
+        hb.set_job_id(job.job_id());
+        hb.set_attempt(job.attempt());
+        v1::HeartbeatResponse resp;
+        auto ctx = context(std::chrono::seconds(5));
+        const grpc::Status s = stub_->Heartbeat(ctx.get(), hb, &resp);
+        if (s.error_code() == StatusCode::FAILED_PRECONDITION) {
+          spdlog::warn("job.lost_lease job={} attempt={}", job.job_id(), job.attempt());
+          kill(pid, SIGTERM);
+          abandoned = true;
+        } else if (!s.ok()) {
+          handle_error("heartbeat", s);
+        }
+      }
+    }
+    if (pidfd >= 0) close(pidfd);
+    if (abandoned) {
+      stdfs::remove_all(dir);
+      return;
+    }
+    if (handed_back) {
+      v1::ReleaseJobRequest rel;
+      rel.set_agent_id(agent_id_);
+      rel.set_job_id(job.job_id());
+      rel.set_attempt(job.attempt());
+      rel.set_reason("agent shutting down");
+      v1::ReleaseJobResponse resp;
+      auto ctx = context(std::chrono::seconds(5));
+      stub_->ReleaseJob(ctx.get(), rel, &resp);
+      stdfs::remove_all(dir);
+      spdlog::info("job.handed_back job={} attempt={}", job.job_id(), job.attempt());
+      return;
+    }
+    v1::Outcome outcome;
+    std::ifstream in(out);
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      if (overdue) throw std::runtime_error("the run exceeded its deadline and was killed");
+      outcome = outcome_from_json(text.str());
+    } catch (const std::exception& e) {
+      std::ifstream errs(err);
+      std::stringstream et;
+      et << errs.rdbuf();
+      std::string tail = et.str();
+      if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
+      outcome = error_outcome(std::string(e.what()) + " (exit status " + std::to_string(status) + "): " + tail);
+    }
+    finish(job, outcome);
+    stdfs::remove_all(dir);
+  }
+
+  void finish(const v1::Job& job, const v1::Outcome& outcome) {
+    v1::ReportOutcomeRequest req;
+    req.set_agent_id(agent_id_);
+    req.set_job_id(job.job_id());
+    req.set_attempt(job.attempt());
+    *req.mutable_outcome() = outcome;
+    spool_.put(req);
+    spdlog::info("job.done job={} attempt={} verdict={}", job.job_id(), job.attempt(),
+                 v1::Verdict_Name(outcome.verdict()));
+    drain_spool();
+  }
+
+ public:
+  int exit_code_ = 0;
+
+ private:
+  ConnectOptions opts_;
+  Spool spool_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  v1::Capabilities caps_;
+  std::string agent_id_;
+  std::chrono::milliseconds heartbeat_{2000};
+};
+
+}  // namespace
+
+int run_connect(const ConnectOptions& in) {
+  ConnectOptions opts = in;
+  if (opts.name.empty()) opts.name = host_name() + "-" + std::to_string(getpid());
+  if (opts.spool_dir.empty()) opts.spool_dir = "/var/tmp/leapfrog-agent-" + opts.name;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  Agent agent(opts);
+  const int rc = agent.run();
+  return agent.exit_code_ ? agent.exit_code_ : rc;
+}
+
+}  // namespace leapfrog

@@ -1,0 +1,29 @@
+#pragma once
+// `leapfrog-agent connect`: register with a coordinator, lease jobs, run each
+// in a fresh sandbox (a child `leapfrog-agent run`), heartbeat, spool every
+// outcome to disk until the coordinator acknowledges it, reconnect with
+// backoff, and on SIGTERM hand the running job back and exit.
+
+#include <string>
+#include <vector>
+
+namespace leapfrog {
+
+struct ConnectOptions {
+  // gRPC target, e.g. "127.0.0.1:7070" or "ipv4:127.0.0.1:7070,127.0.0.1:7071"
+  // (several replicas: the channel fails over between them).
+  std::string coordinator;
+  std::string token;
+  std::string name;          // default: host name + pid
+  std::string kernel_label;  // default: "host"
+  std::vector<std::string> filesystems;  // default: what this machine can provision
+  std::string spool_dir;     // default: /var/tmp/leapfrog-agent-<name>
+  std::string self_exe;      // the leapfrog-agent binary to run jobs with
+  int max_jobs = 0;          // stop after this many jobs (0: no limit); for tests
+  bool vm = false;
+};
+
+// Runs until SIGTERM/SIGINT (or max_jobs). Returns the process exit code.
+int run_connect(const ConnectOptions& opts);
+
+}  // namespace leapfrog

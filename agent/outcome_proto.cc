@@ -1,0 +1,79 @@
+#include "agent/outcome_proto.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace leapfrog {
+
+using nlohmann::json;
+
+static v1::Verdict verdict_from(const std::string& v) {
+  if (v == "pass") return v1::VERDICT_PASS;
+  if (v == "violation") return v1::VERDICT_VIOLATION;
+  if (v == "error") return v1::VERDICT_ERROR;
+  throw std::runtime_error("unknown verdict \"" + v + "\"");
+}
+
+static void stamp(v1::Outcome& o) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  o.mutable_finished_at()->set_seconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+}
+
+v1::Outcome outcome_from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(std::string("outcome is not JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("verdict")) throw std::runtime_error("outcome has no verdict");
+  v1::Outcome o;
+  o.set_verdict(verdict_from(j.at("verdict").get<std::string>()));
+  o.set_error(j.value("error", ""));
+  o.set_ops(j.value("ops", uint64_t{0}));
+  o.set_lookups_checked(j.value("lookups_checked", uint64_t{0}));
+  o.set_offsets_checked(j.value("offsets_checked", uint64_t{0}));
+  o.set_violation_count(j.value("violation_count", uint64_t{0}));
+  if (j.contains("violations_by_kind"))
+    for (const auto& [k, v] : j.at("violations_by_kind").items()) (*o.mutable_violations_by_kind())[k] = v.get<uint64_t>();
+  if (j.contains("violations")) {
+    for (const auto& v : j.at("violations")) {
+      auto* p = o.add_violations();
+      p->set_kind(v.value("kind", ""));
+      p->set_actor(v.value("actor", 0u));
+      p->set_op(v.value("op", ""));
+      p->set_path(v.value("path", ""));
+      p->set_invoke_ns(v.value("invoke", int64_t{0}));
+      p->set_complete_ns(v.value("complete", int64_t{0}));
+      p->set_step(v.value("step", 0));
+      p->set_component(v.value("component", ""));
+      p->set_object(v.value("object", ""));
+      p->set_observed(v.value("observed", ""));
+      p->set_expected(v.value("expected", ""));
+      p->set_detail_json(v.dump());
+    }
+  }
+  o.set_race_window_hits(j.value("race_window_hits", uint64_t{0}));
+  o.set_ops_per_sec(j.value("ops_per_sec", 0.0));
+  const double secs = j.value("duration_s", 0.0);
+  o.mutable_elapsed()->set_seconds(static_cast<int64_t>(secs));
+  o.mutable_elapsed()->set_nanos(static_cast<int32_t>((secs - static_cast<double>(static_cast<int64_t>(secs))) * 1e9));
+  o.set_clock_source(j.value("clock_source", ""));
+  o.set_epsilon_ns(j.value("epsilon_ns", int64_t{0}));
+  o.set_outcome_json(text);
+  stamp(o);
+  return o;
+}
+
+v1::Outcome error_outcome(const std::string& why) {
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_ERROR);
+  o.set_error(why);
+  stamp(o);
+  return o;
+}
+
+}  // namespace leapfrog

@@ -1,0 +1,110 @@
+#include "coordinator/agent_service.h"
+
+namespace leapfrog::coord {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+bool AgentServiceImpl::capabilities_of(const std::string& agent_id, v1::Capabilities& out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return false;
+  out = it->second;
+  return true;
+}
+
+Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
+                                  v1::RegisterResponse* resp) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("Register", [&] {
+    if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent name is empty");
+    if (!req->has_capabilities()) return Status(StatusCode::INVALID_ARGUMENT, "capabilities are missing");
+    if (req->capabilities().kernel_label().empty())
+      return Status(StatusCode::INVALID_ARGUMENT, "capabilities.kernel_label is empty");
+    const std::string id = store_.register_agent(req->name(), req->capabilities(), clock_.now());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      agents_[id] = req->capabilities();
+    }
+    resp->set_agent_id(id);
+    *resp->mutable_heartbeat_interval() = to_proto(cfg_.heartbeat_interval);
+    *resp->mutable_lease_duration() = to_proto(cfg_.lease_duration);
+    spdlog::info("agent.register agent={} name={} kernel={}", id, req->name(), req->capabilities().kernel_label());
+    return Status::OK;
+  });
+}
+
+Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req, v1::LeaseResponse* resp) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("Lease", [&] {
+    v1::Capabilities caps;
+    if (!capabilities_of(req->agent_id(), caps))
+      return Status(StatusCode::NOT_FOUND, "unknown agent \"" + req->agent_id() + "\": register first");
+    const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
+    const TimePoint until = clock_.now() + wait;
+    for (;;) {
+      store_.touch_agent(req->agent_id(), clock_.now());
+      if (auto job = store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration)) {
+        spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
+        *resp->mutable_job() = std::move(*job);
+        return Status::OK;
+      }
+      if (clock_.now() >= until || ctx->IsCancelled()) return Status::OK;
+      // Other replicas queue work too, so poll as well as wait for a signal.
+      work_.wait_for(std::chrono::milliseconds(200));
+    }
+  });
+}
+
+Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                                   v1::HeartbeatResponse* resp) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("Heartbeat", [&] {
+    const TimePoint now = clock_.now();
+    store_.touch_agent(req->agent_id(), now);
+    auto deadline = store_.renew_lease(req->agent_id(), req->job_id(), req->attempt(), now, cfg_.lease_duration);
+    if (!deadline)
+      return Status(StatusCode::FAILED_PRECONDITION, "job " + std::to_string(req->job_id()) + " attempt " +
+                                                         std::to_string(req->attempt()) +
+                                                         " is no longer leased by this agent");
+    *resp->mutable_lease_deadline() = to_proto(*deadline);
+    return Status::OK;
+  });
+}
+
+Status AgentServiceImpl::ReportOutcome(grpc::ServerContext* ctx, const v1::ReportOutcomeRequest* req,
+                                       v1::ReportOutcomeResponse* resp) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("ReportOutcome", [&] {
+    if (req->job_id() <= 0 || req->attempt() == 0) return Status(StatusCode::INVALID_ARGUMENT, "job_id and attempt are required");
+    if (!req->has_outcome() || req->outcome().verdict() == v1::VERDICT_UNSPECIFIED)
+      return Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict is required");
+    switch (store_.report_outcome(req->agent_id(), req->job_id(), req->attempt(), req->outcome(), clock_.now())) {
+      case ReportResult::Stored:
+        spdlog::info("job.outcome job={} attempt={} verdict={}", req->job_id(), req->attempt(),
+                     v1::Verdict_Name(req->outcome().verdict()));
+        return Status::OK;
+      case ReportResult::Duplicate:
+        resp->set_duplicate(true);
+        return Status::OK;
+      case ReportResult::Superseded:
+        return Status(StatusCode::FAILED_PRECONDITION, "job " + std::to_string(req->job_id()) + " attempt " +
+                                                           std::to_string(req->attempt()) + " was superseded");
+    }
+    return Status::OK;
+  });
+}
+
+Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
+                                    v1::ReleaseJobResponse*) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("ReleaseJob", [&] {
+    store_.release_job(req->agent_id(), req->job_id(), req->attempt());
+    spdlog::info("job.release job={} attempt={} agent={} reason=\"{}\"", req->job_id(), req->attempt(),
+                 req->agent_id(), req->reason());
+    work_.notify();
+    return Status::OK;
+  });
+}
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,41 @@
+#pragma once
+// The AgentService (proto/leapfrog/v1/agent.proto): register, lease,
+// heartbeat, report, release.
+
+#include <map>
+#include <mutex>
+
+#include "coordinator/auth.h"
+#include "coordinator/rpc_util.h"
+#include "leapfrog/v1/agent.grpc.pb.h"
+
+namespace leapfrog::coord {
+
+class AgentServiceImpl final : public v1::AgentService::Service {
+ public:
+  AgentServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth, const ServiceConfig& cfg, WorkSignal& work)
+      : store_(store), clock_(clock), auth_(auth), cfg_(cfg), work_(work) {}
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req, v1::RegisterResponse* resp) override;
+  grpc::Status Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req, v1::LeaseResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override;
+  grpc::Status ReportOutcome(grpc::ServerContext* ctx, const v1::ReportOutcomeRequest* req,
+                             v1::ReportOutcomeResponse* resp) override;
+  grpc::Status ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
+                          v1::ReleaseJobResponse* resp) override;
+
+ private:
+  // Capabilities of agents registered with this replica.
+  bool capabilities_of(const std::string& agent_id, v1::Capabilities& out);
+
+  Store& store_;
+  const Clock& clock_;
+  const TokenAuth& auth_;
+  ServiceConfig cfg_;
+  WorkSignal& work_;
+  std::mutex mu_;
+  std::map<std::string, v1::Capabilities> agents_;
+};
+
+}  // namespace leapfrog::coord

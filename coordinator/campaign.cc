@@ -1,0 +1,96 @@
+#include "coordinator/campaign.h"
+
+#include <set>
+
+#include "scenarios/fs/workspace.h"
+#include "scenarios/registry.h"
+
+namespace leapfrog::coord {
+
+v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
+  v1::CampaignSpec spec = in;
+  if (spec.scenarios().empty()) throw SpecError("campaign has no scenarios");
+  if (spec.filesystems().empty()) spec.add_filesystems("tmpfs");
+  if (spec.kernels().empty()) spec.add_kernels("host");
+  if (spec.seeds() == 0) spec.set_seeds(1);
+  if (spec.max_attempts() == 0) spec.set_max_attempts(kDefaultMaxAttempts);
+  if (spec.max_attempts() > 20) throw SpecError("bad max_attempts " + std::to_string(spec.max_attempts()) + ", want [1, 20]");
+  if (!spec.has_duration() && spec.iterations() == 0) spec.mutable_duration()->set_seconds(2);
+  const int64_t ns = spec.duration().seconds() * 1'000'000'000 + spec.duration().nanos();
+  if (spec.iterations() == 0 && (ns <= 0 || ns > kMaxDuration))
+    throw SpecError("bad duration: want (0, 3600] seconds");
+  if (spec.iterations() > kMaxIterations)
+    throw SpecError("bad iterations " + std::to_string(spec.iterations()) + ", want [1, " + std::to_string(kMaxIterations) + "]");
+  for (const auto& k : spec.kernels()) {
+    if (k.empty()) throw SpecError("empty kernel label");
+  }
+  for (const auto& f : spec.filesystems()) {
+    try {
+      if (fs::parse_fs_kind(f) == fs::FsKind::UserDir) throw SpecError("file system \"dir\" cannot be used in a campaign");
+    } catch (const fs::SetupError& e) {
+      throw SpecError(e.what());
+    }
+  }
+  // Each scenario must exist and accept the parameters and observer count.
+  for (const auto& s : spec.scenarios()) {
+    try {
+      const Scenario& scenario = find_scenario(s);
+      RunOptions opts;
+      opts.scenario = s;
+      opts.observers = spec.observers();
+      opts.iterations = spec.iterations();
+      if (spec.iterations() == 0) opts.duration = ns;
+      // Parameters a scenario does not take are an error only if no scenario of
+      // the campaign takes them.
+      for (const auto& [name, value] : spec.params()) {
+        for (const auto& p : scenario.params())
+          if (p.name == name) opts.params[name] = value;
+      }
+      resolve_params(scenario, opts);
+    } catch (const UsageError& e) {
+      throw SpecError(e.what());
+    }
+  }
+  for (const auto& [name, value] : spec.params()) {
+    bool known = false;
+    for (const auto& s : spec.scenarios())
+      for (const auto& p : find_scenario(s).params()) known = known || p.name == name;
+    if (!known) throw SpecError("no scenario of the campaign has a parameter \"" + name + "\"");
+  }
+  const uint64_t jobs = static_cast<uint64_t>(spec.scenarios_size()) * spec.kernels_size() * spec.filesystems_size() *
+                        spec.seeds();
+  if (jobs > kMaxJobsPerCampaign)
+    throw SpecError("campaign expands to " + std::to_string(jobs) + " jobs, want at most " +
+                    std::to_string(kMaxJobsPerCampaign));
+  return spec;
+}
+
+std::vector<NewJob> expand(const v1::CampaignSpec& spec) {
+  std::vector<NewJob> jobs;
+  for (const auto& kernel : spec.kernels()) {
+    for (const auto& s : spec.scenarios()) {
+      const Scenario& scenario = find_scenario(s);
+      for (const auto& f : spec.filesystems()) {
+        for (uint32_t i = 0; i < spec.seeds(); ++i) {
+          NewJob job;
+          job.kernel_label = kernel;
+          v1::ScenarioSpec& js = job.spec;
+          js.set_scenario(s);
+          js.set_seed(spec.first_seed() + i);
+          js.set_fs(f);
+          *js.mutable_duration() = spec.duration();
+          js.set_iterations(spec.iterations());
+          js.set_observers(spec.observers());
+          for (const auto& [name, value] : spec.params()) {
+            for (const auto& p : scenario.params())
+              if (p.name == name) (*js.mutable_params())[name] = value;
+          }
+          jobs.push_back(std::move(job));
+        }
+      }
+    }
+  }
+  return jobs;
+}
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,28 @@
+#pragma once
+// Turns a campaign spec (scenarios x kernels x file systems x seeds) into jobs,
+// after checking it against the scenario catalogue.
+
+#include <stdexcept>
+#include <vector>
+
+#include "coordinator/store/store.h"
+
+namespace leapfrog::coord {
+
+// The spec is malformed; the message says what is wrong (-> INVALID_ARGUMENT).
+class SpecError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+inline constexpr uint32_t kMaxJobsPerCampaign = 100'000;
+inline constexpr uint32_t kDefaultMaxAttempts = 3;
+
+// Fills defaults (kernels: ["host"], seeds: 1, duration: 2 s, max_attempts: 3)
+// and validates every field; throws SpecError.
+v1::CampaignSpec normalize(const v1::CampaignSpec& spec);
+
+// The jobs of a normalized spec, in a stable order.
+std::vector<NewJob> expand(const v1::CampaignSpec& spec);
+
+}  // namespace leapfrog::coord

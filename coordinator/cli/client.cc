@@ -1,0 +1,372 @@
+#include "coordinator/cli/client.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "agent/options.h"
+
+namespace leapfrog::cli {
+
+using nlohmann::json;
+
+static std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+Endpoint resolve_endpoint(const std::string& address, const std::string& token_file, const std::string& data_dir) {
+  Endpoint ep;
+  ep.address = address.empty() ? read_first_line(data_dir + "/address") : address;
+  if (ep.address.empty())
+    throw std::runtime_error("no coordinator address: pass --coordinator HOST:PORT, or --data-dir of a running "
+                             "`leapfrog up` (looked in \"" + data_dir + "/address\")");
+  const std::string tf = token_file.empty() ? data_dir + "/token" : token_file;
+  ep.token = read_first_line(tf);
+  if (ep.token.empty()) throw std::runtime_error("no token: cannot read \"" + tf + "\" (pass --token-file)");
+  return ep;
+}
+
+v1::CampaignSpec to_spec(const CampaignFlags& f) {
+  v1::CampaignSpec spec;
+  spec.set_name(f.name);
+  for (const auto& s : f.scenarios) spec.add_scenarios(s);
+  for (const auto& s : f.filesystems) spec.add_filesystems(s);
+  for (const auto& s : f.kernels) spec.add_kernels(s);
+  spec.set_seeds(f.seeds);
+  spec.set_first_seed(f.first_seed);
+  TimeNs ns = 0;
+  try {
+    ns = parse_duration(f.duration);
+  } catch (const UsageError& e) {
+    throw std::runtime_error(e.what());
+  }
+  spec.mutable_duration()->set_seconds(ns / 1'000'000'000);
+  spec.mutable_duration()->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
+  spec.set_iterations(f.iterations);
+  spec.set_observers(f.observers);
+  spec.set_max_attempts(f.max_attempts);
+  for (const auto& p : f.params) {
+    const auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0) throw std::runtime_error("bad --param \"" + p + "\", want NAME=VALUE");
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(p.substr(eq + 1), &used);
+      if (used != p.size() - eq - 1) throw std::invalid_argument("trailing");
+      (*spec.mutable_params())[p.substr(0, eq)] = v;
+    } catch (const std::exception&) {
+      throw std::runtime_error("bad --param \"" + p + "\": value must be an integer");
+    }
+  }
+  return spec;
+}
+
+static json to_json(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  return json::parse(out);
+}
+
+static std::string when(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0) return "-";
+  const time_t t = ts.seconds();
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
+  return buf;
+}
+
+static std::string verdict_name(v1::Verdict v) {
+  std::string n = v1::Verdict_Name(v);
+  n = n.substr(std::string("VERDICT_").size());
+  for (auto& c : n) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
+  return n;
+}
+
+Client::Client(const Endpoint& ep) : ep_(ep) {
+  stub_ = v1::ControlService::NewStub(grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> Client::ctx() const {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->AddMetadata("authorization", "Bearer " + ep_.token);
+  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return c;
+}
+
+int Client::fail(const grpc::Status& s) const {
+  std::fprintf(stderr, "error: %s (%s)\n", s.error_message().c_str(),
+               s.error_code() == grpc::StatusCode::UNAVAILABLE ? ("coordinator at " + ep_.address + " unavailable").c_str()
+                                                               : ("code " + std::to_string(s.error_code())).c_str());
+  return 2;
+}
+
+static void print_campaign_row(const v1::Campaign& c) {
+  std::string verdicts;
+  for (const auto& [k, v] : c.by_verdict()) verdicts += (verdicts.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  std::printf("%-6lld %-20s %-8s %6u %8u %10llu  %s\n", static_cast<long long>(c.id()), c.spec().name().c_str(),
+              c.state() == v1::CAMPAIGN_STATE_DONE ? "done" : "running", c.jobs(),
+              c.by_state().count("done") ? c.by_state().at("done") : 0u, static_cast<unsigned long long>(c.violations()),
+              verdicts.c_str());
+}
+
+static json campaign_summary(const v1::Campaign& c) {
+  json by_verdict = json::object();
+  for (const auto& [k, v] : c.by_verdict()) by_verdict[k] = v;
+  const uint32_t done = c.by_state().count("done") ? c.by_state().at("done") : 0;
+  return json{{"campaign", c.id()},
+              {"name", c.spec().name()},
+              {"state", c.state() == v1::CAMPAIGN_STATE_DONE ? "done" : "running"},
+              {"jobs", c.jobs()},
+              {"outcomes", done},
+              {"violations", c.violations()},
+              {"by_verdict", by_verdict}};
+}
+
+int Client::wait_for(int64_t id, bool json_out) {
+  const bool tty = isatty(1) && !json_out;
+  for (;;) {
+    v1::GetCampaignRequest req;
+    req.set_id(id);
+    v1::Campaign c;
+    auto context = ctx();
+    const grpc::Status s = stub_->GetCampaign(context.get(), req, &c);
+    if (!s.ok()) {
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        // The coordinator may be restarting: keep waiting.
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        continue;
+      }
+      return fail(s);
+    }
+    const uint32_t done = c.by_state().count("done") ? c.by_state().at("done") : 0;
+    if (tty) {
+      const int width = 40;
+      const int filled = c.jobs() ? static_cast<int>(static_cast<uint64_t>(width) * done / c.jobs()) : width;
+      std::printf("\r[%s%s] %u/%u jobs, %llu violations ", std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), done, c.jobs(),
+                  static_cast<unsigned long long>(c.violations()));
+      std::fflush(stdout);
+    }
+    if (c.state() == v1::CAMPAIGN_STATE_DONE) {
+      if (tty) std::printf("\n");
+      if (json_out) {
+        std::cout << campaign_summary(c).dump() << std::endl;
+      } else {
+        std::printf("%-6s %-20s %-8s %6s %8s %10s  %s\n", "id", "name", "state", "jobs", "done", "violations",
+                    "verdicts");
+        print_campaign_row(c);
+      }
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+}
+
+int Client::campaign_run(const CampaignFlags& f, bool wait, bool json_out) {
+  v1::CreateCampaignRequest req;
+  *req.mutable_spec() = to_spec(f);
+  v1::Campaign c;
+  auto context = ctx();
+  const grpc::Status s = stub_->CreateCampaign(context.get(), req, &c);
+  if (!s.ok()) return fail(s);
+  if (wait) return wait_for(c.id(), json_out);
+  if (json_out)
+    std::cout << campaign_summary(c).dump() << std::endl;
+  else
+    std::printf("campaign %lld queued: %u jobs\n", static_cast<long long>(c.id()), c.jobs());
+  return 0;
+}
+
+int Client::campaign_list(bool json_out) {
+  v1::ListCampaignsRequest req;
+  v1::ListCampaignsResponse resp;
+  auto context = ctx();
+  const grpc::Status s = stub_->ListCampaigns(context.get(), req, &resp);
+  if (!s.ok()) return fail(s);
+  if (json_out) {
+    json out = json::array();
+    for (const auto& c : resp.campaigns()) out.push_back(campaign_summary(c));
+    std::cout << out.dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("%-6s %-20s %-8s %6s %8s %10s  %s\n", "id", "name", "state", "jobs", "done", "violations", "verdicts");
+  for (const auto& c : resp.campaigns()) print_campaign_row(c);
+  return 0;
+}
+
+int Client::campaign_show(int64_t id, bool json_out) {
+  v1::GetCampaignRequest req;
+  req.set_id(id);
+  v1::Campaign c;
+  auto context = ctx();
+  grpc::Status s = stub_->GetCampaign(context.get(), req, &c);
+  if (!s.ok()) return fail(s);
+  v1::ListJobsRequest jreq;
+  jreq.set_campaign_id(id);
+  v1::ListJobsResponse jobs;
+  auto context2 = ctx();
+  s = stub_->ListJobs(context2.get(), jreq, &jobs);
+  if (!s.ok()) return fail(s);
+  if (json_out) {
+    json out = to_json(c);
+    out["jobs_detail"] = to_json(jobs)["jobs"];
+    std::cout << out.dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("%-6s %-20s %-8s %6s %8s %10s  %s\n", "id", "name", "state", "jobs", "done", "violations", "verdicts");
+  print_campaign_row(c);
+  std::printf("\n%-8s %-16s %-12s %-8s %-6s %-7s %-8s %-14s %s\n", "job", "scenario", "fs", "kernel", "seed", "state",
+              "attempt", "verdict", "reason");
+  for (const auto& j : jobs.jobs()) {
+    const char* state = j.state() == v1::JOB_STATE_DONE ? "done" : j.state() == v1::JOB_STATE_LEASED ? "leased" : "queued";
+    std::printf("%-8lld %-16s %-12s %-8s %-6llu %-7s %-8u %-14s %s\n", static_cast<long long>(j.job_id()),
+                j.spec().scenario().c_str(), j.spec().fs().c_str(), j.kernel_label().c_str(),
+                static_cast<unsigned long long>(j.spec().seed()), state, j.attempt(),
+                j.state() == v1::JOB_STATE_DONE ? verdict_name(j.verdict()).c_str() : "-", j.reason().c_str());
+  }
+  return 0;
+}
+
+int Client::schedule_add(const std::string& name, const std::string& cron, const CampaignFlags& f, bool json_out) {
+  v1::AddScheduleRequest req;
+  req.set_name(name);
+  req.set_cron(cron);
+  *req.mutable_campaign() = to_spec(f);
+  v1::Schedule s;
+  auto context = ctx();
+  const grpc::Status st = stub_->AddSchedule(context.get(), req, &s);
+  if (!st.ok()) return fail(st);
+  if (json_out)
+    std::cout << to_json(s).dump() << std::endl;
+  else
+    std::printf("schedule %lld \"%s\" (%s) next run %s UTC\n", static_cast<long long>(s.id()), s.name().c_str(),
+                s.cron().c_str(), when(s.next_run()).c_str());
+  return 0;
+}
+
+int Client::schedule_list(bool json_out) {
+  v1::ListSchedulesRequest req;
+  v1::ListSchedulesResponse resp;
+  auto context = ctx();
+  const grpc::Status st = stub_->ListSchedules(context.get(), req, &resp);
+  if (!st.ok()) return fail(st);
+  if (json_out) {
+    std::cout << to_json(resp)["schedules"].dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("%-6s %-20s %-16s %-8s %-20s %-20s\n", "id", "name", "cron", "enabled", "next run (UTC)", "last run");
+  for (const auto& s : resp.schedules())
+    std::printf("%-6lld %-20s %-16s %-8s %-20s %-20s\n", static_cast<long long>(s.id()), s.name().c_str(),
+                s.cron().c_str(), s.enabled() ? "yes" : "no", when(s.next_run()).c_str(), when(s.last_run()).c_str());
+  return 0;
+}
+
+int Client::schedule_enable(int64_t id, bool enabled, bool json_out) {
+  v1::SetScheduleEnabledRequest req;
+  req.set_id(id);
+  req.set_enabled(enabled);
+  v1::Schedule s;
+  auto context = ctx();
+  const grpc::Status st = stub_->SetScheduleEnabled(context.get(), req, &s);
+  if (!st.ok()) return fail(st);
+  if (json_out)
+    std::cout << to_json(s).dump() << std::endl;
+  else
+    std::printf("schedule %lld %s\n", static_cast<long long>(id), enabled ? "enabled" : "disabled");
+  return 0;
+}
+
+int Client::schedule_remove(int64_t id) {
+  v1::RemoveScheduleRequest req;
+  req.set_id(id);
+  v1::RemoveScheduleResponse resp;
+  auto context = ctx();
+  const grpc::Status st = stub_->RemoveSchedule(context.get(), req, &resp);
+  if (!st.ok()) return fail(st);
+  std::printf("schedule %lld removed\n", static_cast<long long>(id));
+  return 0;
+}
+
+int Client::agents(bool json_out) {
+  v1::ListAgentsRequest req;
+  v1::ListAgentsResponse resp;
+  auto context = ctx();
+  const grpc::Status st = stub_->ListAgents(context.get(), req, &resp);
+  if (!st.ok()) return fail(st);
+  if (json_out) {
+    std::cout << to_json(resp)["agents"].dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("%-10s %-24s %-10s %-8s %-9s %-20s %s\n", "id", "name", "kernel", "online", "job", "last seen (UTC)",
+              "file systems");
+  for (const auto& a : resp.agents()) {
+    std::string fs;
+    for (const auto& f : a.capabilities().filesystems()) fs += (fs.empty() ? "" : ",") + f;
+    std::printf("%-10s %-24s %-10s %-8s %-9lld %-20s %s\n", a.agent_id().c_str(), a.name().c_str(),
+                a.capabilities().kernel_label().c_str(), a.online() ? "yes" : "no",
+                static_cast<long long>(a.current_job()), when(a.last_seen()).c_str(), fs.c_str());
+  }
+  return 0;
+}
+
+int Client::outcomes(int64_t campaign, bool failed, bool json_out) {
+  v1::ListOutcomesRequest req;
+  req.set_campaign_id(campaign);
+  req.set_failed_only(failed);
+  v1::ListOutcomesResponse resp;
+  auto context = ctx();
+  const grpc::Status st = stub_->ListOutcomes(context.get(), req, &resp);
+  if (!st.ok()) return fail(st);
+  if (json_out) {
+    json out = json::array();
+    for (const auto& o : resp.outcomes()) {
+      json j = to_json(o);
+      j["outcome"].erase("outcome_json");
+      out.push_back(std::move(j));
+    }
+    std::cout << out.dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("%-8s %-8s %-16s %-12s %-8s %-6s %-14s %10s %10s\n", "job", "attempt", "scenario", "fs", "kernel", "seed",
+              "verdict", "checked", "violations");
+  for (const auto& o : resp.outcomes())
+    std::printf("%-8lld %-8u %-16s %-12s %-8s %-6llu %-14s %10llu %10llu\n", static_cast<long long>(o.job_id()),
+                o.attempt(), o.spec().scenario().c_str(), o.spec().fs().c_str(), o.kernel_label().c_str(),
+                static_cast<unsigned long long>(o.spec().seed()), verdict_name(o.outcome().verdict()).c_str(),
+                static_cast<unsigned long long>(o.outcome().lookups_checked() + o.outcome().offsets_checked()),
+                static_cast<unsigned long long>(o.outcome().violation_count()));
+  return 0;
+}
+
+int Client::kernels(bool json_out) {
+  v1::ListKernelsRequest req;
+  v1::ListKernelsResponse resp;
+  auto context = ctx();
+  const grpc::Status st = stub_->ListKernels(context.get(), req, &resp);
+  if (!st.ok()) return fail(st);
+  if (json_out) {
+    std::cout << to_json(resp)["kernels"].dump(2) << std::endl;
+    return 0;
+  }
+  std::printf("%-16s %-30s %-16s %s\n", "label", "version", "sha256", "source");
+  for (const auto& k : resp.kernels())
+    std::printf("%-16s %-30s %-16s %s\n", k.label().c_str(), k.version().c_str(), k.sha256().substr(0, 16).c_str(),
+                k.source().c_str());
+  return 0;
+}
+
+}  // namespace leapfrog::cli

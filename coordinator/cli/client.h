@@ -1,0 +1,63 @@
+#pragma once
+// The `leapfrog` CLI's client verbs: campaigns, schedules, agents, outcomes,
+// kernels. Each prints a readable table, or JSON with --json.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "leapfrog/v1/control.grpc.pb.h"
+
+namespace leapfrog::cli {
+
+struct Endpoint {
+  std::string address;  // host:port
+  std::string token;
+};
+
+// Resolves --coordinator / --token-file, falling back to the files `leapfrog up`
+// writes in the data folder. Throws std::runtime_error saying what is missing.
+Endpoint resolve_endpoint(const std::string& address, const std::string& token_file, const std::string& data_dir);
+
+struct CampaignFlags {
+  std::string name;
+  std::vector<std::string> scenarios;
+  std::vector<std::string> filesystems;
+  std::vector<std::string> kernels;
+  uint32_t seeds = 1;
+  uint64_t first_seed = 1;
+  std::string duration = "2s";
+  uint64_t iterations = 0;
+  uint32_t observers = 0;
+  std::vector<std::string> params;
+  uint32_t max_attempts = 0;
+};
+
+// Throws std::runtime_error on malformed flags (bad duration, param syntax).
+v1::CampaignSpec to_spec(const CampaignFlags& f);
+
+class Client {
+ public:
+  explicit Client(const Endpoint& ep);
+  int campaign_run(const CampaignFlags& f, bool wait, bool json);
+  int campaign_list(bool json);
+  int campaign_show(int64_t id, bool json);
+  int schedule_add(const std::string& name, const std::string& cron, const CampaignFlags& f, bool json);
+  int schedule_list(bool json);
+  int schedule_enable(int64_t id, bool enabled, bool json);
+  int schedule_remove(int64_t id);
+  int agents(bool json);
+  int outcomes(int64_t campaign, bool failed, bool json);
+  int kernels(bool json);
+
+ private:
+  std::unique_ptr<grpc::ClientContext> ctx() const;
+  // Prints the status as one line on stderr; returns the exit code (2).
+  int fail(const grpc::Status& s) const;
+  int wait_for(int64_t id, bool json);
+
+  Endpoint ep_;
+  std::unique_ptr<v1::ControlService::Stub> stub_;
+};
+
+}  // namespace leapfrog::cli

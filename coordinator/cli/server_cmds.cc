@@ -1,0 +1,199 @@
+#include "coordinator/cli/server_cmds.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+#include <thread>
+
+#include "coordinator/auth.h"
+#include "coordinator/pg/embedded_postgres.h"
+#include "coordinator/server.h"
+#include "coordinator/store/pg_store.h"
+
+extern char** environ;
+
+namespace leapfrog::cli {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+std::string self_dir() {
+  std::error_code ec;
+  const auto exe = stdfs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : exe.parent_path().string();
+}
+
+// Writes `text` to `path` (mode), replacing it atomically.
+void write_file(const std::string& path, const std::string& text, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write \"" + tmp + "\"");
+    out << text << '\n';
+  }
+  chmod(tmp.c_str(), mode);
+  if (rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write \"" + path + "\"");
+}
+
+// The token in `path`, generated (mode 0600) if the file does not exist.
+std::string load_or_create_token(const std::string& path) {
+  if (access(path.c_str(), F_OK) == 0) return coord::read_token_file(path);
+  const std::string token = coord::generate_token();
+  write_file(path, token, 0600);
+  return token;
+}
+
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Local agents of `leapfrog up`, restarted if they die.
+class AgentFleet {
+ public:
+  AgentFleet(std::string exe, std::string address, std::string token_file, std::string data_dir)
+      : exe_(std::move(exe)), address_(std::move(address)), token_file_(std::move(token_file)),
+        data_dir_(std::move(data_dir)) {}
+  ~AgentFleet() { stop(); }
+
+  void start(int n) {
+    pids_.assign(n, -1);
+    for (int i = 0; i < n; ++i) spawn(i);
+  }
+
+  // Restarts agents that exited.
+  void supervise() {
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      if (pids_[i] <= 0) continue;
+      int status = 0;
+      if (waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+        spdlog::warn("agent.died index={} pid={} status={}", i, pids_[i], status);
+        spawn(static_cast<int>(i));
+      }
+    }
+  }
+
+  void stop() {
+    for (pid_t p : pids_)
+      if (p > 0) kill(p, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (pid_t& p : pids_) {
+      while (p > 0) {
+        int status = 0;
+        const pid_t r = waitpid(p, &status, WNOHANG);
+        if (r == p || (r < 0 && errno == ECHILD)) {
+          p = -1;
+          break;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+          kill(p, SIGKILL);
+          waitpid(p, &status, 0);
+          p = -1;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+
+  const std::vector<pid_t>& pids() const { return pids_; }
+
+ private:
+  void spawn(int i) {
+    const std::string name = "local-" + std::to_string(i);
+    std::vector<std::string> argv = {exe_,          "connect",           "--coordinator", address_,
+                                     "--token-file", token_file_,         "--name",        name,
+                                     "--spool",      data_dir_ + "/spool-" + name};
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, exe_.c_str(), nullptr, &attr, args.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
+    pids_[i] = pid;
+    spdlog::info("agent.spawn index={} pid={}", i, pid);
+  }
+
+  std::string exe_, address_, token_file_, data_dir_;
+  std::vector<pid_t> pids_;
+};
+
+// Waits for SIGINT/SIGTERM, supervising the fleet meanwhile.
+void wait_for_stop(const sigset_t& set, AgentFleet* fleet) {
+  for (;;) {
+    timespec ts{0, 250'000'000};
+    const int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) {
+      spdlog::info("coordinator.signal signal={}", sig);
+      return;
+    }
+    if (fleet) fleet->supervise();
+  }
+}
+
+}  // namespace
+
+int serve(const ServeOptions& opts) {
+  const sigset_t set = block_stop_signals();
+  stdfs::create_directories(opts.data_dir);
+  std::unique_ptr<coord::EmbeddedPostgres> pg;
+  std::string url = opts.database;
+  if (url.empty()) {
+    pg = std::make_unique<coord::EmbeddedPostgres>();
+    pg->start(opts.data_dir + "/postgres");
+    url = pg->url();
+  }
+  const std::string token_file = opts.token_file.empty() ? opts.data_dir + "/token" : opts.token_file;
+  const std::string token = load_or_create_token(token_file);
+  coord::PgStore store(url);
+  coord::SystemClock clock;
+  coord::ServerOptions so;
+  so.listen = opts.listen;
+  so.token = token;
+  coord::CoordinatorServer server(store, clock, so);
+  write_file(opts.data_dir + "/address", server.address(), 0644);
+
+  std::unique_ptr<AgentFleet> fleet;
+  if (opts.agents > 0) {
+    fleet = std::make_unique<AgentFleet>(self_dir() + "/leapfrog-agent", server.address(), token_file, opts.data_dir);
+    fleet->start(opts.agents);
+  }
+  std::printf("leapfrog coordinator listening on %s\n", server.address().c_str());
+  std::printf("  token file: %s\n", token_file.c_str());
+  std::printf("  database:   %s\n", pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
+  if (opts.agents > 0) std::printf("  agents:     %d local\n", opts.agents);
+  std::printf("  try: leapfrog campaign run --data-dir %s --scenario setattr-lookup --fs tmpfs --wait\n",
+              opts.data_dir.c_str());
+  std::fflush(stdout);
+
+  wait_for_stop(set, fleet.get());
+  if (fleet) fleet->stop();
+  server.shutdown();
+  std::remove((opts.data_dir + "/address").c_str());
+  if (pg) pg->stop();
+  return 0;
+}
+
+}  // namespace leapfrog::cli

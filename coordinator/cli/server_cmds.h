@@ -1,0 +1,21 @@
+#pragma once
+// `leapfrog serve` and `leapfrog up`: the coordinator process.
+
+#include <string>
+
+namespace leapfrog::cli {
+
+struct ServeOptions {
+  // Folder for the embedded database, the token and the address file.
+  std::string data_dir = "/var/tmp/leapfrog";
+  // Existing PostgreSQL server (libpq URL); empty: the embedded one.
+  std::string database;
+  std::string listen = "127.0.0.1:7070";
+  std::string token_file;  // default: <data_dir>/token, generated if missing
+  int agents = 0;          // local agents to start (`up`)
+};
+
+// Runs until SIGINT/SIGTERM; returns the exit code. Throws on setup failure.
+int serve(const ServeOptions& opts);
+
+}  // namespace leapfrog::cli

@@ -1,0 +1,154 @@
+#include "coordinator/control_service.h"
+
+#include "coordinator/schedule/cron.h"
+
+namespace leapfrog::coord {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+TimePoint next_firing(const std::string& cron, TimePoint t) {
+  try {
+    const CronExpr expr = CronExpr::parse(cron);
+    const auto secs = std::chrono::time_point_cast<std::chrono::seconds>(t);
+    return std::chrono::time_point_cast<Duration>(expr.next_after(std::chrono::sys_seconds(secs.time_since_epoch())));
+  } catch (const CronError& e) {
+    throw SpecError(e.what());
+  }
+}
+
+#define LEAPFROG_AUTH(ctx)                             \
+  if (auto s = auth_.check(*(ctx)); !s.ok()) return s
+
+Status ControlServiceImpl::CreateCampaign(grpc::ServerContext* ctx, const v1::CreateCampaignRequest* req,
+                                          v1::Campaign* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("CreateCampaign", [&] {
+    const v1::CampaignSpec spec = normalize(req->spec());
+    const auto jobs = expand(spec);
+    const int64_t id = store_.create_campaign(spec, jobs, 0, clock_.now());
+    work_.notify();
+    spdlog::info("campaign.create campaign={} jobs={} name=\"{}\"", id, jobs.size(), spec.name());
+    auto c = store_.get_campaign(id);
+    if (!c) return Status(StatusCode::INTERNAL, "campaign vanished after creation");
+    *resp = std::move(*c);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::GetCampaign(grpc::ServerContext* ctx, const v1::GetCampaignRequest* req,
+                                       v1::Campaign* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("GetCampaign", [&] {
+    auto c = store_.get_campaign(req->id());
+    if (!c) return Status(StatusCode::NOT_FOUND, "no campaign \"" + std::to_string(req->id()) + "\"");
+    *resp = std::move(*c);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::ListCampaigns(grpc::ServerContext* ctx, const v1::ListCampaignsRequest* req,
+                                         v1::ListCampaignsResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("ListCampaigns", [&] {
+    for (auto& c : store_.list_campaigns(req->limit() ? req->limit() : 50)) *resp->add_campaigns() = std::move(c);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                                    v1::ListJobsResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("ListJobs", [&] {
+    if (!store_.get_campaign(req->campaign_id()))
+      return Status(StatusCode::NOT_FOUND, "no campaign \"" + std::to_string(req->campaign_id()) + "\"");
+    for (auto& j : store_.list_jobs(req->campaign_id())) *resp->add_jobs() = std::move(j);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::ListOutcomes(grpc::ServerContext* ctx, const v1::ListOutcomesRequest* req,
+                                        v1::ListOutcomesResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("ListOutcomes", [&] {
+    for (auto& o : store_.list_outcomes(req->campaign_id(), req->failed_only(), req->limit() ? req->limit() : 200))
+      *resp->add_outcomes() = std::move(o);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest*,
+                                      v1::ListAgentsResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("ListAgents", [&] {
+    for (auto& a : store_.list_agents(clock_.now() - 3 * cfg_.heartbeat_interval)) *resp->add_agents() = std::move(a);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::AddSchedule(grpc::ServerContext* ctx, const v1::AddScheduleRequest* req,
+                                       v1::Schedule* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("AddSchedule", [&] {
+    if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "schedule name is empty");
+    const TimePoint next = next_firing(req->cron(), clock_.now());
+    const v1::CampaignSpec spec = normalize(req->campaign());
+    *resp = store_.add_schedule(req->name(), req->cron(), spec, next);
+    spdlog::info("schedule.add schedule={} cron=\"{}\"", resp->id(), req->cron());
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::ListSchedules(grpc::ServerContext* ctx, const v1::ListSchedulesRequest*,
+                                         v1::ListSchedulesResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("ListSchedules", [&] {
+    for (auto& s : store_.list_schedules()) *resp->add_schedules() = std::move(s);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::SetScheduleEnabled(grpc::ServerContext* ctx, const v1::SetScheduleEnabledRequest* req,
+                                              v1::Schedule* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("SetScheduleEnabled", [&] {
+    // Re-enabling starts from now: firings missed while disabled are skipped.
+    TimePoint next = clock_.now();
+    for (const auto& s : store_.list_schedules())
+      if (s.id() == req->id()) next = next_firing(s.cron(), clock_.now());
+    auto s = store_.set_schedule_enabled(req->id(), req->enabled(), next);
+    if (!s) return Status(StatusCode::NOT_FOUND, "no schedule \"" + std::to_string(req->id()) + "\"");
+    *resp = std::move(*s);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::RemoveSchedule(grpc::ServerContext* ctx, const v1::RemoveScheduleRequest* req,
+                                          v1::RemoveScheduleResponse*) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("RemoveSchedule", [&] {
+    if (!store_.remove_schedule(req->id()))
+      return Status(StatusCode::NOT_FOUND, "no schedule \"" + std::to_string(req->id()) + "\"");
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::AddKernel(grpc::ServerContext* ctx, const v1::AddKernelRequest* req, v1::Kernel* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("AddKernel", [&] {
+    if (req->kernel().label().empty()) return Status(StatusCode::INVALID_ARGUMENT, "kernel label is empty");
+    *resp = store_.add_kernel(req->kernel(), clock_.now());
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest*,
+                                       v1::ListKernelsResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("ListKernels", [&] {
+    for (auto& k : store_.list_kernels()) *resp->add_kernels() = std::move(k);
+    return Status::OK;
+  });
+}
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,43 @@
+#pragma once
+// The ControlService (proto/leapfrog/v1/control.proto), used by the CLI.
+
+#include "coordinator/auth.h"
+#include "coordinator/rpc_util.h"
+#include "leapfrog/v1/control.grpc.pb.h"
+
+namespace leapfrog::coord {
+
+// The next firing of a cron expression after `t`; throws SpecError if it does not parse.
+TimePoint next_firing(const std::string& cron, TimePoint t);
+
+class ControlServiceImpl final : public v1::ControlService::Service {
+ public:
+  ControlServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth, const ServiceConfig& cfg,
+                     WorkSignal& work)
+      : store_(store), clock_(clock), auth_(auth), cfg_(cfg), work_(work) {}
+
+  grpc::Status CreateCampaign(grpc::ServerContext*, const v1::CreateCampaignRequest*, v1::Campaign*) override;
+  grpc::Status GetCampaign(grpc::ServerContext*, const v1::GetCampaignRequest*, v1::Campaign*) override;
+  grpc::Status ListCampaigns(grpc::ServerContext*, const v1::ListCampaignsRequest*,
+                             v1::ListCampaignsResponse*) override;
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  grpc::Status ListOutcomes(grpc::ServerContext*, const v1::ListOutcomesRequest*, v1::ListOutcomesResponse*) override;
+  grpc::Status ListAgents(grpc::ServerContext*, const v1::ListAgentsRequest*, v1::ListAgentsResponse*) override;
+  grpc::Status AddSchedule(grpc::ServerContext*, const v1::AddScheduleRequest*, v1::Schedule*) override;
+  grpc::Status ListSchedules(grpc::ServerContext*, const v1::ListSchedulesRequest*,
+                             v1::ListSchedulesResponse*) override;
+  grpc::Status SetScheduleEnabled(grpc::ServerContext*, const v1::SetScheduleEnabledRequest*, v1::Schedule*) override;
+  grpc::Status RemoveSchedule(grpc::ServerContext*, const v1::RemoveScheduleRequest*,
+                              v1::RemoveScheduleResponse*) override;
+  grpc::Status AddKernel(grpc::ServerContext*, const v1::AddKernelRequest*, v1::Kernel*) override;
+  grpc::Status ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*, v1::ListKernelsResponse*) override;
+
+ private:
+  Store& store_;
+  const Clock& clock_;
+  const TokenAuth& auth_;
+  ServiceConfig cfg_;
+  WorkSignal& work_;
+};
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,144 @@
+// leapfrog: the coordinator (`serve`, `up`) and the command line for campaigns,
+// schedules, agents and outcomes. Exit codes: 0 success, 2 error.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <spdlog/spdlog.h>
+
+#include "coordinator/cli/client.h"
+#include "coordinator/cli/server_cmds.h"
+
+namespace {
+
+std::string default_data_dir() {
+  const char* env = std::getenv("LEAPFROG_DATA");
+  return env && *env ? env : "/var/tmp/leapfrog";
+}
+
+void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool with_name = true) {
+  if (with_name) cmd->add_option("--name", f.name, "name shown in lists");
+  cmd->add_option("--scenario", f.scenarios, "scenario (repeatable)")->required();
+  cmd->add_option("--fs", f.filesystems, "file system kind (repeatable; default tmpfs)");
+  cmd->add_option("--kernel", f.kernels, "kernel label (repeatable; default host)");
+  cmd->add_option("--seeds", f.seeds, "seeds per cell");
+  cmd->add_option("--first-seed", f.first_seed, "first seed");
+  cmd->add_option("--duration", f.duration, "per job, e.g. 2s, 500ms");
+  cmd->add_option("--iterations", f.iterations, "rounds per job (instead of --duration)");
+  cmd->add_option("--observers", f.observers, "observers per job (default: the scenario's)");
+  cmd->add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
+  cmd->add_option("--max-attempts", f.max_attempts, "attempts before a job ends as infra-failure (default 3)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace leapfrog::cli;
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
+  spdlog::set_level(spdlog::level::warn);
+  CLI::App app{"leapfrog: coordinator and command line of the Leapfrog path-lookup race tester"};
+  app.require_subcommand(1);
+  std::string coordinator, token_file, data_dir = default_data_dir();
+  bool json = false, verbose = false;
+  app.add_option("--coordinator", coordinator, "coordinator address HOST:PORT (default: from --data-dir)");
+  app.add_option("--token-file", token_file, "token file (default: <data-dir>/token)");
+  app.add_option("--data-dir", data_dir, "data folder of `leapfrog up` (default $LEAPFROG_DATA or /var/tmp/leapfrog)");
+  app.add_flag("--json", json, "print JSON for scripts");
+  app.add_flag("-v,--verbose", verbose, "log events to stderr");
+
+  ServeOptions serve_opts;
+  auto* serve = app.add_subcommand("serve", "run the coordinator (embedded PostgreSQL unless --database)");
+  serve->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
+  serve->add_option("--listen", serve_opts.listen, "address to listen on (default 127.0.0.1:7070)");
+
+  int up_port = 0, up_agents = 2;
+  auto* up = app.add_subcommand("up", "embedded PostgreSQL + coordinator + local agents, until Ctrl-C");
+  up->add_option("--port", up_port, "port on 127.0.0.1 (default: a free one)");
+  up->add_option("--agents", up_agents, "local agents to start")->check(CLI::Range(0, 64));
+  up->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
+
+  auto* campaign = app.add_subcommand("campaign", "run and inspect campaigns");
+  campaign->require_subcommand(1);
+  CampaignFlags run_flags;
+  bool wait = false;
+  auto* crun = campaign->add_subcommand("run", "queue a campaign (scenarios x kernels x file systems x seeds)");
+  add_campaign_flags(crun, run_flags);
+  crun->add_flag("--wait", wait, "wait until every job has an outcome (progress bar on a terminal)");
+  auto* clist = campaign->add_subcommand("list", "recent campaigns");
+  int64_t show_id = 0;
+  auto* cshow = campaign->add_subcommand("show", "a campaign and its jobs");
+  cshow->add_option("id", show_id, "campaign id")->required();
+
+  auto* schedule = app.add_subcommand("schedule", "nightly (cron) campaigns");
+  schedule->require_subcommand(1);
+  std::string sched_name, sched_cron;
+  CampaignFlags sched_flags;
+  auto* sadd = schedule->add_subcommand("add", "add a schedule: each firing creates a campaign");
+  sadd->add_option("--name", sched_name, "schedule name")->required();
+  sadd->add_option("--cron", sched_cron, "five fields, UTC, e.g. \"0 2 * * *\" (nightly at 02:00)")->required();
+  add_campaign_flags(sadd, sched_flags, false);
+  auto* slist = schedule->add_subcommand("list", "schedules with their next run");
+  int64_t sched_id = 0;
+  auto* sdisable = schedule->add_subcommand("disable", "stop a schedule from firing");
+  sdisable->add_option("id", sched_id)->required();
+  auto* senable = schedule->add_subcommand("enable", "let a schedule fire again (from its next firing after now)");
+  senable->add_option("id", sched_id)->required();
+  auto* srm = schedule->add_subcommand("rm", "remove a schedule");
+  srm->add_option("id", sched_id)->required();
+
+  auto* agents = app.add_subcommand("agents", "registered agents");
+  int64_t outcome_campaign = 0;
+  bool failed = false;
+  auto* outcomes = app.add_subcommand("outcomes", "stored outcomes, most recent first");
+  outcomes->add_option("--campaign", outcome_campaign, "only this campaign");
+  outcomes->add_flag("--failed", failed, "only outcomes that are not pass");
+  auto* kernels = app.add_subcommand("kernels", "registered kernels");
+
+  // Global flags (--json, --data-dir, ...) may also follow the verb.
+  for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
+                    kernels})
+    sub->fallthrough();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  if (verbose || serve->parsed() || up->parsed()) spdlog::set_level(spdlog::level::info);
+
+  try {
+    if (serve->parsed() || up->parsed()) {
+      serve_opts.data_dir = data_dir;
+      serve_opts.token_file = token_file;
+      if (up->parsed()) {
+        serve_opts.listen = "127.0.0.1:" + std::to_string(up_port);
+        serve_opts.agents = up_agents;
+      }
+      return leapfrog::cli::serve(serve_opts);
+    }
+    Client client(resolve_endpoint(coordinator, token_file, data_dir));
+    if (crun->parsed()) return client.campaign_run(run_flags, wait, json);
+    if (clist->parsed()) return client.campaign_list(json);
+    if (cshow->parsed()) return client.campaign_show(show_id, json);
+    if (sadd->parsed()) {
+      sched_flags.name = sched_name;
+      return client.schedule_add(sched_name, sched_cron, sched_flags, json);
+    }
+    if (slist->parsed()) return client.schedule_list(json);
+    if (sdisable->parsed()) return client.schedule_enable(sched_id, false, json);
+    if (senable->parsed()) return client.schedule_enable(sched_id, true, json);
+    if (srm->parsed()) return client.schedule_remove(sched_id);
+    if (agents->parsed()) return client.agents(json);
+    if (outcomes->parsed()) return client.outcomes(outcome_campaign, failed, json);
+    if (kernels->parsed()) return client.kernels(json);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 2;
+}

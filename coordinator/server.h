@@ -1,0 +1,63 @@
+#pragma once
+// The coordinator's gRPC server: agent and control services, the standard
+// health service and server reflection, and the maintenance loop (expired
+// leases, schedules).
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "coordinator/agent_service.h"
+#include "coordinator/control_service.h"
+#include "coordinator/scheduler.h"
+
+namespace leapfrog::coord {
+
+struct ServerOptions {
+  // host:port; port 0 picks a free one. Binds 127.0.0.1 unless told otherwise.
+  std::string listen = "127.0.0.1:0";
+  std::string token;
+  ServiceConfig service;
+  Duration maintenance_every = std::chrono::seconds(1);
+};
+
+class CoordinatorServer {
+ public:
+  // Starts serving; throws std::runtime_error if the address cannot be bound.
+  CoordinatorServer(Store& store, const Clock& clock, ServerOptions opts);
+  ~CoordinatorServer();
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  int port() const { return port_; }
+  // "127.0.0.1:PORT"
+  std::string address() const;
+  // Stops accepting calls, finishes the running ones, stops maintenance.
+  void shutdown();
+  // Blocks until shutdown().
+  void wait();
+
+ private:
+  void maintenance_loop();
+
+  Store& store_;
+  const Clock& clock_;
+  ServerOptions opts_;
+  TokenAuth auth_;
+  WorkSignal work_;
+  AgentServiceImpl agent_service_;
+  ControlServiceImpl control_service_;
+  Scheduler scheduler_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread maintenance_;
+};
+
+}  // namespace leapfrog::coord

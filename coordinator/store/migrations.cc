@@ -1,0 +1,176 @@
+// The schema, as numbered migrations. Conventions: times are timestamptz,
+// converted from and to microseconds since the epoch by lf_ts/lf_us; proto
+// messages are bytea (SerializeAsString) beside the columns queries filter on;
+// enums are their proto numbers.
+
+#include "coordinator/store/migrations.h"
+
+#include <spdlog/spdlog.h>
+
+#include <pqxx/pqxx>
+#include <set>
+
+#include "coordinator/store/store.h"
+
+namespace leapfrog::coord {
+
+namespace {
+
+// Key of the advisory lock held while migrating ("leapfrog" in ASCII).
+constexpr long long kMigrationLock = 0x6c65617066726f67LL;
+
+const char* const kInitialSchema = R"sql(
+-- Microseconds since the epoch <-> timestamptz, exactly.
+CREATE FUNCTION lf_ts(us bigint) RETURNS timestamptz
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  AS $$ SELECT timestamptz 'epoch' + us * interval '1 microsecond' $$;
+CREATE FUNCTION lf_us(ts timestamptz) RETURNS bigint
+  LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+  AS $$ SELECT (extract(epoch FROM ts) * 1000000)::bigint $$;
+
+CREATE TABLE agents (
+  id            text PRIMARY KEY,         -- random uuid, handed to the agent
+  name          text NOT NULL UNIQUE,     -- chosen by the agent; register is idempotent on it
+  kernel_label  text NOT NULL,
+  capabilities  bytea NOT NULL,           -- v1.Capabilities
+  registered_at timestamptz NOT NULL,
+  last_seen     timestamptz NOT NULL
+);
+
+CREATE TABLE kernels (
+  label    text PRIMARY KEY,
+  version  text NOT NULL,
+  sha256   text NOT NULL,
+  source   text NOT NULL,
+  added_at timestamptz NOT NULL
+);
+
+CREATE TABLE schedules (
+  id       bigserial PRIMARY KEY,
+  name     text NOT NULL,
+  cron     text NOT NULL,
+  spec     bytea NOT NULL,                -- v1.CampaignSpec of each firing
+  enabled  boolean NOT NULL DEFAULT true,
+  next_run timestamptz NOT NULL,
+  last_run timestamptz                    -- NULL until it fires
+);
+
+CREATE TABLE campaigns (
+  id          bigserial PRIMARY KEY,
+  name        text NOT NULL,
+  spec        bytea NOT NULL,             -- v1.CampaignSpec
+  schedule_id bigint NOT NULL DEFAULT 0,  -- 0: made by hand (no FK: removing a schedule keeps history)
+  job_count   integer NOT NULL,
+  created_at  timestamptz NOT NULL
+);
+
+CREATE TABLE jobs (
+  id             bigserial PRIMARY KEY,
+  campaign_id    bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+  scenario       text NOT NULL,
+  fs             text NOT NULL,
+  kernel_label   text NOT NULL,
+  spec           bytea NOT NULL,          -- v1.ScenarioSpec
+  state          text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'leased', 'done')),
+  -- Leases handed out so far; the current attempt. Every lease gets a new
+  -- number, so (id, attempt) names one lease and its one outcome.
+  attempt        integer NOT NULL DEFAULT 0,
+  -- Leases the agent gave back (release_job); they do not count against max_attempts.
+  released       integer NOT NULL DEFAULT 0,
+  max_attempts   integer NOT NULL CHECK (max_attempts > 0),
+  agent_id       text,                    -- lease holder (leased), reporter (done)
+  lease_deadline timestamptz,             -- leased only
+  verdict        integer,                 -- v1.Verdict, done only
+  reason         text,                    -- why it ended as INFRA_FAILURE
+  finished_at    timestamptz
+);
+-- Leasing scans this in id order for one kernel label.
+CREATE INDEX jobs_queued ON jobs (kernel_label, id) WHERE state = 'queued';
+CREATE INDEX jobs_leased ON jobs (lease_deadline) WHERE state = 'leased';
+CREATE INDEX jobs_campaign ON jobs (campaign_id);
+
+CREATE TABLE outcomes (
+  job_id            bigint NOT NULL REFERENCES jobs ON DELETE CASCADE,
+  attempt           integer NOT NULL,
+  seq               bigint GENERATED ALWAYS AS IDENTITY UNIQUE,  -- report order
+  campaign_id       bigint NOT NULL,
+  agent_id          text NOT NULL,
+  verdict           integer NOT NULL,     -- v1.Verdict
+  ops               bigint NOT NULL,
+  lookups_checked   bigint NOT NULL,
+  offsets_checked   bigint NOT NULL,
+  violation_count   bigint NOT NULL,      -- found in total; rows below may be capped
+  race_window_hits  bigint NOT NULL,
+  error             text NOT NULL,
+  outcome           bytea NOT NULL,       -- v1.Outcome without its violations (rows below)
+  reported_at       timestamptz NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX outcomes_campaign ON outcomes (campaign_id, seq);
+CREATE INDEX outcomes_failed ON outcomes (seq) WHERE verdict <> 1;
+
+-- One row per v1.Violation of an outcome: what a dashboard timeline draws.
+CREATE TABLE violations (
+  job_id      bigint NOT NULL,
+  attempt     integer NOT NULL,
+  idx         integer NOT NULL,           -- position in Outcome.violations
+  kind        text NOT NULL,
+  actor       integer NOT NULL,
+  op          text NOT NULL,
+  path        text NOT NULL,
+  step        integer NOT NULL,
+  component   text NOT NULL,
+  object      text NOT NULL,
+  observed    text NOT NULL,
+  expected    text NOT NULL,
+  invoke_ns   bigint NOT NULL,
+  complete_ns bigint NOT NULL,
+  detail      text NOT NULL,              -- JSON as the agent sent it (not validated)
+  PRIMARY KEY (job_id, attempt, idx),
+  FOREIGN KEY (job_id, attempt) REFERENCES outcomes ON DELETE CASCADE
+);
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& schema_migrations() {
+  static const std::vector<Migration> all = {
+      {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
+  };
+  return all;
+}
+
+int apply_migrations(pqxx::connection_base& conn) {
+  const auto& all = schema_migrations();
+  pqxx::work txn(conn, "migrate");
+  // Held until commit: a second replica waits here, then finds nothing to do.
+  txn.exec_params("SELECT pg_advisory_xact_lock($1)", kMigrationLock);
+  txn.exec(
+      "CREATE TABLE IF NOT EXISTS schema_migrations ("
+      " version integer PRIMARY KEY,"
+      " name text NOT NULL,"
+      " applied_at timestamptz NOT NULL DEFAULT now())");
+  std::set<int> applied;
+  for (const auto& row : txn.exec("SELECT version FROM schema_migrations")) {
+    applied.insert(row[0].as<int>());
+  }
+  if (!applied.empty() && *applied.rbegin() > all.back().version) {
+    throw StoreError("the database schema is at version " + std::to_string(*applied.rbegin()) +
+                         "; this coordinator knows versions up to " +
+                         std::to_string(all.back().version) + ": upgrade the coordinator",
+                     false);
+  }
+  int count = 0;
+  for (const auto& m : all) {
+    if (applied.count(m.version)) continue;
+    txn.exec(m.sql);
+    txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
+                    m.name);
+    spdlog::info("schema_migrated version={} name=\"{}\"", m.version, m.name);
+    ++count;
+  }
+  txn.commit();
+  return count;
+}
+
+}  // namespace leapfrog::coord

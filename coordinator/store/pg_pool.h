@@ -1,0 +1,142 @@
+#pragma once
+// The connection pool under PgStore, and the error policy every store call
+// follows (run_transaction): lost connections become StoreError with
+// unavailable() true and are replaced on the next call; a pooled connection
+// found dead is retried once on a fresh one; serialization failures and
+// deadlocks are retried; anything else is StoreError with unavailable() false.
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "coordinator/store/store.h"
+
+namespace leapfrog::coord {
+
+// A statement prepared on every pooled connection.
+struct PgStatement {
+  std::string name;
+  std::string sql;
+};
+
+// At most `size` connections, opened on demand; callers beyond wait for one.
+class PgPool {
+ public:
+  PgPool(std::string url, int size, std::vector<PgStatement> statements);
+  ~PgPool();
+
+  // A connection lent to one call; returned to the pool when destroyed.
+  class Handle {
+   public:
+    Handle(PgPool* pool, std::unique_ptr<pqxx::connection> conn, bool reused)
+        : pool_(pool), conn_(std::move(conn)), reused_(reused) {}
+    Handle(Handle&& o) noexcept
+        : pool_(std::exchange(o.pool_, nullptr)),
+          conn_(std::move(o.conn_)),
+          reused_(o.reused_),
+          broken_(o.broken_) {}
+    Handle& operator=(Handle&&) = delete;
+    ~Handle() {
+      if (pool_) pool_->give_back(std::move(conn_), broken_);
+    }
+    pqxx::connection& conn() { return *conn_; }
+    // Came from the pool, rather than connected for this call.
+    bool reused() const { return reused_; }
+    // Close the connection instead of returning it.
+    void discard() { broken_ = true; }
+
+   private:
+    PgPool* pool_;
+    std::unique_ptr<pqxx::connection> conn_;
+    bool reused_;
+    bool broken_ = false;
+  };
+
+  // An idle connection, or a new one while fewer than `size` are open; waits
+  // otherwise. Throws what pqxx throws when it cannot connect.
+  Handle acquire();
+  // Closes every idle connection: once one was found dead, the others (from
+  // the same server lifetime) are dead too.
+  void drop_idle();
+
+ private:
+  void give_back(std::unique_ptr<pqxx::connection> conn, bool broken);
+
+  std::string url_;
+  int size_;
+  std::vector<PgStatement> statements_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+  int open_ = 0;
+};
+
+// SQLSTATEs meaning the connection is gone or the server cannot serve now.
+bool pg_connection_lost(const std::string& sqlstate);
+// SQLSTATEs worth retrying the whole transaction for.
+bool pg_transient(const std::string& sqlstate);
+// A server message on one line (they span several, with tabs).
+std::string pg_one_line(const char* message);
+// StoreError(unavailable), logged once.
+StoreError pg_unavailable(const char* call, const std::string& why);
+// Inside a catch block: rethrows the current exception as a StoreError.
+[[noreturn]] void pg_rethrow_as_store_error(const char* call);
+
+// Runs `fn(txn)` in one transaction on a pooled connection and commits it;
+// returns what `fn` returns. `call` names the store call in errors and logs.
+template <class F>
+auto run_transaction(PgPool& pool, const char* call, F&& fn) {
+  using R = std::invoke_result_t<F&, pqxx::work&>;
+  for (int attempt = 1;; ++attempt) {
+    std::optional<PgPool::Handle> handle;
+    try {
+      handle.emplace(pool.acquire());
+    } catch (...) {
+      pg_rethrow_as_store_error(call);
+    }
+    bool retry_fresh = handle->reused() && attempt == 1;
+    try {
+      pqxx::work txn(handle->conn());
+      if constexpr (std::is_void_v<R>) {
+        fn(txn);
+        txn.commit();
+        return;
+      } else {
+        R result = fn(txn);
+        txn.commit();
+        return result;
+      }
+    } catch (const pqxx::in_doubt_error& e) {
+      handle->discard();
+      throw pg_unavailable(call,
+                           "the connection broke during commit; the change may or may not be "
+                           "stored: " +
+                               pg_one_line(e.what()));
+    } catch (const pqxx::broken_connection& e) {
+      handle->discard();
+      // A pooled connection that died while idle (the server restarted): once more, fresh.
+      if (!retry_fresh) throw pg_unavailable(call, pg_one_line(e.what()));
+      pool.drop_idle();
+    } catch (const pqxx::sql_error& e) {
+      if (pg_connection_lost(e.sqlstate())) {
+        handle->discard();
+        if (!retry_fresh) throw pg_unavailable(call, pg_one_line(e.what()));
+        pool.drop_idle();
+      } else if (!pg_transient(e.sqlstate()) || attempt >= 3) {
+        throw StoreError(std::string(call) + ": " + pg_one_line(e.what()), false);
+      }
+    } catch (const StoreError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw StoreError(std::string(call) + ": " + pg_one_line(e.what()), false);
+    }
+  }
+}
+
+}  // namespace leapfrog::coord

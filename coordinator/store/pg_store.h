@@ -1,0 +1,78 @@
+#pragma once
+// Store over PostgreSQL (libpqxx 6.4). Thread-safe: calls share a small pool
+// of connections, each with the store's prepared statements. Every call is one
+// transaction.
+//
+// Errors: a lost or refused connection (server down, restarting, shutting
+// down, out of connections) throws StoreError with unavailable() true; the
+// broken connection is dropped, and the next call connects anew, so the store
+// recovers by itself once the server is back. A call that finds its pooled
+// connection dead (the server restarted since it was last used) retries once
+// on a fresh one before giving up. If the connection breaks during COMMIT the
+// outcome of the call is unknown: it throws unavailable, and retrying is safe
+// for every call (outcomes are idempotent; a lease the caller never saw
+// expires). Any other database error throws StoreError with unavailable()
+// false.
+
+#include <memory>
+#include <string>
+
+#include "coordinator/store/store.h"
+
+namespace leapfrog::coord {
+
+struct PgStoreOptions {
+  // Most connections open at once; callers beyond wait for one.
+  int pool_size = 8;
+  // Apply pending schema migrations in the constructor.
+  bool migrate = true;
+};
+
+class PgPool;
+
+class PgStore : public Store {
+ public:
+  // Connects (libpq URL or key=value string) and migrates. Throws StoreError.
+  explicit PgStore(const std::string& url, PgStoreOptions options = {});
+  ~PgStore() override;
+
+  std::string register_agent(const std::string& name, const v1::Capabilities& caps,
+                             TimePoint now) override;
+  bool touch_agent(const std::string& agent_id, TimePoint now) override;
+  std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override;
+
+  v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) override;
+  std::vector<v1::Kernel> list_kernels() override;
+
+  int64_t create_campaign(const v1::CampaignSpec& spec, const std::vector<NewJob>& jobs,
+                          int64_t schedule_id, TimePoint now) override;
+  std::optional<v1::Campaign> get_campaign(int64_t id) override;
+  std::vector<v1::Campaign> list_campaigns(uint32_t limit) override;
+  std::vector<v1::JobInfo> list_jobs(int64_t campaign_id) override;
+
+  std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
+                                   TimePoint now, Duration lease) override;
+  std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
+                                       uint32_t attempt, TimePoint now, Duration lease) override;
+  ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                              const v1::Outcome& outcome, TimePoint now) override;
+  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override;
+  int expire_leases(TimePoint now) override;
+
+  std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
+                                               uint32_t limit) override;
+
+  v1::Schedule add_schedule(const std::string& name, const std::string& cron,
+                            const v1::CampaignSpec& spec, TimePoint next_run) override;
+  std::vector<v1::Schedule> list_schedules() override;
+  std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
+                                                   TimePoint next_run) override;
+  bool remove_schedule(int64_t id) override;
+  std::optional<int64_t> fire_schedule(int64_t id, TimePoint due, TimePoint next,
+                                       const std::vector<NewJob>& jobs, TimePoint now) override;
+
+ private:
+  std::unique_ptr<PgPool> pool_;
+};
+
+}  // namespace leapfrog::coord

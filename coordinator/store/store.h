@@ -1,0 +1,121 @@
+#pragma once
+// Everything the coordinator keeps, behind one interface: agents, kernels,
+// campaigns and their jobs, leases, outcomes and violations, schedules.
+// The PostgreSQL implementation is pg_store.h; several coordinator replicas may
+// share one database, so every method is safe against concurrent callers in
+// other processes (leases use FOR UPDATE SKIP LOCKED).
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "coordinator/clock.h"
+#include "leapfrog/v1/agent.pb.h"
+#include "leapfrog/v1/control.pb.h"
+
+namespace leapfrog::coord {
+
+// A store call failed. `unavailable` is true when the database could not be
+// reached (the caller may retry later); false for a conflict the caller caused.
+class StoreError : public std::runtime_error {
+ public:
+  StoreError(const std::string& what, bool unavailable)
+      : std::runtime_error(what), unavailable_(unavailable) {}
+  bool unavailable() const { return unavailable_; }
+
+ private:
+  bool unavailable_;
+};
+
+// One job of a campaign, before it is stored.
+struct NewJob {
+  v1::ScenarioSpec spec;
+  std::string kernel_label;
+};
+
+enum class ReportResult {
+  Stored,      // the outcome was stored and the job is done
+  Duplicate,   // this (job, attempt) was stored before; nothing changed
+  Superseded,  // the job moved on to a later attempt (or is done by another); dropped
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // ---- agents ----
+  // Creates or updates the agent called `name`; returns its id.
+  virtual std::string register_agent(const std::string& name, const v1::Capabilities& caps,
+                                     TimePoint now) = 0;
+  // Records that the agent was seen; false if the id is unknown.
+  virtual bool touch_agent(const std::string& agent_id, TimePoint now) = 0;
+  // Every agent; `online` when seen at or after `online_since`.
+  virtual std::vector<v1::AgentInfo> list_agents(TimePoint online_since) = 0;
+
+  // ---- kernels ----
+  // Registers a kernel; throws StoreError (not unavailable) if the label exists.
+  virtual v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) = 0;
+  virtual std::vector<v1::Kernel> list_kernels() = 0;
+
+  // ---- campaigns and jobs ----
+  // Stores the campaign and queues its jobs in one transaction; returns its id.
+  // `max_attempts` comes from spec (0 means 3). schedule_id 0: made by hand.
+  virtual int64_t create_campaign(const v1::CampaignSpec& spec, const std::vector<NewJob>& jobs,
+                                  int64_t schedule_id, TimePoint now) = 0;
+  virtual std::optional<v1::Campaign> get_campaign(int64_t id) = 0;
+  // Most recent first; limit 0 means 50.
+  virtual std::vector<v1::Campaign> list_campaigns(uint32_t limit) = 0;
+  virtual std::vector<v1::JobInfo> list_jobs(int64_t campaign_id) = 0;
+
+  // ---- leases ----
+  // Leases the oldest queued job whose kernel label equals caps.kernel_label
+  // and whose file system is in caps.filesystems: attempt + 1, deadline now +
+  // lease. Never hands one job to two agents. nullopt when none matches.
+  virtual std::optional<v1::Job> lease_job(const std::string& agent_id,
+                                           const v1::Capabilities& caps, TimePoint now,
+                                           Duration lease) = 0;
+  // Extends the lease if (job, attempt) is still leased by this agent; returns
+  // the new deadline, or nullopt if the lease is no longer the agent's.
+  virtual std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
+                                               uint32_t attempt, TimePoint now, Duration lease) = 0;
+  // Stores the outcome of (job, attempt) once. Accepted while that attempt is
+  // the job's current one (leased, or requeued but not yet leased again, or
+  // ended as INFRA_FAILURE by expiry: the real outcome then replaces it).
+  // Throws StoreError (not unavailable) for an unknown job, or an attempt
+  // never handed out.
+  virtual ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                                      const v1::Outcome& outcome, TimePoint now) = 0;
+  // The agent gives the job back unfinished: queued again, attempt not counted
+  // against max_attempts (the next lease still gets a new attempt number).
+  // Ignored unless (job, attempt) is leased by this agent.
+  virtual void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) = 0;
+  // Leases past their deadline: requeued (the next lease is attempt + 1) or,
+  // after max_attempts, done as VERDICT_INFRA_FAILURE with the reason. Returns
+  // how many jobs it touched.
+  virtual int expire_leases(TimePoint now) = 0;
+
+  // ---- outcomes ----
+  // Most recent first. campaign_id 0: all; limit 0 means 200. Violations come
+  // back in each outcome, in the order reported.
+  virtual std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
+                                                       uint32_t limit) = 0;
+
+  // ---- schedules ----
+  virtual v1::Schedule add_schedule(const std::string& name, const std::string& cron,
+                                    const v1::CampaignSpec& spec, TimePoint next_run) = 0;
+  virtual std::vector<v1::Schedule> list_schedules() = 0;
+  virtual std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
+                                                           TimePoint next_run) = 0;
+  virtual bool remove_schedule(int64_t id) = 0;
+  // Fires schedule `id` for its firing due at `due`, once across replicas: if
+  // the schedule is enabled and its next_run still equals `due`, creates the
+  // campaign (as create_campaign with schedule_id = id), moves next_run to
+  // `next` and last_run to `due`, all in one transaction. Returns the campaign
+  // id, or nullopt if another caller fired it first (or it was disabled).
+  virtual std::optional<int64_t> fire_schedule(int64_t id, TimePoint due, TimePoint next,
+                                               const std::vector<NewJob>& jobs, TimePoint now) = 0;
+};
+
+}  // namespace leapfrog::coord
