@@ -247,7 +247,7 @@ class Agent {
 
   std::vector<std::string> job_argv(const v1::Job& job, const std::string& history_dir) {
     const auto& spec = job.spec();
-    std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--scenario", spec.scenario(),
+    std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--die-with-parent", "--scenario", spec.scenario(),
                                      "--seed", std::to_string(spec.seed()), "--fs", spec.fs()};
     if (spec.iterations() > 0) {
       argv.insert(argv.end(), {"--iterations", std::to_string(spec.iterations())});

@@ -1,6 +1,8 @@
 // leapfrog-agent: run a race scenario, list the catalogue, or check a history
 // offline. Exit codes: 0 clean, 1 violations found, 2 error (bad input, setup).
 
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -182,6 +184,11 @@ int main(int argc, char** argv) {
       connect_opts.self_exe = exe;
       spdlog::set_level(spdlog::level::info);
       return run_connect(connect_opts);
+    }
+    if (flags.die_with_parent) {
+      // SIGTERM is forwarded to the sandbox, which then cleans up.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() == 1) return 2;
     }
     return cmd_run(to_run_options(flags), flags.json);
   } catch (const UsageError& e) {

@@ -21,6 +21,7 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--second-uid", f.second_uid, "acl-exec-deny: uid of the observer without an ACL entry");
   cmd.add_option("--epsilon-ns", f.epsilon_ns, "guard band added to every lookup window (clock skew)");
   cmd.add_option("--fuse-timeout", f.fuse_timeout, "fuse-cached: attribute/entry timeout in seconds");
+  cmd.add_flag("--die-with-parent", f.die_with_parent, "stop the run (cleanly) when the parent process dies");
 }
 
 TimeNs parse_duration(const std::string& text) {

@@ -26,6 +26,7 @@ struct RunFlags {
   uint32_t second_uid = 65533;
   int64_t epsilon_ns = 0;
   double fuse_timeout = 1.0;
+  bool die_with_parent = false;
 };
 
 void add_run_flags(CLI::App& cmd, RunFlags& f);

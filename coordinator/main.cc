@@ -50,12 +50,18 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "run the coordinator (embedded PostgreSQL unless --database)");
   serve->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
   serve->add_option("--listen", serve_opts.listen, "address to listen on (default 127.0.0.1:7070)");
+  for (auto* cmd : {serve}) {
+    cmd->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")->check(CLI::Range(200, 3'600'000));
+    cmd->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")->check(CLI::Range(50, 600'000));
+  }
 
   int up_port = 0, up_agents = 2;
   auto* up = app.add_subcommand("up", "embedded PostgreSQL + coordinator + local agents, until Ctrl-C");
   up->add_option("--port", up_port, "port on 127.0.0.1 (default: a free one)");
   up->add_option("--agents", up_agents, "local agents to start")->check(CLI::Range(0, 64));
   up->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
+  up->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")->check(CLI::Range(200, 3'600'000));
+  up->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")->check(CLI::Range(50, 600'000));
 
   auto* campaign = app.add_subcommand("campaign", "run and inspect campaigns");
   campaign->require_subcommand(1);

@@ -172,6 +172,8 @@ int serve(const ServeOptions& opts) {
   coord::ServerOptions so;
   so.listen = opts.listen;
   so.token = token;
+  so.service.lease_duration = std::chrono::milliseconds(opts.lease_ms);
+  so.service.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_ms);
   coord::CoordinatorServer server(store, clock, so);
   write_file(opts.data_dir + "/address", server.address(), 0644);
 
