@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 #include <exception>
 #include <memory>
 
@@ -125,6 +126,21 @@ Delays compute_delays(RaceControl* c, TimingStats& t) {
   return d;
 }
 
+// Publishes the median duration of the actor's warm-up operations. The median,
+// not the mean: one preempted call must not stretch the swept window. Written
+// before the next barrier, so every actor sees it after that barrier.
+void publish_median(ActorEnv& env, RaceControl::Stat& stat) {
+  const uint64_t n = env.recorded();
+  if (n == 0) return;
+  std::vector<TimeNs> d;
+  d.reserve(n);
+  const RawRecord* first = &env.last() - (n - 1);
+  for (uint64_t i = 0; i < n; ++i) d.push_back(first[i].complete - first[i].invoke);
+  std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+  stat.sum_ns.store(d[d.size() / 2], std::memory_order_relaxed);
+  stat.n.store(1, std::memory_order_relaxed);
+}
+
 void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
   RaceControl* c = env.control();
   RaceControl::Stat& stat = c->stat[env.id()];
@@ -150,14 +166,8 @@ void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
     } else if (c->stop_requested.load(std::memory_order_relaxed) || env.full()) {
       break;
     }
-    const uint64_t before = env.recorded();
     spec.step(env, round);
-    if (round < cfg.warmup && env.recorded() > before) {
-      // Written before the next barrier, so every actor sees them after it.
-      const RawRecord& r = env.last();
-      stat.sum_ns.fetch_add(r.complete - r.invoke, std::memory_order_relaxed);
-      stat.n.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (round + 1 == cfg.warmup) publish_median(env, stat);
   }
 }
 
@@ -171,6 +181,21 @@ void prefault(RawRecord* records, uint64_t capacity) {
 #endif
   auto* p = reinterpret_cast<volatile char*>(records);
   for (size_t off = 0; off < bytes; off += 4096) p[off] = 0;
+}
+
+// Spreads actors over the CPUs this process may use, one each while they last:
+// actors that share a CPU take turns instead of racing.
+void pin_to_cpu(uint32_t actor) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[actor % cpus.size()], &one);
+  sched_setaffinity(0, sizeof one, &one);
 }
 
 int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
@@ -235,6 +260,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(4);
         prefault(records_of(i), cfg.capacity);
+        if (cfg.pin_cpus) pin_to_cpu(i);
         ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, &ctl->stat[i].count, ctl);
         actor_loop(actors[i], env, cfg);
       } catch (const std::exception& e) {

@@ -82,11 +82,12 @@ struct RaceConfig {
   uint32_t warmup = 256;          // rounds measured before delays start
   uint64_t capacity = 1 << 20;    // records per actor
   TimeNs stuck_grace = 30'000'000'000;  // an actor stuck this long past the end is an error
+  bool pin_cpus = true;           // one CPU per actor while there are enough
 };
 
 struct TimingStats {
-  TimeNs mutator_mean_ns = 0;   // mean duration of one mutation, measured in warm-up
-  TimeNs observer_mean_ns = 0;  // mean duration of one lookup (max over observers)
+  TimeNs mutator_mean_ns = 0;   // typical (median) duration of one mutation, measured in warm-up
+  TimeNs observer_mean_ns = 0;  // typical (median) duration of one lookup (max over observers)
   TimeNs delay_span_ns = 0;     // width of the swept delay range
   uint32_t warmup_rounds = 0;
 };

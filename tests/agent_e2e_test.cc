@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -279,6 +280,50 @@ TEST_F(AgentE2E, MalformedHistorySaysWhichLine) {
                       << "{\"type\":\"lookup\",\"actor\":1}\n";
   expect_usage_error(agent({"check", file}), "line 7: missing field");
   expect_usage_error(agent({"check", dir.path() + "/missing.jsonl"}), "cannot read history file");
+}
+
+// Starts the agent in the background; returns its pid once its run folder exists.
+pid_t start_long_run(std::string& folder) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(LEAPFROG_AGENT, LEAPFROG_AGENT, "run", "--scenario", "setattr-lookup", "--fs", "ext4", "--duration", "60s",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string prefix = "/tmp/leapfrog-run-" + std::to_string(pid) + "-";
+  for (int i = 0; i < 3000 && folder.empty(); ++i) {
+    for (const auto& f : run_folders())
+      if (f.rfind(prefix, 0) == 0) folder = f;
+    if (folder.empty()) usleep(2000);  // bounded poll for the folder to appear
+  }
+  return pid;
+}
+
+TEST_F(AgentE2E, InterruptedRunCleansUp) {
+  std::string folder;
+  const pid_t pid = start_long_run(folder);
+  ASSERT_FALSE(folder.empty());
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_FALSE(stdfs::exists(folder));
+}
+
+TEST_F(AgentE2E, KilledRunIsCleanedUpByTheNext) {
+  std::string folder;
+  const pid_t pid = start_long_run(folder);
+  ASSERT_FALSE(folder.empty());
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  // Its namespace died with it (so did its mounts and loop device); only the
+  // empty folder is left, and the next run collects it.
+  Result r = agent({"run", "--scenario", "setattr-lookup", "--duration", "100ms"});
+  EXPECT_EQ(r.exit, 0) << r.err;
+  EXPECT_FALSE(stdfs::exists(folder));
 }
 
 TEST_F(AgentE2E, ListShowsParametersAndLimits) {

@@ -1,6 +1,7 @@
 // run_sandboxed: a forked child in a private mount namespace with a tmpfs work
 // folder. See workspace.h for the contract.
 
+#include <dirent.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
@@ -65,13 +66,34 @@ extern "C" void forward_signal(int sig) {
 
 }  // namespace
 
+// Removes /tmp/leapfrog-run-<pid>-* folders whose supervisor is gone. They are
+// empty on the host side (their tmpfs lived in the dead run's namespace), so
+// rmdir suffices and never removes anything a live run still uses.
+static void collect_stale_run_folders() {
+  DIR* dir = opendir("/tmp");
+  if (!dir) return;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    const std::string prefix = "leapfrog-run-";
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || pid == getpid()) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    rmdir(("/tmp/" + name).c_str());
+  }
+  closedir(dir);
+}
+
 int run_sandboxed(const std::function<int(const std::string& workdir)>& body) {
   if (geteuid() != 0) {
     throw SetupError("the sandbox needs root (mount namespaces, mounts), running as euid " +
                      std::to_string(geteuid()));
   }
-  char templ[] = "/tmp/leapfrog-run-XXXXXX";
-  if (mkdtemp(templ) == nullptr)
+  collect_stale_run_folders();
+  // The name carries our pid, so a later run can tell the folder of a
+  // supervisor that was killed outright (SIGKILL) and remove it.
+  std::string templ = "/tmp/leapfrog-run-" + std::to_string(getpid()) + "-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr)
     throw SetupError(errno_message("mkdtemp /tmp/leapfrog-run-*", errno));
   std::string workdir = templ;
   // mkdtemp makes 0700; observers (uid 65534) must get through.
