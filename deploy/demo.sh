@@ -1,57 +1,84 @@
 #!/usr/bin/env bash
-# make demo: every scenario once on tmpfs, plus the positive control (FUSE with
-# kernel caching, where stale results really happen) and its negative (FUSE
-# without caching). Exits 0 only if the control fires and tmpfs stays clean.
+# make demo: start `leapfrog up` (embedded PostgreSQL, coordinator, 2 local
+# agents) in a temp data folder, run a campaign of every scenario on tmpfs and
+# one of the positive control (FUSE with kernel caching, where stale results
+# really happen; without caching, where they must not), print the summary and
+# shut everything down. Exits 0 only if the control fires and tmpfs is clean.
 set -uo pipefail
 build=${1:-build}
-agent="$build/bin/leapfrog-agent"
+bin="$(cd "$build/bin" && pwd)"
 if [ "$(id -u)" -ne 0 ]; then
   echo "make demo needs root: scenarios mount file systems in private mount namespaces" >&2
   exit 2
 fi
 
-printf '%-16s %-12s %-10s %10s %10s %10s  %s\n' scenario fs verdict checked hits "ops/s" violations
-fail=0
-run() {
-  local scenario=$1 fs=$2 want=$3 duration=$4
-  local out rc
-  out=$("$agent" run --scenario "$scenario" --fs "$fs" --duration "$duration" --json 2>/tmp/leapfrog-demo.err)
-  rc=$?
-  if [ $rc -eq 2 ] || [ -z "$out" ]; then
-    printf '%-16s %-12s %-10s %s\n' "$scenario" "$fs" error "$(head -c 200 /tmp/leapfrog-demo.err)"
-    fail=1
-    return
+data=$(mktemp -d /var/tmp/leapfrog-demo-XXXXXX)
+chmod 755 "$data"
+up_pid=""
+cleanup() {
+  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
+    kill -TERM "$up_pid"
+    wait "$up_pid" 2>/dev/null
   fi
-  python3 - "$out" <<'PY'
-import json, sys
-o = json.loads(sys.argv[1])
-checked = o["lookups_checked"] + o["offsets_checked"]
-kinds = ", ".join(f"{k}={v}" for k, v in o["violations_by_kind"].items()) or "-"
-print(f'{o["scenario"]:<16} {o["fs"]:<12} {o["verdict"]:<10} {checked:>10} {o["race_window_hits"]:>10} {o["ops_per_sec"]:>10.0f}  {kinds}')
-PY
-  case "$want" in
-    clean) [ $rc -eq 0 ] || fail=1 ;;
-    violation) [ $rc -eq 1 ] || fail=1 ;;
-  esac
+  rm -rf "$data"
 }
+trap cleanup EXIT
 
-for s in setattr-lookup chown-lookup acl-exec-deny rename-lookup mount-lookup dotdot-lookup symlink-lookup dirfd-lookup foffset; do
-  run "$s" tmpfs clean 1s
+"$bin/leapfrog" --data-dir "$data" up --agents 2 >"$data/up.log" 2>&1 &
+up_pid=$!
+for _ in $(seq 1 300); do
+  [ -s "$data/address" ] && break
+  kill -0 "$up_pid" 2>/dev/null || break
+  sleep 0.1
 done
-"$agent" run --scenario lookup-scale --param point_ms=50 --param mode=0 --param test=0 --json >/dev/null || fail=1
-echo "lookup-scale     tmpfs        (ops/s per task count: leapfrog-agent run --scenario lookup-scale)"
-echo
-echo "positive control: FUSE passthrough with kernel attribute/entry caching, mutations underneath"
-run setattr-lookup fuse-cached violation 2s
-run rename-lookup fuse-cached violation 2s
-echo "negative control: the same without caching"
-run setattr-lookup fuse-direct clean 2s
-run rename-lookup fuse-direct clean 2s
-rm -f /tmp/leapfrog-demo.err
-echo
-if [ $fail -eq 0 ]; then
-  echo "demo: OK (tmpfs and fuse-direct clean, the positive control fired)"
-else
-  echo "demo: FAILED (see the table above)"
+if [ ! -s "$data/address" ]; then
+  echo "demo: leapfrog up did not start:" >&2
+  tail -20 "$data/up.log" >&2
+  exit 2
 fi
-exit $fail
+lf() { "$bin/leapfrog" --data-dir "$data" "$@"; }
+echo "leapfrog up: coordinator $(cat "$data/address"), 2 agents, data in $data"
+echo
+
+all=(setattr-lookup chown-lookup acl-exec-deny rename-lookup mount-lookup dotdot-lookup symlink-lookup dirfd-lookup foffset lookup-scale)
+args=()
+for s in "${all[@]}"; do args+=(--scenario "$s"); done
+echo "campaign 1: every scenario on tmpfs"
+tmpfs_json=$(lf campaign run --name demo-tmpfs "${args[@]}" --fs tmpfs --duration 1s \
+  --param point_ms=50 --param mode=0 --param test=0 --wait --json) || exit 2
+echo "campaign 2: the positive control (fuse-cached) and its negative (fuse-direct)"
+control_json=$(lf campaign run --name demo-control --scenario setattr-lookup --scenario rename-lookup \
+  --fs fuse-cached --fs fuse-direct --duration 2s --wait --json) || exit 2
+echo
+
+tmpfs_id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["campaign"])' "$tmpfs_json")
+control_id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["campaign"])' "$control_json")
+lf outcomes --campaign "$tmpfs_id"
+lf outcomes --campaign "$control_id"
+echo
+
+lf outcomes --campaign "$tmpfs_id" --json >"$data/tmpfs.json"
+lf outcomes --campaign "$control_id" --json >"$data/control.json"
+python3 - "$data/tmpfs.json" "$data/control.json" <<'PY'
+import json, sys
+tmpfs, control = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+def verdict(o): return o["outcome"]["verdict"]
+ok = True
+bad = [o["spec"]["scenario"] for o in tmpfs if verdict(o) != "VERDICT_PASS"]
+if len(tmpfs) != 10 or bad:
+    print(f"tmpfs: want 10 clean outcomes, got {len(tmpfs)}; not clean: {bad}"); ok = False
+for o in control:
+    fs, v = o["spec"]["fs"], verdict(o)
+    want = "VERDICT_VIOLATION" if fs == "fuse-cached" else "VERDICT_PASS"
+    if v != want:
+        print(f'{o["spec"]["scenario"]} on {fs}: {v}, want {want}'); ok = False
+if len(control) != 4:
+    print(f"control: want 4 outcomes, got {len(control)}"); ok = False
+print("demo: OK (tmpfs clean, the positive control fired, fuse-direct clean)" if ok else "demo: FAILED")
+sys.exit(0 if ok else 1)
+PY
+rc=$?
+kill -TERM "$up_pid"
+wait "$up_pid"
+up_pid=""
+exit $rc
