@@ -20,12 +20,14 @@ class AclExecDeny : public Scenario {
  public:
   const char* name() const override { return "acl-exec-deny"; }
   const char* summary() const override {
-    return "add/remove ACL user:<observer>:--- on a searchable directory; a second uid must keep access";
+    return "add/remove ACL user:<observer>:--- on a searchable directory; a second uid must keep "
+           "access";
   }
   std::vector<ParamSpec> params() const override {
     return {{"depth", 3, 3, 8, "directories between the root and the file"},
-            {"static", 0, 0, 1, "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
-            {"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
+            {"static", 0, 0, 1,
+             "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
+            mutate_pct_param()};
   }
   uint32_t default_observers() const override { return 2; }
 
@@ -35,7 +37,8 @@ class AclExecDeny : public Scenario {
     const int target = static_cast<int>(ctx.rng.below(depth));
     const uint32_t denied = ctx.opts.observer.uid;
     const uint32_t other = ctx.opts.second_uid;
-    if (denied == other) throw UsageError("the second observer uid must differ from the observer uid");
+    if (denied == other)
+      throw UsageError("the second observer uid must differ from the observer uid");
 
     Attr plain = mode_attr(0755);
     Attr deny = plain;
@@ -44,8 +47,7 @@ class AclExecDeny : public Scenario {
     deny_wide.acl = deny.acl;
 
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    RacePlan plan = new_plan(ctx);
     // Built once; the mutator's closures keep them alive.
     const auto a_plain = std::make_shared<const sys::AccessAcl>(plain);
     const auto a_deny = std::make_shared<const sys::AccessAcl>(deny);
@@ -60,7 +62,8 @@ class AclExecDeny : public Scenario {
       const bool is_target = i == target;
       if (is_target && fixed) {
         if (int e = a_deny->apply(disk.m(path).c_str()))
-          throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") + std::strerror(e));
+          throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") +
+                               std::strerror(e));
       }
       dir = plan.model.add_dir(dir, "d" + std::to_string(i), is_target && fixed ? deny : plain);
       if (is_target) {
@@ -77,7 +80,8 @@ class AclExecDeny : public Scenario {
       return [target_path, acl] { return acl->apply(target_path.c_str()); };
     };
     if (fixed) {
-      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny_wide), set(a_wide), {}});
+      plan.mutations.push_back(
+          {plan.model.setfacl_effect(target_node, deny_wide), set(a_wide), {}});
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
     } else {
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
@@ -85,11 +89,13 @@ class AclExecDeny : public Scenario {
     }
     add_query_mix(plan, plan.model.root(), file);
     assign_observers(plan, ctx);
-    for (size_t i = 1; i < plan.observers.size(); i += 2) plan.observers[i] = Cred{other, other, {}};
+    for (size_t i = 1; i < plan.observers.size(); i += 2)
+      plan.observers[i] = Cred{other, other, {}};
     // Fail early, with a clear reason, where ACLs are not supported.
     if (!fixed) {
       if (int e = a_deny->apply(target_path.c_str()))
-        throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") + std::strerror(e));
+        throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") +
+                             std::strerror(e));
       a_plain->apply(target_path.c_str());
     }
     return run_lookup_race(plan, ctx);
@@ -98,6 +104,8 @@ class AclExecDeny : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_acl_exec_deny() { return std::make_unique<AclExecDeny>(); }
+std::unique_ptr<Scenario> make_acl_exec_deny() {
+  return std::make_unique<AclExecDeny>();
+}
 
 }  // namespace leapfrog::catalogue

@@ -16,42 +16,30 @@ class ChownLookup : public Scenario {
  public:
   const char* name() const override { return "chown-lookup"; }
   const char* summary() const override {
-    return "chown a directory (mode 0075) between root and the observer (other bits <-> owner bits) vs lookups";
+    return "chown a directory (mode 0075) between root and the observer (other bits <-> owner "
+           "bits) vs lookups";
   }
   std::vector<ParamSpec> params() const override {
-    return {{"depth", 3, 3, 8, "directories between the root and the file"},
-            {"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
+    return {{"depth", 3, 3, 8, "directories between the root and the file"}, mutate_pct_param()};
   }
   Outcome run(RunContext& ctx) const override {
     const int depth = static_cast<int>(ctx.param("depth"));
     const int target = static_cast<int>(ctx.rng.below(depth));
     const uint32_t uid = ctx.opts.observer.uid;
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
-    NodeId dir = plan.model.root();
-    std::string path, target_path;
-    NodeId target_node = 0;
-    for (int i = 0; i < depth; ++i) {
-      path += (i ? "/d" : "d") + std::to_string(i);
-      const mode_t mode = i == target ? kMode : 0755;
-      disk.mkdir(path, mode);
-      dir = plan.model.add_dir(dir, "d" + std::to_string(i), mode_attr(mode));
-      if (i == target) {
-        target_node = dir;
-        target_path = disk.m(path);
-      }
-    }
-    const std::string file = path + "/f";
-    disk.file(file, 0644, "f");
-    const NodeId f = plan.model.add_file(dir, "f", mode_attr(0644));
-    identify(plan.model, f, disk.l(file));
-    plan.mutations.push_back({plan.model.chown_effect(target_node, mode_attr(kMode, uid, 0)),
-                              [target_path, uid] { return ::chown(target_path.c_str(), uid, 0) == 0 ? 0 : errno; },
+    RacePlan plan = new_plan(ctx);
+    const Chain chain = build_chain(disk, plan.model, depth,
+                                    [target](int i) { return i == target ? kMode : 0755; });
+    const NodeId node = chain.dirs[target];
+    const std::string path = chain.dir_paths[target];
+    plan.mutations.push_back(
+        {plan.model.chown_effect(node, mode_attr(kMode, uid, 0)),
+         [path, uid] { return ::chown(path.c_str(), uid, 0) == 0 ? 0 : errno; },
+         {}});
+    plan.mutations.push_back({plan.model.chown_effect(node, mode_attr(kMode, 0, 0)),
+                              [path] { return ::chown(path.c_str(), 0, 0) == 0 ? 0 : errno; },
                               {}});
-    plan.mutations.push_back({plan.model.chown_effect(target_node, mode_attr(kMode, 0, 0)),
-                              [target_path] { return ::chown(target_path.c_str(), 0, 0) == 0 ? 0 : errno; }, {}});
-    add_query_mix(plan, plan.model.root(), file);
+    add_query_mix(plan, plan.model.root(), chain.file);
     assign_observers(plan, ctx);
     return run_lookup_race(plan, ctx);
   }
@@ -59,6 +47,8 @@ class ChownLookup : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_chown_lookup() { return std::make_unique<ChownLookup>(); }
+std::unique_ptr<Scenario> make_chown_lookup() {
+  return std::make_unique<ChownLookup>();
+}
 
 }  // namespace leapfrog::catalogue

@@ -51,41 +51,44 @@ static Query make_query(const char* op, NodeId start, const std::string& path, u
 
 QueryTemplate stat_query(NodeId start, const std::string& path, int dirfd) {
   const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
-  return QueryTemplate{make_query(dirfd >= 0 ? "fstatat" : "stat", start, path, 0), [path, at](RawRecord& r) {
-                         struct stat st;
-                         timed(r, [&] { return fstatat(at, path.c_str(), &st, 0) == 0 ? 0 : errno; });
-                         if (r.err == 0) {
-                           r.a = st.st_dev;
-                           r.b = st.st_ino;
-                         }
-                       }};
+  return QueryTemplate{
+      make_query(dirfd >= 0 ? "fstatat" : "stat", start, path, 0), [path, at](RawRecord& r) {
+        struct stat st;
+        timed(r, [&] { return fstatat(at, path.c_str(), &st, 0) == 0 ? 0 : errno; });
+        if (r.err == 0) {
+          r.a = st.st_dev;
+          r.b = st.st_ino;
+        }
+      }};
 }
 
 QueryTemplate access_query(NodeId start, const std::string& path, int dirfd) {
   const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
-  return QueryTemplate{make_query(dirfd >= 0 ? "faccessat" : "access", start, path, kMayRead),
-                       [path, at](RawRecord& r) {
-                         timed(r, [&] { return faccessat(at, path.c_str(), R_OK, 0) == 0 ? 0 : errno; });
-                       }};
+  return QueryTemplate{
+      make_query(dirfd >= 0 ? "faccessat" : "access", start, path, kMayRead),
+      [path, at](RawRecord& r) {
+        timed(r, [&] { return faccessat(at, path.c_str(), R_OK, 0) == 0 ? 0 : errno; });
+      }};
 }
 
 QueryTemplate open_query(NodeId start, const std::string& path, int dirfd) {
   const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
-  return QueryTemplate{make_query(dirfd >= 0 ? "openat" : "open", start, path, kMayRead), [path, at](RawRecord& r) {
-                         int fd = -1;
-                         timed(r, [&] {
-                           fd = openat(at, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-                           return fd >= 0 ? 0 : errno;
-                         });
-                         if (fd >= 0) {
-                           struct stat st;
-                           if (fstat(fd, &st) == 0) {
-                             r.a = st.st_dev;
-                             r.b = st.st_ino;
-                           }
-                           close(fd);
-                         }
-                       }};
+  return QueryTemplate{
+      make_query(dirfd >= 0 ? "openat" : "open", start, path, kMayRead), [path, at](RawRecord& r) {
+        int fd = -1;
+        timed(r, [&] {
+          fd = openat(at, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+          return fd >= 0 ? 0 : errno;
+        });
+        if (fd >= 0) {
+          struct stat st;
+          if (fstat(fd, &st) == 0) {
+            r.a = st.st_dev;
+            r.b = st.st_ino;
+          }
+          close(fd);
+        }
+      }};
 }
 
 void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd) {
@@ -94,12 +97,50 @@ void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int di
   plan.queries.push_back(open_query(start, path, dirfd));
 }
 
+ParamSpec mutate_pct_param() {
+  return {"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"};
+}
+
+RacePlan new_plan(const RunContext& ctx) {
+  RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
+  plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+  return plan;
+}
+
+Chain build_chain(const DiskTree& disk, TreeModel& model, int depth,
+                  const std::function<mode_t(int)>& mode_of) {
+  Chain c;
+  NodeId dir = model.root();
+  std::string path;
+  for (int i = 0; i < depth; ++i) {
+    path += (i ? "/d" : "d") + std::to_string(i);
+    const mode_t mode = mode_of(i);
+    disk.mkdir(path, mode);
+    dir = model.add_dir(dir, "d" + std::to_string(i), mode_attr(mode));
+    c.dirs.push_back(dir);
+    c.dir_paths.push_back(disk.m(path));
+  }
+  c.file = path + "/f";
+  disk.file(c.file, 0644, "f");
+  identify(model, model.add_file(dir, "f", mode_attr(0644)), disk.l(c.file));
+  return c;
+}
+
+MutationTemplate chmod_template(const TreeModel& model, NodeId n, const std::string& path,
+                                mode_t mode) {
+  return {model.chmod(n, mode_attr(mode)),
+          [path, mode] { return ::chmod(path.c_str(), mode) == 0 ? 0 : errno; },
+          {}};
+}
+
 void assign_observers(RacePlan& plan, const RunContext& ctx) {
   plan.observers.assign(ctx.observers, ctx.opts.observer);
   plan.observer_cwd = ctx.ws.lookup_root();
 }
 
-Attr mode_attr(mode_t mode, uint32_t uid, uint32_t gid) { return Attr{static_cast<uint32_t>(mode), uid, gid, {}}; }
+Attr mode_attr(mode_t mode, uint32_t uid, uint32_t gid) {
+  return Attr{static_cast<uint32_t>(mode), uid, gid, {}};
+}
 
 int open_dirfd(const std::string& path) {
   const int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);

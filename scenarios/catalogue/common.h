@@ -2,7 +2,9 @@
 // Helpers the catalogue's scenarios share: building the tree on disk next to
 // its model, and the lookup templates observers run.
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "scenarios/lookup_race.h"
 
@@ -33,6 +35,25 @@ QueryTemplate access_query(NodeId start, const std::string& path, int dirfd = -1
 QueryTemplate open_query(NodeId start, const std::string& path, int dirfd = -1);    // O_RDONLY
 // stat, access and open of the same path.
 void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd = -1);
+
+// The parameter every lookup race takes: how often the mutator acts.
+ParamSpec mutate_pct_param();
+// An empty plan over a 0755 root, with the mutate probability from the params.
+RacePlan new_plan(const RunContext& ctx);
+
+// A chain of directories d0/d1/.../d<depth-1> holding a file f, on disk and in
+// the model. `mode_of(i)` is directory i's mode.
+struct Chain {
+  std::vector<NodeId> dirs;            // model nodes of d0..
+  std::vector<std::string> dir_paths;  // their paths under the mutate view
+  std::string file;                    // "d0/.../f", relative
+};
+Chain build_chain(const DiskTree& disk, TreeModel& model, int depth,
+                  const std::function<mode_t(int)>& mode_of);
+
+// A mutation that chmods `path` (mutate view) to `mode`, modelled on node `n`.
+MutationTemplate chmod_template(const TreeModel& model, NodeId n, const std::string& path,
+                                mode_t mode);
 
 // One observer per ctx.observers, all with the user's observer credentials.
 void assign_observers(RacePlan& plan, const RunContext& ctx);

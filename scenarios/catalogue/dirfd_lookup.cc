@@ -15,14 +15,13 @@ namespace {
 class DirfdLookup : public Scenario {
  public:
   const char* name() const override { return "dirfd-lookup"; }
-  const char* summary() const override { return "chmod a directory below a held dirfd vs openat(dirfd, \"a/b/f\")"; }
-  std::vector<ParamSpec> params() const override {
-    return {{"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
+  const char* summary() const override {
+    return "chmod a directory below a held dirfd vs openat(dirfd, \"a/b/f\")";
   }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    RacePlan plan = new_plan(ctx);
     TreeModel& t = plan.model;
     disk.mkdir("d", 0755);
     disk.mkdir("d/a", 0755);
@@ -36,8 +35,8 @@ class DirfdLookup : public Scenario {
     const bool pick_a = ctx.rng.below(2) == 0;
     const NodeId target = pick_a ? a : b;
     const std::string path = disk.m(pick_a ? "d/a" : "d/a/b");
-    plan.mutations.push_back({t.chmod(target, mode_attr(0700)), [path] { return ::chmod(path.c_str(), 0700) == 0 ? 0 : errno; }, {}});
-    plan.mutations.push_back({t.chmod(target, mode_attr(0755)), [path] { return ::chmod(path.c_str(), 0755) == 0 ? 0 : errno; }, {}});
+    plan.mutations.push_back(chmod_template(t, target, path, 0700));
+    plan.mutations.push_back(chmod_template(t, target, path, 0755));
     add_query_mix(plan, d, "a/b/f", dirfd_);
     assign_observers(plan, ctx);
     Outcome out = run_lookup_race(plan, ctx);
@@ -49,6 +48,8 @@ class DirfdLookup : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_dirfd_lookup() { return std::make_unique<DirfdLookup>(); }
+std::unique_ptr<Scenario> make_dirfd_lookup() {
+  return std::make_unique<DirfdLookup>();
+}
 
 }  // namespace leapfrog::catalogue

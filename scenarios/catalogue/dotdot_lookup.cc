@@ -15,15 +15,13 @@ class DotdotLookup : public Scenario {
  public:
   const char* name() const override { return "dotdot-lookup"; }
   const char* summary() const override {
-    return "rename a directory to another parent vs openat(dirfd, \"../g\") and paths through \"..\"";
+    return "rename a directory to another parent vs openat(dirfd, \"../g\") and paths through "
+           "\"..\"";
   }
-  std::vector<ParamSpec> params() const override {
-    return {{"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
-  }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    RacePlan plan = new_plan(ctx);
     TreeModel& t = plan.model;
     disk.mkdir("p1", 0755);
     disk.mkdir("p2", 0755);
@@ -39,8 +37,12 @@ class DotdotLookup : public Scenario {
     const int dirfd_ = open_dirfd(disk.l("p1/x"));
 
     const std::string a = disk.m("p1/x"), b = disk.m("p2/x");
-    plan.mutations.push_back({t.rename(x, p1, "x", p2, "x"), [a, b] { return sys::rename_path(a.c_str(), b.c_str()); }, {}});
-    plan.mutations.push_back({t.rename(x, p2, "x", p1, "x"), [a, b] { return sys::rename_path(b.c_str(), a.c_str()); }, {}});
+    plan.mutations.push_back({t.rename(x, p1, "x", p2, "x"),
+                              [a, b] { return sys::rename_path(a.c_str(), b.c_str()); },
+                              {}});
+    plan.mutations.push_back({t.rename(x, p2, "x", p1, "x"),
+                              [a, b] { return sys::rename_path(b.c_str(), a.c_str()); },
+                              {}});
     plan.queries.push_back(open_query(x, "../g", dirfd_));
     plan.queries.push_back(stat_query(x, "../g", dirfd_));
     plan.queries.push_back(stat_query(t.root(), "p1/x/../g"));
@@ -55,6 +57,8 @@ class DotdotLookup : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_dotdot_lookup() { return std::make_unique<DotdotLookup>(); }
+std::unique_ptr<Scenario> make_dotdot_lookup() {
+  return std::make_unique<DotdotLookup>();
+}
 
 }  // namespace leapfrog::catalogue

@@ -32,12 +32,14 @@ class Foffset : public Scenario {
  public:
   const char* name() const override { return "foffset"; }
   const char* summary() const override {
-    return "N actors read one shared fd block by block (and lseek SEEK_CUR); each block must be read exactly once";
+    return "N actors read one shared fd block by block (and lseek SEEK_CUR); each block must be "
+           "read exactly once";
   }
   std::vector<ParamSpec> params() const override {
-    return {{"block_size", 64, 8, 4096, "bytes per read (a multiple of 8)"},
-            {"blocks", 4096, 16, 1 << 20, "blocks in the file; the actors rewind together at its end"},
-            {"seek_pct", 10, 0, 50, "chance in % that an operation is lseek(fd, 0, SEEK_CUR)"}};
+    return {
+        {"block_size", 64, 8, 4096, "bytes per read (a multiple of 8)"},
+        {"blocks", 4096, 16, 1 << 20, "blocks in the file; the actors rewind together at its end"},
+        {"seek_pct", 10, 0, 50, "chance in % that an operation is lseek(fd, 0, SEEK_CUR)"}};
   }
   uint32_t default_observers() const override { return 2; }
 
@@ -45,7 +47,9 @@ class Foffset : public Scenario {
     const uint32_t bs = static_cast<uint32_t>(ctx.param("block_size"));
     const uint64_t blocks = static_cast<uint64_t>(ctx.param("blocks"));
     const double seek_p = static_cast<double>(ctx.param("seek_pct")) / 100.0;
-    if (bs % 8) throw UsageError("parameter \"block_size\" must be a multiple of 8, got " + std::to_string(bs));
+    if (bs % 8)
+      throw UsageError("parameter \"block_size\" must be a multiple of 8, got " +
+                       std::to_string(bs));
     DiskTree disk(ctx.ws);
     write_file(disk.m("f"), bs, blocks);
     const int fd = ::open(disk.l("f").c_str(), O_RDONLY | O_CLOEXEC);
@@ -60,8 +64,8 @@ class Foffset : public Scenario {
       a.role = ActorRole::Peer;
       const Cred cred = ctx.opts.observer;
       a.prepare = [cred] { sys::drop_privileges(cred); };
-      a.step = [fd, bs, seek_p, shared, fuzzy, buf = std::vector<uint64_t>(bs / 8)](ActorEnv& env,
-                                                                                   uint32_t round) mutable {
+      a.step = [fd, bs, seek_p, shared, fuzzy, buf = std::vector<uint64_t>(bs / 8)](
+                   ActorEnv& env, uint32_t round) mutable {
         if (fuzzy && shared->rewind_at.load(std::memory_order_acquire) == round) {
           if (!env.peer_barrier()) return;
           if (env.id() == 0) {
@@ -111,8 +115,9 @@ class Foffset : public Scenario {
     cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
     cfg.fuzzy = fuzzy;
     cfg.capacity = std::min<uint64_t>(
-        ctx.opts.iterations ? ctx.opts.iterations + 16
-                            : static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024,
+        ctx.opts.iterations
+            ? ctx.opts.iterations + 16
+            : static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024,
         32u << 20);
     RaceResult race = run_race(actors, cfg, ctx.opts.seed);
     ::close(fd);
@@ -120,7 +125,8 @@ class Foffset : public Scenario {
     History h;
     h.header.block_size = bs;
     h.header.blocks = blocks;
-    for (uint32_t i = 0; i < ctx.observers; ++i) h.header.actors.push_back(Actor{i, "peer", ctx.opts.observer});
+    for (uint32_t i = 0; i < ctx.observers; ++i)
+      h.header.actors.push_back(Actor{i, "peer", ctx.opts.observer});
     // A round counts as a race-window hit when two actors' calls overlapped in it.
     std::vector<std::pair<TimeNs, TimeNs>> first_in_round;
     std::vector<uint8_t> hit;
@@ -185,6 +191,8 @@ class Foffset : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_foffset() { return std::make_unique<Foffset>(); }
+std::unique_ptr<Scenario> make_foffset() {
+  return std::make_unique<Foffset>();
+}
 
 }  // namespace leapfrog::catalogue

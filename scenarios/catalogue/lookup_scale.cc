@@ -25,15 +25,31 @@ namespace {
 
 constexpr uint32_t kMaxTasks = 64;
 
-enum class Test { AccessSame, AccessSeparate, StatSame, StatSeparate, OpenSame, OpenSeparate, Lseek, LseekShared, Readseek };
+enum class Test {
+  AccessSame,
+  AccessSeparate,
+  StatSame,
+  StatSeparate,
+  OpenSame,
+  OpenSeparate,
+  Lseek,
+  LseekShared,
+  Readseek
+};
 struct TestInfo {
   Test test;
   const char* name;
 };
 constexpr TestInfo kTests[] = {
-    {Test::AccessSame, "access-same"}, {Test::AccessSeparate, "access-separate"}, {Test::StatSame, "stat-same"},
-    {Test::StatSeparate, "stat-separate"}, {Test::OpenSame, "open-same"}, {Test::OpenSeparate, "open-separate"},
-    {Test::Lseek, "lseek"}, {Test::LseekShared, "lseek-shared"}, {Test::Readseek, "readseek"},
+    {Test::AccessSame, "access-same"},
+    {Test::AccessSeparate, "access-separate"},
+    {Test::StatSame, "stat-same"},
+    {Test::StatSeparate, "stat-separate"},
+    {Test::OpenSame, "open-same"},
+    {Test::OpenSeparate, "open-separate"},
+    {Test::Lseek, "lseek"},
+    {Test::LseekShared, "lseek-shared"},
+    {Test::Readseek, "readseek"},
 };
 constexpr int kTestCount = sizeof kTests / sizeof kTests[0];
 
@@ -52,7 +68,7 @@ struct Board {
 };
 
 struct Paths {
-  std::string same;                  // relative to the lookup root
+  std::string same;                   // relative to the lookup root
   std::vector<std::string> separate;  // one per task
 };
 
@@ -71,14 +87,28 @@ void task_loop(Board* b, Test test, uint32_t task, const Paths& p, int shared_fd
   std::atomic<uint64_t>& out = b->counters[task].ops;
   while (!b->stop.load(std::memory_order_relaxed)) {
     switch (test) {
-      case Test::AccessSame: ::access(same, R_OK); break;
-      case Test::AccessSeparate: ::access(mine, R_OK); break;
-      case Test::StatSame: ::stat(same, &st); break;
-      case Test::StatSeparate: ::stat(mine, &st); break;
-      case Test::OpenSame: ::close(::open(same, O_RDONLY | O_CLOEXEC)); break;
-      case Test::OpenSeparate: ::close(::open(mine, O_RDONLY | O_CLOEXEC)); break;
+      case Test::AccessSame:
+        ::access(same, R_OK);
+        break;
+      case Test::AccessSeparate:
+        ::access(mine, R_OK);
+        break;
+      case Test::StatSame:
+        ::stat(same, &st);
+        break;
+      case Test::StatSeparate:
+        ::stat(mine, &st);
+        break;
+      case Test::OpenSame:
+        ::close(::open(same, O_RDONLY | O_CLOEXEC));
+        break;
+      case Test::OpenSeparate:
+        ::close(::open(mine, O_RDONLY | O_CLOEXEC));
+        break;
       case Test::Lseek:
-      case Test::LseekShared: ::lseek(fd, 0, SEEK_SET); break;
+      case Test::LseekShared:
+        ::lseek(fd, 0, SEEK_SET);
+        break;
       case Test::Readseek:
         if (::read(fd, &c, 1) < 0) b->failed.store(1);
         ::lseek(fd, 0, SEEK_SET);
@@ -91,7 +121,8 @@ void task_loop(Board* b, Test test, uint32_t task, const Paths& p, int shared_fd
 }
 
 // Measures one point: `tasks` tasks of `test` for `point` ns.
-double measure(Board* b, Test test, bool threads, uint32_t tasks, const Paths& p, int shared_fd, TimeNs point) {
+double measure(Board* b, Test test, bool threads, uint32_t tasks, const Paths& p, int shared_fd,
+               TimeNs point) {
   b->go = 0;
   b->stop = 0;
   b->ready = 0;
@@ -128,15 +159,19 @@ class LookupScale : public Scenario {
  public:
   const char* name() const override { return "lookup-scale"; }
   const char* summary() const override {
-    return "will-it-scale style ops/s of access/stat/open (same vs separate files), lseek, read+lseek for 1..N tasks";
+    return "will-it-scale style ops/s of access/stat/open (same vs separate files), lseek, "
+           "read+lseek for 1..N tasks";
   }
   std::vector<ParamSpec> params() const override {
     const int64_t cpus = std::max<int64_t>(1, sysconf(_SC_NPROCESSORS_ONLN));
-    return {{"max_tasks", std::min<int64_t>(cpus, kMaxTasks), 1, kMaxTasks, "largest task count (1..N are measured)"},
-            {"point_ms", 200, 20, 10000, "measuring time per point"},
-            {"mode", 2, 0, 2, "0: processes, 1: threads, 2: both"},
-            {"test", -1, -1, kTestCount - 1, "only this test (index in the list printed by a run), -1: all"},
-            {"mutator", 0, 0, 1, "1: chmod a directory on the path (0755 <-> 0711) in the background"}};
+    return {
+        {"max_tasks", std::min<int64_t>(cpus, kMaxTasks), 1, kMaxTasks,
+         "largest task count (1..N are measured)"},
+        {"point_ms", 200, 20, 10000, "measuring time per point"},
+        {"mode", 2, 0, 2, "0: processes, 1: threads, 2: both"},
+        {"test", -1, -1, kTestCount - 1,
+         "only this test (index in the list printed by a run), -1: all"},
+        {"mutator", 0, 0, 1, "1: chmod a directory on the path (0755 <-> 0711) in the background"}};
   }
   Outcome run(RunContext& ctx) const override {
     const uint32_t max_tasks = static_cast<uint32_t>(ctx.param("max_tasks"));
@@ -162,7 +197,8 @@ class LookupScale : public Scenario {
     if (child == 0) {
       int code = 0;
       try {
-        if (chdir(ctx.ws.lookup_root().c_str()) != 0) throw std::system_error(errno, std::generic_category(), "chdir");
+        if (chdir(ctx.ws.lookup_root().c_str()) != 0)
+          throw std::system_error(errno, std::generic_category(), "chdir");
         sys::drop_privileges(ctx.opts.observer);
         const int shared_fd = ::open(paths.same.c_str(), O_RDONLY | O_CLOEXEC);
         for (int ti = 0; ti < kTestCount; ++ti) {
@@ -170,7 +206,8 @@ class LookupScale : public Scenario {
           for (int threads = 0; threads < 2; ++threads) {
             if (mode != 2 && mode != threads) continue;
             for (uint32_t n = 1; n <= max_tasks; ++n)
-              board->results[ti][threads][n] = measure(board, kTests[ti].test, threads, n, paths, shared_fd, point);
+              board->results[ti][threads][n] =
+                  measure(board, kTests[ti].test, threads, n, paths, shared_fd, point);
           }
         }
       } catch (const std::exception& e) {
@@ -207,7 +244,8 @@ class LookupScale : public Scenario {
         if (mode != 2 && mode != threads) continue;
         for (uint32_t n = 1; n <= max_tasks; ++n) {
           const double ops = board->results[ti][threads][n];
-          out.scale.push_back(ScalePoint{kTests[ti].name, threads ? "threads" : "processes", n, ops});
+          out.scale.push_back(
+              ScalePoint{kTests[ti].name, threads ? "threads" : "processes", n, ops});
           total_ops += ops * static_cast<double>(point) / 1e9;
         }
       }
@@ -222,6 +260,8 @@ class LookupScale : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_lookup_scale() { return std::make_unique<LookupScale>(); }
+std::unique_ptr<Scenario> make_lookup_scale() {
+  return std::make_unique<LookupScale>();
+}
 
 }  // namespace leapfrog::catalogue

@@ -4,8 +4,8 @@
 // (MS_MOVE), so the mount becomes visible in one step; st_dev tells which side
 // a lookup saw.
 
-#include <sys/mount.h>
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,15 +22,13 @@ class MountLookup : public Scenario {
  public:
   const char* name() const override { return "mount-lookup"; }
   const char* summary() const override {
-    return "mount/umount a tmpfs (0700 root, or 0755 with a marker) over a directory on the path vs lookups";
+    return "mount/umount a tmpfs (0700 root, or 0755 with a marker) over a directory on the path "
+           "vs lookups";
   }
-  std::vector<ParamSpec> params() const override {
-    return {{"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
-  }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    RacePlan plan = new_plan(ctx);
     TreeModel& t = plan.model;
     disk.mkdir("a", 0755);
     disk.mkdir("a/m", 0755);
@@ -75,6 +73,8 @@ class MountLookup : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_mount_lookup() { return std::make_unique<MountLookup>(); }
+std::unique_ptr<Scenario> make_mount_lookup() {
+  return std::make_unique<MountLookup>();
+}
 
 }  // namespace leapfrog::catalogue

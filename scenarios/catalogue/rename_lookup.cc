@@ -14,17 +14,17 @@ class RenameLookup : public Scenario {
  public:
   const char* name() const override { return "rename-lookup"; }
   const char* summary() const override {
-    return "rename a subtree between searchable and unsearchable parents, RENAME_EXCHANGE two directories";
+    return "rename a subtree between searchable and unsearchable parents, RENAME_EXCHANGE two "
+           "directories";
   }
   std::vector<ParamSpec> params() const override {
     return {{"exchange", 1, 0, 1, "also swap two directories with RENAME_EXCHANGE"},
-            {"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
+            mutate_pct_param()};
   }
   Outcome run(RunContext& ctx) const override {
     const bool exchange = ctx.param("exchange") != 0;
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    RacePlan plan = new_plan(ctx);
     TreeModel& t = plan.model;
 
     disk.mkdir("p1", 0755);
@@ -40,9 +40,11 @@ class RenameLookup : public Scenario {
 
     const std::string m_p1x = disk.m("p1/x"), m_p2x = disk.m("p2/x");
     MutationTemplate away{t.rename(x, p1, "x", p2, "x"),
-                          [m_p1x, m_p2x] { return sys::rename_path(m_p1x.c_str(), m_p2x.c_str()); }, {}};
+                          [m_p1x, m_p2x] { return sys::rename_path(m_p1x.c_str(), m_p2x.c_str()); },
+                          {}};
     MutationTemplate back{t.rename(x, p2, "x", p1, "x"),
-                          [m_p1x, m_p2x] { return sys::rename_path(m_p2x.c_str(), m_p1x.c_str()); }, {}};
+                          [m_p1x, m_p2x] { return sys::rename_path(m_p2x.c_str(), m_p1x.c_str()); },
+                          {}};
     add_query_mix(plan, t.root(), "p1/x/f");
     add_query_mix(plan, t.root(), "p2/x/f");
 
@@ -78,6 +80,8 @@ class RenameLookup : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_rename_lookup() { return std::make_unique<RenameLookup>(); }
+std::unique_ptr<Scenario> make_rename_lookup() {
+  return std::make_unique<RenameLookup>();
+}
 
 }  // namespace leapfrog::catalogue

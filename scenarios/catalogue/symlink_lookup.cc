@@ -15,15 +15,13 @@ class SymlinkLookup : public Scenario {
  public:
   const char* name() const override { return "symlink-lookup"; }
   const char* summary() const override {
-    return "replace a symlink (rename onto it) between targets in a searchable and an unsearchable directory";
+    return "replace a symlink (rename onto it) between targets in a searchable and an unsearchable "
+           "directory";
   }
-  std::vector<ParamSpec> params() const override {
-    return {{"mutate_pct", 50, 1, 100, "chance in % that the mutator acts in a round"}};
-  }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
-    RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
-    plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+    RacePlan plan = new_plan(ctx);
     TreeModel& t = plan.model;
     disk.mkdir("open", 0755);
     disk.mkdir("closed", 0700);
@@ -39,19 +37,23 @@ class SymlinkLookup : public Scenario {
     identify(t, static_cast<NodeId>(t.nodes().size() - 1), disk.l("closed/f"));
     t.add_symlink(t.root(), "l", "open");
     const NodeId to_open = static_cast<NodeId>(t.nodes().size() - 1);
-    const NodeId to_closed = t.add_detached(NodeKind::Symlink, "l->closed", mode_attr(0777), "closed");
+    const NodeId to_closed =
+        t.add_detached(NodeKind::Symlink, "l->closed", mode_attr(0777), "closed");
 
     const std::string tmp = disk.m("staging/l"), link = disk.m("l");
     auto make = [tmp](const char* target) {
       return [tmp, target] {
         ::unlink(tmp.c_str());
-        if (::symlink(target, tmp.c_str()) != 0) throw std::system_error(errno, std::generic_category(), "symlink");
+        if (::symlink(target, tmp.c_str()) != 0)
+          throw std::system_error(errno, std::generic_category(), "symlink");
       };
     };
     auto replace = [tmp, link] { return sys::rename_path(tmp.c_str(), link.c_str()); };
     // The staging directory is not on any lookup path, so its entries need no model.
-    Effect to_c{"rename", {ObjectSet{ObjectKey{ObjectKind::Entry, t.root(), "l"}, Value{{}, to_closed}}}};
-    Effect to_o{"rename", {ObjectSet{ObjectKey{ObjectKind::Entry, t.root(), "l"}, Value{{}, to_open}}}};
+    Effect to_c{"rename",
+                {ObjectSet{ObjectKey{ObjectKind::Entry, t.root(), "l"}, Value{{}, to_closed}}}};
+    Effect to_o{"rename",
+                {ObjectSet{ObjectKey{ObjectKind::Entry, t.root(), "l"}, Value{{}, to_open}}}};
     plan.mutations.push_back({to_c, replace, make("closed")});
     plan.mutations.push_back({to_o, replace, make("open")});
     add_query_mix(plan, t.root(), "l/f");
@@ -62,6 +64,8 @@ class SymlinkLookup : public Scenario {
 
 }  // namespace
 
-std::unique_ptr<Scenario> make_symlink_lookup() { return std::make_unique<SymlinkLookup>(); }
+std::unique_ptr<Scenario> make_symlink_lookup() {
+  return std::make_unique<SymlinkLookup>();
+}
 
 }  // namespace leapfrog::catalogue
