@@ -13,6 +13,17 @@ bool AgentServiceImpl::capabilities_of(const std::string& agent_id, v1::Capabili
   return true;
 }
 
+void AgentServiceImpl::seen(const std::string& agent_id) {
+  const TimePoint now = clock_.now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TimePoint& last = last_touch_[agent_id];
+    if (now - last < cfg_.heartbeat_interval) return;
+    last = now;
+  }
+  store_.touch_agent(agent_id, now);
+}
+
 Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                   v1::RegisterResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
@@ -21,6 +32,8 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
     if (!req->has_capabilities()) return Status(StatusCode::INVALID_ARGUMENT, "capabilities are missing");
     if (req->capabilities().kernel_label().empty())
       return Status(StatusCode::INVALID_ARGUMENT, "capabilities.kernel_label is empty");
+    if (req->capabilities().filesystems().empty())
+      return Status(StatusCode::INVALID_ARGUMENT, "capabilities.filesystems is empty: the agent could run no job");
     const std::string id = store_.register_agent(req->name(), req->capabilities(), clock_.now());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -43,7 +56,7 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
     const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
     const TimePoint until = clock_.now() + wait;
     for (;;) {
-      store_.touch_agent(req->agent_id(), clock_.now());
+      seen(req->agent_id());
       if (auto job = store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration)) {
         spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
         *resp->mutable_job() = std::move(*job);
@@ -61,7 +74,7 @@ Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbeat
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
   return guarded("Heartbeat", [&] {
     const TimePoint now = clock_.now();
-    store_.touch_agent(req->agent_id(), now);
+    seen(req->agent_id());
     auto deadline = store_.renew_lease(req->agent_id(), req->job_id(), req->attempt(), now, cfg_.lease_duration);
     if (!deadline)
       return Status(StatusCode::FAILED_PRECONDITION, "job " + std::to_string(req->job_id()) + " attempt " +

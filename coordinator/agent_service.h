@@ -28,6 +28,9 @@ class AgentServiceImpl final : public v1::AgentService::Service {
  private:
   // Capabilities of agents registered with this replica.
   bool capabilities_of(const std::string& agent_id, v1::Capabilities& out);
+  // Records that the agent was seen, at most once per heartbeat interval (one
+  // database round trip less on most leases).
+  void seen(const std::string& agent_id);
 
   Store& store_;
   const Clock& clock_;
@@ -36,6 +39,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
   WorkSignal& work_;
   std::mutex mu_;
   std::map<std::string, v1::Capabilities> agents_;
+  std::map<std::string, TimePoint> last_touch_;
 };
 
 }  // namespace leapfrog::coord

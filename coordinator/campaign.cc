@@ -7,8 +7,20 @@
 
 namespace leapfrog::coord {
 
+// Removes repeated entries, keeping the first of each.
+static void dedupe(google::protobuf::RepeatedPtrField<std::string>* list) {
+  std::set<std::string> seen;
+  google::protobuf::RepeatedPtrField<std::string> out;
+  for (const auto& s : *list)
+    if (seen.insert(s).second) *out.Add() = s;
+  list->Swap(&out);
+}
+
 v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
   v1::CampaignSpec spec = in;
+  dedupe(spec.mutable_scenarios());
+  dedupe(spec.mutable_kernels());
+  dedupe(spec.mutable_filesystems());
   if (spec.scenarios().empty()) throw SpecError("campaign has no scenarios");
   if (spec.filesystems().empty()) spec.add_filesystems("tmpfs");
   if (spec.kernels().empty()) spec.add_kernels("host");

@@ -20,8 +20,10 @@ std::vector<int64_t> Scheduler::tick() {
                      due.time_since_epoch().count() / 1'000'000);
       }
     } catch (const SpecError& e) {
-      // The catalogue changed under a stored schedule: say so, keep going.
-      spdlog::error("schedule.invalid schedule={} error=\"{}\"", s.id(), e.what());
+      // The catalogue changed under a stored schedule: it can never fire, so
+      // disable it (once, visibly) instead of failing every tick.
+      spdlog::error("schedule.disabled_invalid schedule={} error=\"{}\"", s.id(), e.what());
+      store_.set_schedule_enabled(s.id(), false, due);
     }
   }
   if (!created.empty()) work_.notify();

@@ -1,0 +1,286 @@
+// Campaign normalisation and expansion against the real scenario catalogue.
+// Pure functions: no database, no clock.
+
+#include "coordinator/campaign.h"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace leapfrog::coord {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::CampaignSpec spec_of(std::initializer_list<const char*> scenarios) {
+  v1::CampaignSpec s;
+  s.set_name("test");
+  for (const char* name : scenarios) s.add_scenarios(name);
+  return s;
+}
+
+// The SpecError message normalize throws for `spec`, or "" if it throws none.
+std::string spec_error(const v1::CampaignSpec& spec) {
+  try {
+    normalize(spec);
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CampaignNormalizeTest, FillsDefaults) {
+  const v1::CampaignSpec spec = normalize(spec_of({"setattr-lookup"}));
+  EXPECT_THAT(spec.kernels(), ::testing::ElementsAre("host"));
+  EXPECT_THAT(spec.filesystems(), ::testing::ElementsAre("tmpfs"));
+  EXPECT_EQ(spec.seeds(), 1u);
+  EXPECT_EQ(spec.first_seed(), 0u);
+  EXPECT_EQ(spec.max_attempts(), 3u);
+  EXPECT_EQ(spec.max_attempts(), kDefaultMaxAttempts);
+  ASSERT_TRUE(spec.has_duration());
+  EXPECT_EQ(spec.duration().seconds(), 2);
+  EXPECT_EQ(spec.duration().nanos(), 0);
+  EXPECT_EQ(spec.iterations(), 0u);
+  EXPECT_EQ(spec.name(), "test");
+  EXPECT_THAT(spec.scenarios(), ::testing::ElementsAre("setattr-lookup"));
+}
+
+TEST(CampaignNormalizeTest, KeepsWhatWasGiven) {
+  v1::CampaignSpec in = spec_of({"rename-lookup", "foffset"});
+  in.add_kernels("6.1-test");
+  in.add_kernels("host");
+  in.add_filesystems("ext4");
+  in.add_filesystems("fuse-cached");
+  in.set_seeds(7);
+  in.set_first_seed(1000);
+  in.set_max_attempts(5);
+  in.set_observers(3);
+  in.mutable_duration()->set_seconds(30);
+  (*in.mutable_params())["exchange"] = 0;
+  const v1::CampaignSpec out = normalize(in);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(in, out)) << out.DebugString();
+}
+
+TEST(CampaignNormalizeTest, IterationsNeedNoDuration) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.set_iterations(5000);
+  const v1::CampaignSpec out = normalize(in);
+  EXPECT_FALSE(out.has_duration())
+      << "iterations win over duration, so no default duration is added";
+  EXPECT_EQ(out.iterations(), 5000u);
+}
+
+TEST(CampaignNormalizeTest, IsIdempotent) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup", "foffset"});
+  (*in.mutable_params())["depth"] = 4;
+  (*in.mutable_params())["block_size"] = 16;
+  const v1::CampaignSpec once = normalize(in);
+  const v1::CampaignSpec twice = normalize(once);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(once, twice))
+      << twice.DebugString();
+}
+
+TEST(CampaignNormalizeTest, AcceptsLimitsInclusive) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  (*in.mutable_params())["depth"] = 8;  // max of [3, 8]
+  in.set_max_attempts(20);
+  in.mutable_duration()->set_seconds(3600);
+  in.set_seeds(kMaxJobsPerCampaign);
+  EXPECT_EQ(spec_error(in), "");
+  (*in.mutable_params())["depth"] = 3;  // min
+  EXPECT_EQ(spec_error(in), "");
+}
+
+TEST(CampaignNormalizeTest, NoScenarios) {
+  EXPECT_EQ(spec_error(spec_of({})), "campaign has no scenarios");
+}
+
+TEST(CampaignNormalizeTest, UnknownScenario) {
+  const std::string msg = spec_error(spec_of({"setattr-lookup", "no-such-scenario"}));
+  EXPECT_THAT(msg, HasSubstr("unknown scenario \"no-such-scenario\""));
+  EXPECT_THAT(msg, HasSubstr("setattr-lookup"));  // lists the known ones
+}
+
+TEST(CampaignNormalizeTest, ParameterOutOfLimits) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  (*in.mutable_params())["depth"] = 9;
+  EXPECT_EQ(spec_error(in), "parameter \"depth\" = 9 is out of limits, want [3, 8]");
+  (*in.mutable_params())["depth"] = 2;
+  EXPECT_EQ(spec_error(in), "parameter \"depth\" = 2 is out of limits, want [3, 8]");
+}
+
+TEST(CampaignNormalizeTest, ParameterOutOfLimitsForOneOfTwoScenarios) {
+  // foffset does not take depth: setattr-lookup's limits still apply.
+  v1::CampaignSpec in = spec_of({"foffset", "setattr-lookup"});
+  (*in.mutable_params())["depth"] = 99;
+  EXPECT_THAT(spec_error(in), HasSubstr("parameter \"depth\" = 99 is out of limits"));
+}
+
+TEST(CampaignNormalizeTest, UnknownParameter) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup", "foffset"});
+  (*in.mutable_params())["no_such_param"] = 1;
+  EXPECT_EQ(spec_error(in), "no scenario of the campaign has a parameter \"no_such_param\"");
+}
+
+TEST(CampaignNormalizeTest, ParameterOfAnotherScenarioOnly) {
+  // block_size belongs to foffset, which is not in this campaign.
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  (*in.mutable_params())["block_size"] = 64;
+  EXPECT_EQ(spec_error(in), "no scenario of the campaign has a parameter \"block_size\"");
+}
+
+TEST(CampaignNormalizeTest, UnknownFileSystem) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.add_filesystems("tmpfs");
+  in.add_filesystems("zfs");
+  const std::string msg = spec_error(in);
+  EXPECT_THAT(msg, HasSubstr("unknown file system kind 'zfs'"));
+  EXPECT_THAT(msg, HasSubstr("tmpfs"));  // lists the known ones
+}
+
+TEST(CampaignNormalizeTest, UserDirIsNotForCampaigns) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.add_filesystems("dir");
+  EXPECT_EQ(spec_error(in), "file system \"dir\" cannot be used in a campaign");
+}
+
+TEST(CampaignNormalizeTest, TooManyJobs) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup", "rename-lookup"});
+  in.add_filesystems("tmpfs");
+  in.add_filesystems("ext4");
+  in.set_seeds(25'001);  // 2 x 2 x 25001 = 100004
+  EXPECT_EQ(spec_error(in), "campaign expands to 100004 jobs, want at most 100000");
+  // Large factors must not overflow into a small product.
+  in.set_seeds(4'294'967'295u);
+  EXPECT_THAT(spec_error(in), HasSubstr("campaign expands to 17179869180 jobs"));
+}
+
+TEST(CampaignNormalizeTest, BadMaxAttempts) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.set_max_attempts(21);
+  EXPECT_EQ(spec_error(in), "bad max_attempts 21, want [1, 20]");
+}
+
+TEST(CampaignNormalizeTest, BadDuration) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.mutable_duration()->set_seconds(0);  // present but zero
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  in.mutable_duration()->set_seconds(3601);
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  in.mutable_duration()->set_seconds(-1);
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+}
+
+TEST(CampaignNormalizeTest, BadIterations) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.set_iterations(50'000'001);
+  EXPECT_EQ(spec_error(in), "bad iterations 50000001, want [1, 50000000]");
+}
+
+TEST(CampaignNormalizeTest, BadObservers) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.set_observers(33);
+  EXPECT_THAT(spec_error(in), HasSubstr("bad observers: 33"));
+}
+
+TEST(CampaignNormalizeTest, EmptyKernelLabel) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.add_kernels("host");
+  in.add_kernels("");
+  EXPECT_EQ(spec_error(in), "empty kernel label");
+}
+
+TEST(CampaignExpandTest, IsTheFullMatrix) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup", "foffset"});
+  in.add_kernels("host");
+  in.add_kernels("6.1-test");
+  in.add_filesystems("tmpfs");
+  in.add_filesystems("ext4");
+  in.set_seeds(3);
+  in.set_first_seed(100);
+  in.set_observers(2);
+  in.mutable_duration()->set_seconds(5);
+  (*in.mutable_params())["depth"] = 5;        // setattr-lookup only
+  (*in.mutable_params())["block_size"] = 16;  // foffset only
+  const auto jobs = expand(normalize(in));
+  ASSERT_EQ(jobs.size(), 2u * 2u * 2u * 3u);
+
+  std::set<std::tuple<std::string, std::string, std::string, uint64_t>> cells;
+  for (const auto& job : jobs) {
+    const v1::ScenarioSpec& js = job.spec;
+    cells.emplace(job.kernel_label, js.scenario(), js.fs(), js.seed());
+    EXPECT_EQ(js.duration().seconds(), 5);
+    EXPECT_EQ(js.iterations(), 0u);
+    EXPECT_EQ(js.observers(), 2u);
+    const std::map<std::string, int64_t> params(js.params().begin(), js.params().end());
+    if (js.scenario() == "setattr-lookup") {
+      EXPECT_EQ(params, (std::map<std::string, int64_t>{{"depth", 5}}));
+    } else {
+      EXPECT_EQ(params, (std::map<std::string, int64_t>{{"block_size", 16}}));
+    }
+  }
+  std::set<std::tuple<std::string, std::string, std::string, uint64_t>> want;
+  for (const char* k : {"host", "6.1-test"})
+    for (const char* s : {"setattr-lookup", "foffset"})
+      for (const char* f : {"tmpfs", "ext4"})
+        for (uint64_t seed : {100u, 101u, 102u}) want.emplace(k, s, f, seed);
+  EXPECT_EQ(cells, want);
+}
+
+TEST(CampaignExpandTest, SeedsAreConsecutiveWithinACell) {
+  v1::CampaignSpec in = spec_of({"rename-lookup"});
+  in.set_seeds(5);
+  in.set_first_seed(42);
+  const auto jobs = expand(normalize(in));
+  ASSERT_EQ(jobs.size(), 5u);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(jobs[i].spec.seed(), 42 + i);
+    EXPECT_EQ(jobs[i].kernel_label, "host");
+    EXPECT_EQ(jobs[i].spec.fs(), "tmpfs");
+    EXPECT_EQ(jobs[i].spec.duration().seconds(), 2);
+    EXPECT_TRUE(jobs[i].spec.params().empty());
+  }
+}
+
+TEST(CampaignExpandTest, OrderIsStable) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup", "dotdot-lookup"});
+  in.add_filesystems("tmpfs");
+  in.add_filesystems("xfs");
+  in.set_seeds(2);
+  const v1::CampaignSpec spec = normalize(in);
+  const auto a = expand(spec);
+  const auto b = expand(spec);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].kernel_label, b[i].kernel_label);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a[i].spec, b[i].spec)) << i;
+  }
+}
+
+}  // namespace
+}  // namespace leapfrog::coord
+
+namespace leapfrog::coord {
+namespace {
+
+TEST(CampaignDedupeTest, RepeatedEntriesMakeNoDuplicateJobs) {
+  v1::CampaignSpec spec;
+  spec.add_scenarios("setattr-lookup");
+  spec.add_scenarios("setattr-lookup");
+  spec.add_filesystems("tmpfs");
+  spec.add_filesystems("tmpfs");
+  spec.add_kernels("host");
+  spec.add_kernels("host");
+  const v1::CampaignSpec n = normalize(spec);
+  EXPECT_EQ(n.scenarios_size(), 1);
+  EXPECT_EQ(n.filesystems_size(), 1);
+  EXPECT_EQ(n.kernels_size(), 1);
+  EXPECT_EQ(expand(n).size(), 1u);
+}
+
+}  // namespace
+}  // namespace leapfrog::coord

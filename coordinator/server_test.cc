@@ -1,0 +1,1018 @@
+// The coordinator's gRPC services end to end: a real PostgreSQL
+// (EmbeddedPostgres, one cluster per test process, a fresh database per test),
+// a real PgStore, a CoordinatorServer on 127.0.0.1:0 and real stubs. Time is a
+// ManualClock: leases expire and schedules fire only when a test moves it. The
+// server's maintenance loop runs every few milliseconds of real time, but acts
+// on the manual time only; a test that needs it to have acted waits on a
+// long-polling Lease, which returns exactly when a job is queued (with the
+// clock stopped, its wait never runs out).
+
+#include "coordinator/server.h"
+
+#include <gmock/gmock.h>
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include "coordinator/pg/embedded_postgres.h"
+#include "coordinator/pg/test_dir.h"
+#include "coordinator/schedule/cron.h"
+#include "coordinator/store/pg_store.h"
+
+namespace leapfrog::coord {
+namespace {
+
+using namespace std::chrono;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+const std::string kToken = "test-token-7f3a";
+const std::string kBearer = "Bearer " + kToken;
+constexpr sys_days kDay0 = sys_days{year{2024} / March / 10};
+const Duration kLease = 10s;        // ServiceConfig's default
+const Duration kHeartbeat = 2s;     // ServiceConfig's default
+constexpr auto kRpcDeadline = 30s;  // a safety net, never an expectation
+constexpr Duration kLongPoll = 5s;  // manual time: never runs out while the clock stands
+
+// `day` days after kDay0, at hh:mm:ss UTC.
+TimePoint at(int day, hours h, minutes m = 0min, seconds s = 0s) {
+  return time_point_cast<Duration>(kDay0 + days{day} + h + m + s);
+}
+int64_t us_of(const google::protobuf::Timestamp& ts) {
+  return ts.seconds() * 1'000'000 + ts.nanos() / 1000;
+}
+int64_t us_of(const google::protobuf::Duration& d) {
+  return d.seconds() * 1'000'000 + d.nanos() / 1000;
+}
+int64_t us_of(TimePoint t) {
+  return t.time_since_epoch().count();
+}
+
+v1::Capabilities caps(const std::string& kernel, const std::vector<std::string>& filesystems) {
+  v1::Capabilities c;
+  c.set_kernel_label(kernel);
+  for (const auto& fs : filesystems) c.add_filesystems(fs);
+  c.set_root(true);
+  c.set_cpus(2);
+  c.set_host("test-host");
+  return c;
+}
+
+v1::CampaignSpec campaign_spec(const std::vector<std::string>& kernels,
+                               const std::vector<std::string>& filesystems, uint32_t seeds = 1,
+                               uint32_t max_attempts = 0) {
+  v1::CampaignSpec s;
+  s.set_name("test");
+  s.add_scenarios("setattr-lookup");
+  for (const auto& k : kernels) s.add_kernels(k);
+  for (const auto& f : filesystems) s.add_filesystems(f);
+  s.set_seeds(seeds);
+  s.set_max_attempts(max_attempts);
+  return s;
+}
+
+v1::Outcome outcome(v1::Verdict verdict, uint64_t ops = 1234) {
+  v1::Outcome o;
+  o.set_verdict(verdict);
+  o.set_ops(ops);
+  o.set_lookups_checked(ops / 2);
+  o.set_clock_source("tsc");
+  return o;
+}
+
+template <class Resp>
+struct Reply {
+  grpc::Status status;
+  Resp resp;
+};
+
+// One unary call with `authorization` as the header ("" sends none).
+template <class Stub, class Req, class Resp>
+Reply<Resp> call(Stub& stub, grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Req&, Resp*),
+                 const Req& req, const std::string& authorization = kBearer) {
+  grpc::ClientContext ctx;
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  ctx.set_deadline(system_clock::now() + kRpcDeadline);
+  Reply<Resp> r;
+  r.status = (stub.*rpc)(&ctx, req, &r.resp);
+  return r;
+}
+
+// Helpers that must succeed throw, which fails the test with the status.
+template <class Resp>
+Resp ok_or_throw(Reply<Resp> r, const char* rpc) {
+  if (!r.status.ok())
+    throw std::runtime_error(std::string(rpc) + " failed: code " +
+                             std::to_string(r.status.error_code()) + " \"" +
+                             r.status.error_message() + "\"");
+  return std::move(r.resp);
+}
+
+std::string bytes_of(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) throw std::runtime_error("cannot read a ByteBuffer");
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+grpc::ByteBuffer buffer_of(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// A completion queue for one generic call; drained on destruction.
+class Queue {
+ public:
+  ~Queue() {
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  grpc::CompletionQueue* get() { return &cq_; }
+  // Waits for the operation tagged `tag`; its success.
+  bool await(intptr_t tag) {
+    void* got = nullptr;
+    bool ok = false;
+    if (!cq_.Next(&got, &ok)) return false;
+    EXPECT_EQ(reinterpret_cast<intptr_t>(got), tag);
+    return ok;
+  }
+
+ private:
+  grpc::CompletionQueue cq_;
+};
+void* tag(intptr_t t) {
+  return reinterpret_cast<void*>(t);
+}
+
+// The length-delimited fields numbered `number` of a serialized message.
+std::vector<std::string> fields_of(const std::string& message, int number) {
+  google::protobuf::UnknownFieldSet set;
+  if (!set.ParseFromString(message)) throw std::runtime_error("response does not parse");
+  std::vector<std::string> out;
+  for (int i = 0; i < set.field_count(); ++i) {
+    const auto& f = set.field(i);
+    if (f.number() == number && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      out.push_back(f.length_delimited());
+  }
+  return out;
+}
+
+class CoordinatorServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    spdlog::set_level(spdlog::level::warn);
+    dir_ = new testing::TestDir();
+    EmbeddedPostgresOptions options;
+    options.for_tests = true;
+    pg_ = new EmbeddedPostgres(options);
+    pg_->start(*dir_ / "pg");
+  }
+  static void TearDownTestSuite() {
+    delete pg_;
+    delete dir_;
+  }
+
+  void SetUp() override {
+    static int counter = 0;
+    const std::string db = "server_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
+    pqxx::connection admin(pg_->url());
+    pqxx::nontransaction(admin).exec("CREATE DATABASE " + db);
+    url_ = pg_->url(db);
+    store_ = std::make_unique<PgStore>(url_);
+    server_ = start_server(*store_);
+    agent_ = v1::AgentService::NewStub(channel(*server_));
+    control_ = v1::ControlService::NewStub(channel(*server_));
+  }
+
+  std::unique_ptr<CoordinatorServer> start_server(Store& store) {
+    ServerOptions opts;
+    opts.token = kToken;
+    opts.maintenance_every = 5ms;
+    return std::make_unique<CoordinatorServer>(store, clock_, opts);
+  }
+  static std::shared_ptr<grpc::Channel> channel(const CoordinatorServer& server) {
+    return grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+  }
+
+  // ---- agent calls ----
+  std::string register_agent(const std::string& name, const v1::Capabilities& c,
+                             v1::AgentService::Stub* stub = nullptr) {
+    v1::RegisterRequest req;
+    req.set_name(name);
+    *req.mutable_capabilities() = c;
+    return ok_or_throw(call(stub ? *stub : *agent_, &v1::AgentService::Stub::Register, req),
+                       "Register")
+        .agent_id();
+  }
+  Reply<v1::LeaseResponse> try_lease(const std::string& agent, Duration wait = 0s,
+                                     v1::AgentService::Stub* stub = nullptr) {
+    v1::LeaseRequest req;
+    req.set_agent_id(agent);
+    *req.mutable_wait() = to_proto(wait);
+    return call(stub ? *stub : *agent_, &v1::AgentService::Stub::Lease, req);
+  }
+  // A job, or nullopt when none matched (within `wait` of manual time).
+  std::optional<v1::Job> lease(const std::string& agent, Duration wait = 0s,
+                               v1::AgentService::Stub* stub = nullptr) {
+    auto resp = ok_or_throw(try_lease(agent, wait, stub), "Lease");
+    if (!resp.has_job()) return std::nullopt;
+    return resp.job();
+  }
+  // Waits (on real time, bounded by the RPC deadline) until a job is queued for `agent`.
+  v1::Job lease_when_queued(const std::string& agent) {
+    auto job = lease(agent, kLongPoll);
+    if (!job) throw std::runtime_error("long-polling Lease returned no job");
+    return *job;
+  }
+  Reply<v1::HeartbeatResponse> heartbeat(const std::string& agent, int64_t job_id,
+                                         uint32_t attempt) {
+    v1::HeartbeatRequest req;
+    req.set_agent_id(agent);
+    req.set_job_id(job_id);
+    req.set_attempt(attempt);
+    return call(*agent_, &v1::AgentService::Stub::Heartbeat, req);
+  }
+  Reply<v1::ReportOutcomeResponse> report(const std::string& agent, int64_t job_id,
+                                          uint32_t attempt, const v1::Outcome& o) {
+    v1::ReportOutcomeRequest req;
+    req.set_agent_id(agent);
+    req.set_job_id(job_id);
+    req.set_attempt(attempt);
+    *req.mutable_outcome() = o;
+    return call(*agent_, &v1::AgentService::Stub::ReportOutcome, req);
+  }
+  Reply<v1::ReleaseJobResponse> release(const std::string& agent, int64_t job_id,
+                                        uint32_t attempt) {
+    v1::ReleaseJobRequest req;
+    req.set_agent_id(agent);
+    req.set_job_id(job_id);
+    req.set_attempt(attempt);
+    req.set_reason("test");
+    return call(*agent_, &v1::AgentService::Stub::ReleaseJob, req);
+  }
+
+  // ---- control calls ----
+  Reply<v1::Campaign> try_create_campaign(const v1::CampaignSpec& spec) {
+    v1::CreateCampaignRequest req;
+    *req.mutable_spec() = spec;
+    return call(*control_, &v1::ControlService::Stub::CreateCampaign, req);
+  }
+  v1::Campaign create_campaign(const v1::CampaignSpec& spec) {
+    return ok_or_throw(try_create_campaign(spec), "CreateCampaign");
+  }
+  Reply<v1::Campaign> try_get_campaign(int64_t id) {
+    v1::GetCampaignRequest req;
+    req.set_id(id);
+    return call(*control_, &v1::ControlService::Stub::GetCampaign, req);
+  }
+  v1::Campaign get_campaign(int64_t id) { return ok_or_throw(try_get_campaign(id), "GetCampaign"); }
+  Reply<v1::ListJobsResponse> try_list_jobs(int64_t campaign) {
+    v1::ListJobsRequest req;
+    req.set_campaign_id(campaign);
+    return call(*control_, &v1::ControlService::Stub::ListJobs, req);
+  }
+  v1::JobInfo job_info(int64_t campaign, int64_t job_id) {
+    const auto resp = ok_or_throw(try_list_jobs(campaign), "ListJobs");
+    for (const auto& j : resp.jobs())
+      if (j.job_id() == job_id) return j;
+    throw std::runtime_error("ListJobs lacks job " + std::to_string(job_id));
+  }
+  std::vector<v1::OutcomeRecord> outcomes(int64_t campaign, bool failed_only = false) {
+    v1::ListOutcomesRequest req;
+    req.set_campaign_id(campaign);
+    req.set_failed_only(failed_only);
+    auto resp =
+        ok_or_throw(call(*control_, &v1::ControlService::Stub::ListOutcomes, req), "ListOutcomes");
+    return {resp.outcomes().begin(), resp.outcomes().end()};
+  }
+  std::map<std::string, v1::AgentInfo> agents() {
+    auto resp =
+        ok_or_throw(call(*control_, &v1::ControlService::Stub::ListAgents, v1::ListAgentsRequest{}),
+                    "ListAgents");
+    std::map<std::string, v1::AgentInfo> out;
+    for (const auto& a : resp.agents()) out[a.agent_id()] = a;
+    return out;
+  }
+  // Outcome rows of a job, counted in the database itself.
+  int outcome_rows(int64_t job_id) {
+    pqxx::connection conn(url_);
+    pqxx::work txn(conn);
+    return txn.exec_params1("SELECT count(*) FROM outcomes WHERE job_id = $1", job_id)[0].as<int>();
+  }
+
+  static testing::TestDir* dir_;
+  static EmbeddedPostgres* pg_;
+  std::string url_;
+  ManualClock clock_{at(0, 1h)};
+  std::unique_ptr<PgStore> store_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::unique_ptr<v1::AgentService::Stub> agent_;
+  std::unique_ptr<v1::ControlService::Stub> control_;
+};
+
+testing::TestDir* CoordinatorServerTest::dir_ = nullptr;
+EmbeddedPostgres* CoordinatorServerTest::pg_ = nullptr;
+
+// ---- auth, health, reflection ----
+
+TEST_F(CoordinatorServerTest, CallsWithoutTheTokenAreRejected) {
+  v1::RegisterRequest reg;
+  reg.set_name("agent");
+  *reg.mutable_capabilities() = caps("host", {"tmpfs"});
+  const v1::ListCampaignsRequest list;
+
+  for (const auto& [authorization, want] : std::vector<std::pair<std::string, std::string>>{
+           {"", "missing token"},
+           {"Bearer wrong-token", "wrong token"},
+           {"Bearer " + kToken + "x", "wrong token"},
+           {"Bearer ", "wrong token"},
+           {kToken, "malformed authorization header"}}) {
+    SCOPED_TRACE("authorization: \"" + authorization + "\"");
+    auto r = call(*agent_, &v1::AgentService::Stub::Register, reg, authorization);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(r.status.error_message(), HasSubstr(want));
+    auto c = call(*control_, &v1::ControlService::Stub::ListCampaigns, list, authorization);
+    EXPECT_EQ(c.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(c.status.error_message(), HasSubstr(want));
+  }
+  EXPECT_TRUE(store_->list_agents(clock_.now()).empty())
+      << "a rejected Register must store nothing";
+
+  // The right token passes on both services.
+  EXPECT_TRUE(call(*agent_, &v1::AgentService::Stub::Register, reg).status.ok());
+  EXPECT_TRUE(call(*control_, &v1::ControlService::Stub::ListCampaigns, list).status.ok());
+}
+
+TEST_F(CoordinatorServerTest, HealthServiceAnswersServing) {
+  grpc::GenericStub stub(channel(*server_));
+  Queue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(system_clock::now() + kRpcDeadline);
+  // HealthCheckRequest{service: ""} serializes to nothing.
+  auto rpc = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", buffer_of(""), cq.get());
+  rpc->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  rpc->Finish(&response, &status, tag(1));
+  ASSERT_TRUE(cq.await(1));
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+
+  // HealthCheckResponse{status = 1}: SERVING.
+  google::protobuf::UnknownFieldSet fields;
+  ASSERT_TRUE(fields.ParseFromString(bytes_of(response)));
+  ASSERT_EQ(fields.field_count(), 1);
+  EXPECT_EQ(fields.field(0).number(), 1);
+  ASSERT_EQ(fields.field(0).type(), google::protobuf::UnknownField::TYPE_VARINT);
+  EXPECT_EQ(fields.field(0).varint(), 1u);
+}
+
+TEST_F(CoordinatorServerTest, ReflectionListsTheServices) {
+  grpc::GenericStub stub(channel(*server_));
+  Queue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(system_clock::now() + kRpcDeadline);
+  auto rpc = stub.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", cq.get());
+  ASSERT_NE(rpc, nullptr);
+  rpc->StartCall(tag(1));
+  ASSERT_TRUE(cq.await(1));
+  // ServerReflectionRequest{list_services (field 7): "*"}.
+  rpc->Write(buffer_of(std::string("\x3a\x01*", 3)), tag(2));
+  ASSERT_TRUE(cq.await(2));
+  rpc->WritesDone(tag(3));
+  ASSERT_TRUE(cq.await(3));
+  grpc::ByteBuffer response;
+  rpc->Read(&response, tag(4));
+  ASSERT_TRUE(cq.await(4)) << "no reflection response";
+  grpc::Status status;
+  rpc->Finish(&status, tag(5));
+  ASSERT_TRUE(cq.await(5));
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+
+  // ServerReflectionResponse.list_services_response (6) -> service (1) -> name (1).
+  const auto lists = fields_of(bytes_of(response), 6);
+  ASSERT_EQ(lists.size(), 1u) << "no list_services_response";
+  std::set<std::string> names;
+  for (const auto& service : fields_of(lists[0], 1))
+    for (const auto& name : fields_of(service, 1)) names.insert(name);
+  EXPECT_TRUE(names.count("leapfrog.v1.AgentService")) << ::testing::PrintToString(names);
+  EXPECT_TRUE(names.count("leapfrog.v1.ControlService")) << ::testing::PrintToString(names);
+}
+
+// ---- agents ----
+
+TEST_F(CoordinatorServerTest, RegisterValidatesItsInput) {
+  v1::RegisterRequest req;
+  *req.mutable_capabilities() = caps("host", {"tmpfs"});
+  auto r = call(*agent_, &v1::AgentService::Stub::Register, req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "agent name is empty");
+
+  req.set_name("agent");
+  req.clear_capabilities();
+  r = call(*agent_, &v1::AgentService::Stub::Register, req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "capabilities are missing");
+
+  *req.mutable_capabilities() = caps("", {"tmpfs"});
+  r = call(*agent_, &v1::AgentService::Stub::Register, req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("kernel_label"));
+  EXPECT_TRUE(store_->list_agents(clock_.now()).empty());
+
+  *req.mutable_capabilities() = caps("host", {});
+  r = call(*agent_, &v1::AgentService::Stub::Register, req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("filesystems"));
+
+  *req.mutable_capabilities() = caps("host", {"tmpfs"});
+  r = call(*agent_, &v1::AgentService::Stub::Register, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.resp.agent_id().empty());
+  EXPECT_EQ(us_of(r.resp.heartbeat_interval()), kHeartbeat.count());
+  EXPECT_EQ(us_of(r.resp.lease_duration()), kLease.count());
+  // Idempotent on the name, and the new capabilities win.
+  EXPECT_EQ(register_agent("agent", caps("host", {"ext4"})), r.resp.agent_id());
+  auto all = agents();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_THAT(all.begin()->second.capabilities().filesystems(), ::testing::ElementsAre("ext4"));
+}
+
+TEST_F(CoordinatorServerTest, LeaseForAnUnknownAgentIsNotFound) {
+  auto r = try_lease("no-such-agent");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("\"no-such-agent\""));
+  // Known to the database but never registered with this replica: the agent
+  // must register again (after a coordinator restart, say).
+  const std::string id = store_->register_agent("elsewhere", caps("host", {"tmpfs"}), clock_.now());
+  EXPECT_EQ(try_lease(id).status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(CoordinatorServerTest, ListAgentsTellsWhoIsOnline) {
+  const std::string quiet = register_agent("quiet", caps("host", {"tmpfs"}));
+  const std::string busy = register_agent("busy", caps("host", {"tmpfs"}));
+  auto all = agents();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[quiet].online());
+  EXPECT_TRUE(all[busy].online());
+  EXPECT_EQ(all[quiet].name(), "quiet");
+
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  clock_.advance(4s);
+  auto job = lease(busy);  // seen at +4 s
+  ASSERT_TRUE(job.has_value());
+  clock_.advance(3s);  // +7 s: online means seen within 3 heartbeats (6 s)
+  all = agents();
+  EXPECT_FALSE(all[quiet].online());
+  EXPECT_TRUE(all[busy].online());
+  EXPECT_EQ(all[busy].current_job(), job->job_id());
+  EXPECT_EQ(all[quiet].current_job(), 0);
+  EXPECT_EQ(us_of(all[quiet].last_seen()), us_of(at(0, 1h)));
+  EXPECT_EQ(us_of(all[busy].last_seen()), us_of(at(0, 1h, 0min, 4s)));
+
+  // A heartbeat counts as being seen.
+  ASSERT_TRUE(heartbeat(busy, job->job_id(), job->attempt()).status.ok());
+  clock_.advance(4s);  // +11 s; the lease was renewed at +7 s
+  all = agents();
+  EXPECT_FALSE(all[quiet].online());
+  EXPECT_TRUE(all[busy].online());
+  EXPECT_EQ(c.jobs(), 1u);
+}
+
+// ---- the job life cycle ----
+
+TEST_F(CoordinatorServerTest, RegisterCampaignLeaseHeartbeatReport) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs", "ext4"}));
+  const std::string other_kernel =
+      register_agent("other-kernel", caps("5.10-other", {"tmpfs", "ext4"}));
+  const std::string other_fs = register_agent("other-fs", caps("host", {"tmpfs", "xfs"}));
+  const std::string d = register_agent("d", caps("6.1-test", {"ext4"}));
+
+  const v1::Campaign c = create_campaign(campaign_spec({"host", "6.1-test"}, {"ext4"}));
+  EXPECT_GT(c.id(), 0);
+  EXPECT_EQ(c.jobs(), 2u);
+  EXPECT_EQ(c.state(), v1::CAMPAIGN_STATE_RUNNING);
+  EXPECT_EQ(c.by_state().at("queued"), 2u);
+  EXPECT_EQ(c.schedule_id(), 0);
+  EXPECT_EQ(c.spec().max_attempts(), 3u) << "stored normalized";
+
+  EXPECT_FALSE(lease(other_kernel).has_value()) << "no job for kernel 5.10-other";
+  EXPECT_FALSE(lease(other_fs).has_value()) << "the host job needs ext4";
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->campaign_id(), c.id());
+  EXPECT_EQ(job->kernel_label(), "host");
+  EXPECT_EQ(job->spec().fs(), "ext4");
+  EXPECT_EQ(job->spec().scenario(), "setattr-lookup");
+  EXPECT_EQ(job->attempt(), 1u);
+  EXPECT_EQ(us_of(job->lease_deadline()), us_of(clock_.now() + kLease));
+
+  auto d_job = lease(d);
+  ASSERT_TRUE(d_job.has_value());
+  EXPECT_EQ(d_job->kernel_label(), "6.1-test");
+  EXPECT_NE(d_job->job_id(), job->job_id());
+  EXPECT_FALSE(lease(a).has_value()) << "every job is leased";
+
+  // Heartbeats renew the lease from now.
+  clock_.advance(5s);
+  auto hb = heartbeat(a, job->job_id(), job->attempt());
+  ASSERT_TRUE(hb.status.ok()) << hb.status.error_message();
+  EXPECT_EQ(us_of(hb.resp.lease_deadline()), us_of(clock_.now() + kLease));
+  ASSERT_TRUE(heartbeat(d, d_job->job_id(), d_job->attempt()).status.ok());
+  clock_.advance(8s);  // past the first deadlines, before the renewed ones
+  hb = heartbeat(a, job->job_id(), job->attempt());
+  ASSERT_TRUE(hb.status.ok()) << hb.status.error_message();
+  EXPECT_EQ(us_of(hb.resp.lease_deadline()), us_of(clock_.now() + kLease));
+  v1::JobInfo info = job_info(c.id(), job->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_LEASED);
+  EXPECT_EQ(info.agent_id(), a);
+  // Someone else's heartbeat for the job is refused.
+  EXPECT_EQ(heartbeat(d, job->job_id(), job->attempt()).status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  auto r = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.resp.duplicate());
+
+  info = job_info(c.id(), job->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(info.verdict(), v1::VERDICT_PASS);
+  EXPECT_EQ(info.attempt(), 1u);
+  EXPECT_EQ(info.agent_id(), a);
+  auto stored = outcomes(c.id());
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].job_id(), job->job_id());
+  EXPECT_EQ(stored[0].attempt(), 1u);
+  EXPECT_EQ(stored[0].agent_id(), a);
+  EXPECT_EQ(stored[0].kernel_label(), "host");
+  EXPECT_EQ(stored[0].spec().fs(), "ext4");
+  EXPECT_EQ(stored[0].outcome().verdict(), v1::VERDICT_PASS);
+  EXPECT_EQ(stored[0].outcome().ops(), 1234u);
+  EXPECT_EQ(us_of(stored[0].reported_at()), us_of(clock_.now()));
+  EXPECT_TRUE(outcomes(c.id(), /*failed_only=*/true).empty());
+  v1::Campaign now = get_campaign(c.id());
+  EXPECT_EQ(now.by_verdict().at("pass"), 1u);
+  EXPECT_EQ(now.by_state().at("done"), 1u);
+  EXPECT_EQ(now.by_state().at("leased"), 1u);
+  EXPECT_EQ(now.state(), v1::CAMPAIGN_STATE_RUNNING);
+
+  // The lease ended with the report.
+  EXPECT_EQ(heartbeat(a, job->job_id(), job->attempt()).status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  // A retried report (the acknowledgement was lost) is acknowledged, not stored again,
+  // even when its content differs.
+  r = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_TRUE(r.resp.duplicate());
+  r = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_VIOLATION, 99));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_TRUE(r.resp.duplicate());
+  stored = outcomes(c.id());
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].outcome().verdict(), v1::VERDICT_PASS);
+  EXPECT_EQ(outcome_rows(job->job_id()), 1);
+  EXPECT_EQ(job_info(c.id(), job->job_id()).verdict(), v1::VERDICT_PASS);
+
+  // The other job finishes the campaign.
+  ASSERT_TRUE(
+      report(d, d_job->job_id(), d_job->attempt(), outcome(v1::VERDICT_VIOLATION)).status.ok());
+  now = get_campaign(c.id());
+  EXPECT_EQ(now.state(), v1::CAMPAIGN_STATE_DONE);
+  EXPECT_EQ(now.by_verdict().at("violation"), 1u);
+  EXPECT_EQ(outcomes(c.id(), /*failed_only=*/true).size(), 1u);
+}
+
+TEST_F(CoordinatorServerTest, ReportOutcomeValidatesItsInput) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+
+  auto r = report(a, 0, 1, outcome(v1::VERDICT_PASS));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  r = report(a, job->job_id(), 0, outcome(v1::VERDICT_PASS));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  r = report(a, job->job_id(), 1, outcome(v1::VERDICT_UNSPECIFIED));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("verdict"));
+  // An attempt never handed out, and a job that does not exist.
+  r = report(a, job->job_id(), 2, outcome(v1::VERDICT_PASS));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("no attempt 2"));
+  r = report(a, job->job_id() + 1000, 1, outcome(v1::VERDICT_PASS));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("unknown job"));
+
+  EXPECT_EQ(outcome_rows(job->job_id()), 0);
+  EXPECT_EQ(job_info(c.id(), job->job_id()).state(), v1::JOB_STATE_LEASED);
+}
+
+TEST_F(CoordinatorServerTest, ExpiredLeaseIsLeasedAgainAndTheOldAttemptSuperseded) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("b", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto first = lease(a);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(lease(b).has_value());
+
+  clock_.advance(kLease + 1s);  // a's agent went quiet
+  const v1::Job second = lease_when_queued(b);
+  EXPECT_EQ(second.job_id(), first->job_id());
+  EXPECT_EQ(second.attempt(), 2u);
+  EXPECT_EQ(us_of(second.lease_deadline()), us_of(clock_.now() + kLease));
+
+  auto hb = heartbeat(a, first->job_id(), first->attempt());
+  EXPECT_EQ(hb.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(hb.status.error_message(), HasSubstr("no longer leased"));
+  EXPECT_TRUE(heartbeat(b, second.job_id(), second.attempt()).status.ok());
+
+  // a comes back and reports attempt 1 late.
+  auto late = report(a, first->job_id(), first->attempt(), outcome(v1::VERDICT_VIOLATION));
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(late.status.error_message(), HasSubstr("superseded"));
+  EXPECT_EQ(outcome_rows(first->job_id()), 0);
+
+  auto r = report(b, second.job_id(), second.attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.resp.duplicate());
+  auto stored = outcomes(c.id());
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].attempt(), 2u);
+  EXPECT_EQ(stored[0].agent_id(), b);
+  const v1::JobInfo info = job_info(c.id(), first->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(info.attempt(), 2u);
+  EXPECT_EQ(info.verdict(), v1::VERDICT_PASS);
+  // Still superseded after the job is done.
+  EXPECT_EQ(
+      report(a, first->job_id(), first->attempt(), outcome(v1::VERDICT_PASS)).status.error_code(),
+      grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(outcome_rows(first->job_id()), 1);
+}
+
+TEST_F(CoordinatorServerTest, JobEndsAsInfraFailureAfterItsLastAttempt) {
+  // Two jobs of two attempts each, one per file system, and an agent for
+  // each. j2 starts one round later, so it is requeued when j1's last lease
+  // expires; one pass of the maintenance loop expires every lease past its
+  // deadline in one transaction, so b's lease of j2 again shows that j1's
+  // last expiry has been committed too.
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("b", caps("host", {"ext4"}));
+  const v1::Campaign c =
+      create_campaign(campaign_spec({}, {"tmpfs", "ext4"}, 1, /*max_attempts=*/2));
+  auto j1 = lease(a);
+  ASSERT_TRUE(j1.has_value());
+  EXPECT_EQ(j1->attempt(), 1u);
+  clock_.advance(kLease + 1s);
+  const v1::Job j1_again = lease_when_queued(a);
+  ASSERT_EQ(j1_again.job_id(), j1->job_id());
+  EXPECT_EQ(j1_again.attempt(), 2u);
+  auto j2 = lease(b);
+  ASSERT_TRUE(j2.has_value());
+  EXPECT_NE(j2->job_id(), j1->job_id());
+  EXPECT_EQ(j2->attempt(), 1u);
+
+  clock_.advance(kLease + 1s);
+  const v1::Job j2_again = lease_when_queued(b);
+  EXPECT_EQ(j2_again.job_id(), j2->job_id());
+  EXPECT_EQ(j2_again.attempt(), 2u);
+
+  const v1::JobInfo info = job_info(c.id(), j1->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(info.verdict(), v1::VERDICT_INFRA_FAILURE);
+  EXPECT_EQ(info.attempt(), 2u);
+  EXPECT_THAT(info.reason(), HasSubstr("lease expired after 2 attempts"));
+  EXPECT_THAT(info.reason(), HasSubstr(a));
+  v1::Campaign now = get_campaign(c.id());
+  EXPECT_EQ(now.by_verdict().at("infra-failure"), 1u);
+  EXPECT_EQ(now.by_state().at("done"), 1u);
+  EXPECT_EQ(now.by_state().at("leased"), 1u);
+  EXPECT_EQ(now.state(), v1::CAMPAIGN_STATE_RUNNING);
+  EXPECT_FALSE(lease(a).has_value()) << "a job past its last attempt is never leased again";
+  EXPECT_EQ(heartbeat(a, j1->job_id(), 2).status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  ASSERT_TRUE(
+      report(b, j2_again.job_id(), j2_again.attempt(), outcome(v1::VERDICT_PASS)).status.ok());
+  now = get_campaign(c.id());
+  EXPECT_EQ(now.state(), v1::CAMPAIGN_STATE_DONE);
+  EXPECT_EQ(now.by_verdict().at("infra-failure"), 1u);
+  EXPECT_EQ(now.by_verdict().at("pass"), 1u);
+
+  // a was slow, not dead: its report of the last attempt replaces the
+  // infrastructure failure, so nothing it measured is lost.
+  auto late = report(a, j1_again.job_id(), j1_again.attempt(), outcome(v1::VERDICT_VIOLATION));
+  ASSERT_TRUE(late.status.ok()) << late.status.error_message();
+  EXPECT_FALSE(late.resp.duplicate());
+  const v1::JobInfo replaced = job_info(c.id(), j1->job_id());
+  EXPECT_EQ(replaced.verdict(), v1::VERDICT_VIOLATION);
+  EXPECT_EQ(replaced.reason(), "");
+  now = get_campaign(c.id());
+  EXPECT_EQ(now.by_verdict().count("infra-failure"), 0u);
+  EXPECT_EQ(now.by_verdict().at("violation"), 1u);
+  EXPECT_EQ(outcome_rows(j1->job_id()), 1);
+}
+
+TEST_F(CoordinatorServerTest, ReleaseJobRequeuesWithoutSpendingAnAttempt) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("b", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, 1, /*max_attempts=*/2));
+  auto first = lease(a);
+  ASSERT_TRUE(first.has_value());
+
+  // Only the holder of the lease can give it back.
+  ASSERT_TRUE(release(b, first->job_id(), first->attempt()).status.ok());
+  v1::JobInfo info = job_info(c.id(), first->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_LEASED);
+  EXPECT_EQ(info.agent_id(), a);
+
+  ASSERT_TRUE(release(a, first->job_id(), first->attempt()).status.ok());
+  info = job_info(c.id(), first->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(info.agent_id(), "");
+  EXPECT_EQ(heartbeat(a, first->job_id(), first->attempt()).status.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+
+  auto second = lease(b);  // no waiting: the job is queued at once
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->job_id(), first->job_id());
+  EXPECT_EQ(second->attempt(), 2u);
+  // This lease expires. Had the release counted, that would be the second and
+  // last attempt; it is not, so the job is queued once more.
+  clock_.advance(kLease + 1s);
+  const v1::Job third = lease_when_queued(a);
+  EXPECT_EQ(third.job_id(), first->job_id());
+  EXPECT_EQ(third.attempt(), 3u);
+  ASSERT_TRUE(report(a, third.job_id(), third.attempt(), outcome(v1::VERDICT_PASS)).status.ok());
+  EXPECT_EQ(get_campaign(c.id()).state(), v1::CAMPAIGN_STATE_DONE);
+}
+
+TEST_F(CoordinatorServerTest, PendingLeaseGetsWorkQueuedLater) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  std::optional<v1::Job> got;
+  std::string error;
+  std::thread waiter([&] {
+    try {
+      got = lease_when_queued(a);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  waiter.join();
+  ASSERT_EQ(error, "");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->campaign_id(), c.id());
+  EXPECT_EQ(got->attempt(), 1u);
+}
+
+// ---- campaigns ----
+
+TEST_F(CoordinatorServerTest, CreateCampaignRejectsBadInput) {
+  struct Case {
+    const char* what;
+    v1::CampaignSpec spec;
+    std::string want;
+  };
+  std::vector<Case> cases;
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.set_scenarios(0, "no-such-scenario");
+    cases.push_back({"unknown scenario", s, "unknown scenario \"no-such-scenario\""});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    (*s.mutable_params())["depth"] = 100;
+    cases.push_back(
+        {"parameter out of limits", s, "parameter \"depth\" = 100 is out of limits, want [3, 8]"});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    (*s.mutable_params())["no_such_param"] = 1;
+    cases.push_back(
+        {"unknown parameter", s, "no scenario of the campaign has a parameter \"no_such_param\""});
+  }
+  cases.push_back({"unknown file system", campaign_spec({}, {"tmpfs", "zfs"}),
+                   "unknown file system kind 'zfs'"});
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.clear_scenarios();
+    cases.push_back({"no scenarios", s, "campaign has no scenarios"});
+  }
+  cases.push_back({"too many jobs", campaign_spec({}, {"tmpfs"}, 100'001),
+                   "campaign expands to 100001 jobs, want at most 100000"});
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.what);
+    auto r = try_create_campaign(tc.spec);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(r.status.error_message(), HasSubstr(tc.want));
+  }
+  EXPECT_TRUE(store_->list_campaigns(0).empty()) << "a rejected campaign must store nothing";
+}
+
+TEST_F(CoordinatorServerTest, UnknownCampaignIsNotFound) {
+  auto g = try_get_campaign(424242);
+  EXPECT_EQ(g.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(g.status.error_message(), HasSubstr("\"424242\""));
+  auto l = try_list_jobs(424242);
+  EXPECT_EQ(l.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(l.status.error_message(), HasSubstr("\"424242\""));
+
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, 3));
+  EXPECT_EQ(get_campaign(c.id()).jobs(), 3u);
+  EXPECT_EQ(ok_or_throw(try_list_jobs(c.id()), "ListJobs").jobs_size(), 3);
+}
+
+// ---- schedules ----
+
+TEST_F(CoordinatorServerTest, Schedules) {
+  v1::AddScheduleRequest add;
+  add.set_name("nightly");
+  add.set_cron("0 25 * * *");
+  *add.mutable_campaign() = campaign_spec({}, {"tmpfs"});
+  std::string parser_says;
+  try {
+    CronExpr::parse(add.cron());
+  } catch (const CronError& e) {
+    parser_says = e.what();
+  }
+  ASSERT_FALSE(parser_says.empty());
+  auto r = call(*control_, &v1::ControlService::Stub::AddSchedule, add);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), parser_says);
+
+  add.set_cron("every night");
+  r = call(*control_, &v1::ControlService::Stub::AddSchedule, add);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(r.status.error_message().empty());
+
+  add.set_cron("0 2 * * *");
+  add.mutable_campaign()->set_scenarios(0, "no-such-scenario");
+  r = call(*control_, &v1::ControlService::Stub::AddSchedule, add);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("no-such-scenario"));
+  EXPECT_TRUE(store_->list_schedules().empty());
+
+  add.mutable_campaign()->set_scenarios(0, "setattr-lookup");
+  const v1::Schedule s =
+      ok_or_throw(call(*control_, &v1::ControlService::Stub::AddSchedule, add), "AddSchedule");
+  EXPECT_TRUE(s.enabled());
+  EXPECT_EQ(us_of(s.next_run()), us_of(at(0, 2h)));  // added at 01:00
+  EXPECT_EQ(s.campaign().max_attempts(), 3u) << "stored normalized";
+
+  v1::SetScheduleEnabledRequest set;
+  set.set_id(s.id() + 1000);
+  set.set_enabled(false);
+  auto e = call(*control_, &v1::ControlService::Stub::SetScheduleEnabled, set);
+  EXPECT_EQ(e.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(e.status.error_message(), HasSubstr("\"" + std::to_string(s.id() + 1000) + "\""));
+  v1::RemoveScheduleRequest remove;
+  remove.set_id(s.id() + 1000);
+  auto rm = call(*control_, &v1::ControlService::Stub::RemoveSchedule, remove);
+  EXPECT_EQ(rm.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(rm.status.error_message(), HasSubstr("\"" + std::to_string(s.id() + 1000) + "\""));
+
+  set.set_id(s.id());
+  EXPECT_FALSE(
+      ok_or_throw(call(*control_, &v1::ControlService::Stub::SetScheduleEnabled, set), "Disable")
+          .enabled());
+  // Disabled for two nights; re-enabling starts from now.
+  clock_.set(at(2, 1h));
+  set.set_enabled(true);
+  const v1::Schedule on =
+      ok_or_throw(call(*control_, &v1::ControlService::Stub::SetScheduleEnabled, set), "Enable");
+  EXPECT_TRUE(on.enabled());
+  EXPECT_EQ(us_of(on.next_run()), us_of(at(2, 2h)));
+  EXPECT_TRUE(store_->list_campaigns(0).empty()) << "nothing fired while disabled";
+
+  // The server's maintenance loop fires it at 02:00.
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  clock_.set(at(2, 2h, 0min, 30s));
+  const v1::Job job = lease_when_queued(a);
+  const v1::Campaign fired = get_campaign(job.campaign_id());
+  EXPECT_EQ(fired.schedule_id(), s.id());
+  EXPECT_EQ(fired.spec().name(), "test");
+
+  remove.set_id(s.id());
+  EXPECT_TRUE(call(*control_, &v1::ControlService::Stub::RemoveSchedule, remove).status.ok());
+  auto list = ok_or_throw(
+      call(*control_, &v1::ControlService::Stub::ListSchedules, v1::ListSchedulesRequest{}),
+      "ListSchedules");
+  EXPECT_EQ(list.schedules_size(), 0);
+  EXPECT_EQ(call(*control_, &v1::ControlService::Stub::RemoveSchedule, remove).status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  add.set_name("");
+  r = call(*control_, &v1::ControlService::Stub::AddSchedule, add);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "schedule name is empty");
+}
+
+// ---- replicas ----
+
+TEST_F(CoordinatorServerTest, AgentLeasesFromAReplicaAfterRegisteringThere) {
+  PgStore store_b(url_);
+  auto server_b = start_server(store_b);
+  auto agent_b = v1::AgentService::NewStub(channel(*server_b));
+  ASSERT_NE(server_b->port(), server_->port());
+
+  const std::string id = register_agent("roamer", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, 2));
+  auto r = try_lease(id, 0s, agent_b.get());
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << "replica B has not met the agent";
+  EXPECT_EQ(register_agent("roamer", caps("host", {"tmpfs"}), agent_b.get()), id);
+  auto on_b = lease(id, 0s, agent_b.get());
+  ASSERT_TRUE(on_b.has_value());
+  EXPECT_EQ(on_b->campaign_id(), c.id());
+  auto on_a = lease(id);
+  ASSERT_TRUE(on_a.has_value());
+  EXPECT_NE(on_a->job_id(), on_b->job_id());
+  // A job leased through B is reported through A.
+  ASSERT_TRUE(report(id, on_b->job_id(), on_b->attempt(), outcome(v1::VERDICT_PASS)).status.ok());
+  EXPECT_EQ(job_info(c.id(), on_b->job_id()).state(), v1::JOB_STATE_DONE);
+}
+
+TEST_F(CoordinatorServerTest, ConcurrentLeasesFromTwoReplicasHandOutEachJobOnce) {
+  PgStore store_b(url_);
+  auto server_b = start_server(store_b);
+  constexpr int kJobs = 100;
+  constexpr int kThreadsPerReplica = 4;
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, kJobs));
+  ASSERT_EQ(c.jobs(), static_cast<uint32_t>(kJobs));
+
+  struct Lease {
+    int64_t job_id;
+    uint32_t attempt;
+    std::string agent;
+  };
+  std::mutex mu;
+  std::vector<Lease> leases;
+  std::vector<std::string> errors;
+  std::latch start(2 * kThreadsPerReplica);
+  std::vector<std::thread> threads;
+  for (int replica = 0; replica < 2; ++replica) {
+    auto ch = channel(replica == 0 ? *server_ : *server_b);
+    for (int t = 0; t < kThreadsPerReplica; ++t) {
+      threads.emplace_back([&, ch, replica, t] {
+        auto stub = v1::AgentService::NewStub(ch);
+        v1::RegisterRequest reg;
+        reg.set_name("agent-" + std::to_string(replica) + "-" + std::to_string(t));
+        *reg.mutable_capabilities() = caps("host", {"tmpfs"});
+        auto r = call(*stub, &v1::AgentService::Stub::Register, reg);
+        start.arrive_and_wait();
+        if (!r.status.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          errors.push_back("Register: " + r.status.error_message());
+          return;
+        }
+        v1::LeaseRequest req;
+        req.set_agent_id(r.resp.agent_id());
+        for (;;) {
+          auto l = call(*stub, &v1::AgentService::Stub::Lease, req);
+          std::lock_guard<std::mutex> lock(mu);
+          if (!l.status.ok()) {
+            errors.push_back("Lease: " + l.status.error_message());
+            return;
+          }
+          if (!l.resp.has_job()) return;
+          leases.push_back({l.resp.job().job_id(), l.resp.job().attempt(), r.resp.agent_id()});
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+
+  std::map<int64_t, Lease> by_job;
+  for (const auto& l : leases) {
+    EXPECT_TRUE(by_job.emplace(l.job_id, l).second) << "job " << l.job_id << " handed out twice";
+    EXPECT_EQ(l.attempt, 1u);
+  }
+  EXPECT_EQ(leases.size(), static_cast<size_t>(kJobs));
+  const auto jobs = ok_or_throw(try_list_jobs(c.id()), "ListJobs");
+  ASSERT_EQ(jobs.jobs_size(), kJobs);
+  for (const auto& j : jobs.jobs()) {
+    EXPECT_EQ(j.state(), v1::JOB_STATE_LEASED) << "job " << j.job_id();
+    ASSERT_TRUE(by_job.count(j.job_id())) << "job " << j.job_id() << " was never handed out";
+    EXPECT_EQ(j.agent_id(), by_job[j.job_id()].agent);
+  }
+}
+
+}  // namespace
+}  // namespace leapfrog::coord
