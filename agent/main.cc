@@ -156,6 +156,9 @@ int main(int argc, char** argv) {
   connect->add_option("--spool", connect_opts.spool_dir, "folder for outcomes not yet acknowledged");
   connect->add_option("--max-jobs", connect_opts.max_jobs, "exit after this many jobs (0: never)");
   connect->add_flag("--vm", connect_opts.vm, "advertise that the agent runs in a VM");
+  bool connect_die_with_parent = false;
+  connect->add_flag("--die-with-parent", connect_die_with_parent,
+                    "hand the job back and exit when the parent process dies");
 
   try {
     app.parse(argc, argv);
@@ -182,6 +185,10 @@ int main(int argc, char** argv) {
       char exe[4096] = {};
       if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) throw UsageError("cannot find my own executable");
       connect_opts.self_exe = exe;
+      if (connect_die_with_parent) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1) return 2;
+      }
       spdlog::set_level(spdlog::level::info);
       return run_connect(connect_opts);
     }

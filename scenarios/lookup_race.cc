@@ -70,6 +70,11 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
     write_history(h, f);
     if (!f.flush()) throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
   }
+  if (out.ops == 0) {
+    out.verdict = "error";
+    out.error = "the run recorded no operations: nothing was checked (is the duration too short?)";
+    return;
+  }
   out.check = check_history(h);
   out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
   if (out.check.unjudged)

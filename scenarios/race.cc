@@ -50,6 +50,7 @@ struct RaceControl {
     std::atomic<int64_t> n{0};
     uint64_t count = 0;  // records written (read by the parent after exit)
   } stat[kMaxActors];
+  std::atomic<uint32_t> ready{0};  // actors set up and about to race
   std::atomic<uint32_t> error_set{0};
   char error[512] = {};
 };
@@ -174,7 +175,7 @@ void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
 // Faults in the first part of an actor's record buffer before the race, so the
 // hot path does not take page faults.
 void prefault(RawRecord* records, uint64_t capacity) {
-  constexpr size_t kMaxPrefault = size_t{256} << 20;
+  constexpr size_t kMaxPrefault = size_t{32} << 20;
   const size_t bytes = std::min<size_t>(capacity * sizeof(RawRecord), kMaxPrefault);
 #ifdef MADV_POPULATE_WRITE
   if (madvise(records, bytes, MADV_POPULATE_WRITE) == 0) return;
@@ -261,6 +262,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
         if (getppid() != parent) _exit(4);
         prefault(records_of(i), cfg.capacity);
         if (cfg.pin_cpus) pin_to_cpu(i);
+        ctl->ready.fetch_add(1, std::memory_order_release);
         ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, &ctl->stat[i].count, ctl);
         actor_loop(actors[i], env, cfg);
       } catch (const std::exception& e) {
@@ -274,9 +276,19 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     pidfds[i] = pidfd_open(pid);
   }
 
+  // The race's time starts when every actor is set up (forked, privileges
+  // dropped, buffers faulted in), not when the first was forked.
+  const uint32_t forked = static_cast<uint32_t>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
+  const TimeNs setup_deadline = start + cfg.stuck_grace;
+  while (ctl->ready.load(std::memory_order_acquire) < forked && !ctl->abort.load() && now_ns() < setup_deadline) {
+    std::vector<pollfd> fds;
+    for (uint32_t i = 0; i < n; ++i)
+      if (pids[i] > 0) fds.push_back(pollfd{pidfds[i], POLLIN, 0});
+    if (poll(fds.data(), fds.size(), 1) > 0) break;  // an actor exited during setup: handled below
+  }
   // Wait for the actors, stopping them at the deadline and giving up on any
   // that is stuck in a system call long after it.
-  const TimeNs stop_at = start + cfg.duration;
+  const TimeNs stop_at = now_ns() + cfg.duration;
   const TimeNs kill_at = stop_at + cfg.stuck_grace;
   uint32_t running = 0;
   for (pid_t p : pids) running += p > 0;

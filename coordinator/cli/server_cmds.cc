@@ -118,7 +118,7 @@ class AgentFleet {
     const std::string name = "local-" + std::to_string(i);
     std::vector<std::string> argv = {exe_,          "connect",           "--coordinator", address_,
                                      "--token-file", token_file_,         "--name",        name,
-                                     "--spool",      data_dir_ + "/spool-" + name};
+                                     "--spool",      data_dir_ + "/spool-" + name, "--die-with-parent"};
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
