@@ -5,7 +5,6 @@
 // a lookup saw.
 
 #include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,9 +56,7 @@ class MountLookup : public Scenario {
         if (int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) ::close(fd);
       };
     };
-    auto move = [staging, target] {
-      return ::mount(staging.c_str(), target.c_str(), nullptr, MS_MOVE, nullptr) == 0 ? 0 : errno;
-    };
+    auto move = [staging, target] { return sys::move_mount(staging.c_str(), target.c_str()); };
     auto unmount = [target] { return sys::unmount(target.c_str()); };
     plan.mutations.push_back({t.mount(m, closed), move, stage(0700)});
     plan.mutations.push_back({t.umount(m), unmount, {}});

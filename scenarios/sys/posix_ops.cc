@@ -29,6 +29,10 @@ int mount_tmpfs(const char* target, mode_t root_mode) {
   return ::mount("leapfrog-mnt", target, "tmpfs", MS_NOSUID | MS_NODEV, opts) == 0 ? 0 : errno;
 }
 
+int move_mount(const char* from, const char* to) {
+  return ::mount(from, to, nullptr, MS_MOVE, nullptr) == 0 ? 0 : errno;
+}
+
 int unmount(const char* target) { return ::umount2(target, MNT_DETACH) == 0 ? 0 : errno; }
 
 AccessAcl::AccessAcl(const Attr& attr) {

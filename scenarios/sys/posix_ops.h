@@ -19,6 +19,8 @@ int rename_exchange(const char* a, const char* b);
 int rename_path(const char* from, const char* to);
 // Mounts a fresh tmpfs whose root has `root_mode`, holding nothing.
 int mount_tmpfs(const char* target, mode_t root_mode);
+// Moves the mount at `from` onto `to` in one step (Linux MS_MOVE).
+int move_mount(const char* from, const char* to);
 // Detaches whatever is mounted on `target`.
 int unmount(const char* target);
 
