@@ -38,13 +38,6 @@ void on_signal(int) { g_stop.store(1); }
 
 bool stopping() { return g_stop.load() != 0; }
 
-// Sleeps up to `d`, waking early when asked to stop.
-void pause_for(std::chrono::milliseconds d) {
-  const auto until = std::chrono::steady_clock::now() + d;
-  while (!stopping() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(d, std::chrono::milliseconds(50)));
-}
-
 class Backoff {
  public:
   std::chrono::milliseconds next() {
@@ -182,6 +175,25 @@ class Agent {
   }
 
  private:
+  // Waits `d` before a retry, waking early when asked to stop, or when the
+  // channel, down when the wait began, is connected again. Waiting on the
+  // channel's state is also what drives its reconnection: with no call in
+  // flight nothing else polls it (only gRPC's backup poller, every 5 s), and
+  // calls meanwhile fail fast with the last connection error, so a restarted
+  // coordinator would be noticed seconds late and leases would expire.
+  void pause_for(std::chrono::milliseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    const bool was_ready = channel_->GetState(false) == GRPC_CHANNEL_READY;
+    while (!stopping()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) return;
+      const grpc_connectivity_state state = channel_->GetState(true);
+      if (!was_ready && state == GRPC_CHANNEL_READY) return;
+      const auto slice = std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(50));
+      channel_->WaitForStateChange(state, std::chrono::system_clock::now() + slice);
+    }
+  }
+
   std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds timeout) {
     auto ctx = std::make_unique<grpc::ClientContext>();
     ctx->AddMetadata("authorization", "Bearer " + opts_.token);
@@ -293,9 +305,16 @@ class Agent {
     bool abandoned = false, handed_back = false, overdue = false;
     auto next_beat = std::chrono::steady_clock::now() + heartbeat_;
     int status = 0;
+    bool heartbeat_failing = false;
     for (;;) {
-      pollfd p{pidfd, POLLIN, 0};
-      poll(&p, 1, 100);
+      if (heartbeat_failing) {
+        // Reconnect meanwhile (see pause_for).
+        channel_->WaitForStateChange(channel_->GetState(true),
+                                     std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+      } else {
+        pollfd p{pidfd, POLLIN, 0};
+        poll(&p, 1, 100);
+      }
       if (waitpid(pid, &status, WNOHANG) == pid) break;
       const auto now = std::chrono::steady_clock::now();
       if (stopping() && !handed_back) {
@@ -316,6 +335,7 @@ class Agent {
         v1::HeartbeatResponse resp;
         auto ctx = context(std::chrono::seconds(5));
         const grpc::Status s = stub_->Heartbeat(ctx.get(), hb, &resp);
+        heartbeat_failing = !s.ok() && s.error_code() != StatusCode::FAILED_PRECONDITION;
         if (s.error_code() == StatusCode::FAILED_PRECONDITION) {
           spdlog::warn("job.lost_lease job={} attempt={}", job.job_id(), job.attempt());
           kill(pid, SIGTERM);
