@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: harness overhead (recorded vs bare lookup loop) and oracle throughput.
+# make bench: harness overhead (recorded vs bare lookup loop), oracle throughput, and the
+# coordinator's lease and ingest throughput against raw SQL (needs root: it starts PostgreSQL).
 set -euo pipefail
 build=${1:-build}
 echo "== harness overhead =="
@@ -7,3 +8,6 @@ echo "== harness overhead =="
 echo
 echo "== oracle throughput (one core) =="
 "$build/bin/leapfrog_oracle_bench" --benchmark_counters_tabular=true 2>/dev/null
+echo
+echo "== coordinator: lease throughput and ingest =="
+"$build/bin/leapfrog_coordinator_bench"

@@ -1,11 +1,16 @@
 #pragma once
-// The connection pool under PgStore, and the error policy every store call
-// follows (run_transaction): lost connections become StoreError with
-// unavailable() true and are replaced on the next call; a pooled connection
-// found dead is retried once on a fresh one; serialization failures and
-// deadlocks are retried; anything else is StoreError with unavailable() false.
+// The connection pool under PgStore, the error policy every store call
+// follows (run_in): lost connections become StoreError with unavailable()
+// true and are replaced on the next call; a pooled connection found dead is
+// retried once on a fresh one; serialization failures and deadlocks are
+// retried; anything else is StoreError with unavailable() false. Also the
+// group commit (PgGroupCommit) that lets concurrent calls share a statement
+// or a transaction.
 
+#include <algorithm>
 #include <condition_variable>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,6 +82,82 @@ class PgPool {
   int open_ = 0;
 };
 
+// Group commit: concurrent callers' requests written together. A caller
+// queues its request; if fewer than `writers` batches are being written, it
+// takes everything queued (up to `max_batch`) and writes it as one batch
+// itself, otherwise it waits: the requests queued while a batch is being
+// written form the next batch. Each caller gets its own result or error.
+template <class Request, class Result>
+class PgGroupCommit {
+ public:
+  // One queued request; the writer sets `result` or `error` on each.
+  struct Item {
+    explicit Item(const Request& r) : request(r) {}
+    const Request& request;
+    std::optional<Result> result;
+    std::exception_ptr error;
+
+   private:
+    friend class PgGroupCommit;
+    bool done = false;
+    std::condition_variable cv;
+  };
+  using Batch = std::vector<Item*>;
+
+  PgGroupCommit(int writers, size_t max_batch)
+      : writers_(std::max(writers, 1)), max_batch_(std::max<size_t>(max_batch, 1)) {}
+
+  // Queues `request` and returns its result once some caller's `write(batch)`
+  // has handled it (write sets a result or an error on every item; what it
+  // throws becomes the error of the items it left unset). Rethrows the
+  // item's error.
+  template <class Write>
+  Result submit(const Request& request, Write&& write) {
+    Item item(request);
+    std::unique_lock<std::mutex> lock(mu_);
+    queue_.push_back(&item);
+    while (!item.done) {
+      if (writing_ >= writers_) {
+        item.cv.wait(lock);
+        continue;
+      }
+      ++writing_;
+      Batch batch;
+      while (!queue_.empty() && batch.size() < max_batch_) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      if (!queue_.empty() && writing_ < writers_) queue_.front()->cv.notify_one();
+      lock.unlock();
+      try {
+        write(batch);
+      } catch (...) {
+        for (Item* i : batch) {
+          if (!i->result && !i->error) i->error = std::current_exception();
+        }
+      }
+      lock.lock();
+      // Waiters cannot return (and destroy their item) before we unlock.
+      for (Item* i : batch) {
+        i->done = true;
+        i->cv.notify_one();
+      }
+      --writing_;
+      if (!queue_.empty()) queue_.front()->cv.notify_one();  // the next writer
+    }
+    lock.unlock();
+    if (item.error) std::rethrow_exception(item.error);
+    return std::move(*item.result);
+  }
+
+ private:
+  const int writers_;
+  const size_t max_batch_;
+  std::mutex mu_;
+  std::deque<Item*> queue_;
+  int writing_ = 0;
+};
+
 // SQLSTATEs meaning the connection is gone or the server cannot serve now.
 bool pg_connection_lost(const std::string& sqlstate);
 // SQLSTATEs worth retrying the whole transaction for.
@@ -88,11 +169,13 @@ StoreError pg_unavailable(const char* call, const std::string& why);
 // Inside a catch block: rethrows the current exception as a StoreError.
 [[noreturn]] void pg_rethrow_as_store_error(const char* call);
 
-// Runs `fn(txn)` in one transaction on a pooled connection and commits it;
-// returns what `fn` returns. `call` names the store call in errors and logs.
-template <class F>
-auto run_transaction(PgPool& pool, const char* call, F&& fn) {
-  using R = std::invoke_result_t<F&, pqxx::work&>;
+// Runs `fn(txn)` on a pooled connection, with the error policy above, in a
+// transaction of type Txn (pqxx::work, or pqxx::nontransaction for one
+// autocommit statement); commits it and returns what `fn` returns. `call`
+// names the store call in errors and logs.
+template <class Txn, class F>
+auto run_in(PgPool& pool, const char* call, F&& fn) {
+  using R = std::invoke_result_t<F&, Txn&>;
   for (int attempt = 1;; ++attempt) {
     std::optional<PgPool::Handle> handle;
     try {
@@ -102,7 +185,7 @@ auto run_transaction(PgPool& pool, const char* call, F&& fn) {
     }
     bool retry_fresh = handle->reused() && attempt == 1;
     try {
-      pqxx::work txn(handle->conn());
+      Txn txn(handle->conn());
       if constexpr (std::is_void_v<R>) {
         fn(txn);
         txn.commit();
@@ -137,6 +220,22 @@ auto run_transaction(PgPool& pool, const char* call, F&& fn) {
       throw StoreError(std::string(call) + ": " + pg_one_line(e.what()), false);
     }
   }
+}
+
+// `fn(txn)` in one transaction (BEGIN ... COMMIT).
+template <class F>
+auto run_transaction(PgPool& pool, const char* call, F&& fn) {
+  return run_in<pqxx::work>(pool, call, std::forward<F>(fn));
+}
+
+// `fn(txn)` issuing ONE statement in autocommit: one round trip instead of
+// three. A statement is atomic by itself; if the connection breaks while it
+// runs, its outcome is unknown just as for a broken COMMIT (and the call may
+// be retried once on a fresh connection, so only use it where a repeat is
+// harmless: a lease nobody saw expires).
+template <class F>
+auto run_autocommit(PgPool& pool, const char* call, F&& fn) {
+  return run_in<pqxx::nontransaction>(pool, call, std::forward<F>(fn));
 }
 
 }  // namespace leapfrog::coord

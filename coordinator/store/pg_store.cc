@@ -1,16 +1,22 @@
-// PgStore: each Store call is one transaction on a pooled connection
-// (run_transaction in pg_pool.h holds the error policy). Times
-// cross the wire as microseconds since the epoch (lf_ts/lf_us in SQL), proto
-// messages as bytea, and lists as array literals (libpqxx 6 binds no arrays).
+// PgStore: each Store call is one transaction on a pooled connection, or one
+// autocommit statement where a single statement does the whole call (the
+// agent's hot path: lease, touch, renew, release); run_in in pg_pool.h holds
+// the error policy. Concurrent leases and reports are written in groups
+// (PgGroupCommit). Times cross the wire as microseconds since the epoch
+// (lf_ts/lf_us in SQL), proto messages as bytea, and lists as array literals
+// (libpqxx 6 binds no arrays).
 
 #include "coordinator/store/pg_store.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <pqxx/pqxx>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -19,7 +25,27 @@
 
 namespace leapfrog::coord {
 
+// One report_outcome call, queued for group commit.
+struct PgReport {
+  const std::string& agent_id;
+  int64_t job_id;
+  uint32_t attempt;
+  const v1::Outcome& outcome;
+  TimePoint now;
+};
+
+// One lease_job call, queued for a group lease.
+struct PgLease {
+  std::string agent_id;
+  std::string kernel_label;
+  std::string filesystems;  // text[] literal
+  int64_t deadline_us;
+};
+
 namespace {
+
+using ReportBatch = PgGroupCommit<PgReport, ReportResult>::Batch;
+using LeaseBatch = PgGroupCommit<PgLease, std::optional<v1::Job>>::Batch;
 
 constexpr int kDefaultMaxAttempts = 3;
 constexpr uint32_t kDefaultCampaignLimit = 50;
@@ -28,7 +54,11 @@ constexpr int kPassVerdict = v1::VERDICT_PASS;
 constexpr int kInfraVerdict = v1::VERDICT_INFRA_FAILURE;
 static_assert(kInfraVerdict == 4, "expire_leases writes INFRA_FAILURE as 4");
 
-// Every statement, prepared on each pooled connection.
+// Every statement, prepared on each pooled connection. The agents' hot
+// statements spell out lf_ts and lf_us: the schema declares them IMMUTABLE
+// over STABLE operators, which keeps the planner from inlining them, and
+// every execution then runs them as SQL functions, parsing and planning their
+// bodies anew (a quarter of a lease's server time, measured).
 const PgStatement kStatements[] = {
     {"register_agent",
      "INSERT INTO agents (id, name, kernel_label, capabilities, registered_at, last_seen)"
@@ -36,7 +66,9 @@ const PgStatement kStatements[] = {
      " ON CONFLICT (name) DO UPDATE SET kernel_label = EXCLUDED.kernel_label,"
      "  capabilities = EXCLUDED.capabilities, last_seen = EXCLUDED.last_seen"
      " RETURNING id"},
-    {"touch_agent", "UPDATE agents SET last_seen = greatest(last_seen, lf_ts($2)) WHERE id = $1"},
+    {"touch_agent",
+     "UPDATE agents SET last_seen = greatest(last_seen,"
+     "  timestamptz 'epoch' + $2::bigint * interval '1 microsecond') WHERE id = $1"},
     {"list_agents",
      "SELECT a.id, a.name, a.capabilities, lf_us(a.registered_at), lf_us(a.last_seen),"
      "  a.last_seen >= lf_ts($1), coalesce(l.job_id, 0)"
@@ -68,29 +100,65 @@ const PgStatement kStatements[] = {
      "  coalesce(verdict, 0), coalesce(reason, '')"
      " FROM jobs WHERE campaign_id = $1 ORDER BY id"},
     // The oldest matching queued job; SKIP LOCKED lets concurrent leases (from
-    // any replica) pass each other instead of queueing on one row.
+    // any replica) pass each other instead of queueing on one row. Only the
+    // jobs_queued index (kernel_label, id) gives this ORDER BY: written as
+    // `kernel_label = $3 ... ORDER BY id`, the planner may walk the primary key
+    // instead, past every job already leased, whenever the statistics say
+    // most jobs are queued (a first big campaign), and leasing the whole
+    // campaign then costs its length squared.
     {"lease_job",
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
-     "  lease_deadline = lf_ts($2)"
-     " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = $3"
-     "  AND fs = ANY($4::text[]) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-     " RETURNING id, attempt, campaign_id, spec, kernel_label, lf_us(lease_deadline)"},
+     "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
+     " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = ANY(ARRAY[$3])"
+     "  AND fs = ANY($4::text[]) ORDER BY kernel_label, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+     " RETURNING id, attempt, campaign_id, spec, kernel_label,"
+     "  (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
+    // lease_job for several callers with the same capabilities at once (group
+    // lease): the n-th caller gets the n-th oldest matching job.
+    {"lease_jobs",
+     "UPDATE jobs j SET state = 'leased', attempt = j.attempt + 1, agent_id = w.agent_id,"
+     "  lease_deadline = timestamptz 'epoch' + w.deadline * interval '1 microsecond'"
+     " FROM (SELECT id, row_number() OVER (ORDER BY kernel_label, id) AS n FROM"
+     "   (SELECT id, kernel_label FROM jobs WHERE state = 'queued'"
+     "     AND kernel_label = ANY(ARRAY[$3]) AND fs = ANY($4::text[])"
+     "     ORDER BY kernel_label, id LIMIT $5 FOR UPDATE SKIP LOCKED) q) picked"
+     "  JOIN unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS w(agent_id, deadline, n)"
+     "   ON w.n = picked.n"
+     " WHERE j.id = picked.id"
+     " RETURNING j.id, j.attempt, j.campaign_id, j.spec, j.kernel_label,"
+     "  (extract(epoch FROM j.lease_deadline) * 1000000)::bigint, w.n"},
     {"renew_lease",
-     "UPDATE jobs SET lease_deadline = lf_ts($4)"
+     "UPDATE jobs SET lease_deadline = timestamptz 'epoch' + $4::bigint * interval '1 microsecond'"
      " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
-     " RETURNING lf_us(lease_deadline)"},
-    {"lock_job",
-     "SELECT state, attempt, campaign_id, coalesce(verdict, 0) FROM jobs WHERE id = $1"
-     " FOR UPDATE"},
-    {"outcome_exists", "SELECT 1 FROM outcomes WHERE job_id = $1 AND attempt = $2"},
-    {"insert_outcome",
-     "INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops,"
-     "  lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome,"
-     "  reported_at)"
-     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, lf_ts($13))"},
-    {"finish_job",
-     "UPDATE jobs SET state = 'done', verdict = $2, agent_id = $3, lease_deadline = NULL,"
-     "  reason = NULL, finished_at = lf_ts($4) WHERE id = $1"},
+     " RETURNING (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
+    // Reports, a batch at a time (group commit). Rows are locked in id order,
+    // so two batches (of any replica) never deadlock; the row locks order
+    // concurrent reports (and leases) of one job.
+    {"lock_jobs",
+     "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0) FROM jobs"
+     " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"},
+    {"outcomes_exist",
+     "SELECT o.job_id, o.attempt FROM outcomes o"
+     " JOIN unnest($1::bigint[], $2::int[]) AS k(job_id, attempt)"
+     "  ON o.job_id = k.job_id AND o.attempt = k.attempt"},
+    // The accepted reports of a batch: their outcome rows (in report order,
+    // which seq keeps) and their jobs, done.
+    {"store_outcomes",
+     "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[],"
+     "   $5::int[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[],"
+     "   $11::text[], $12::text[], $13::bigint[]) WITH ORDINALITY AS r(job_id, attempt,"
+     "   campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked, violation_count,"
+     "   race_window_hits, error, outcome, at, n)),"
+     " stored AS (INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops,"
+     "   lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome,"
+     "   reported_at)"
+     "  SELECT job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked,"
+     "   offsets_checked, violation_count, race_window_hits, error, decode(outcome, 'hex'),"
+     "   timestamptz 'epoch' + at * interval '1 microsecond' FROM r ORDER BY n)"
+     " UPDATE jobs j SET state = 'done', verdict = r.verdict, agent_id = r.agent_id,"
+     "  lease_deadline = NULL, reason = NULL,"
+     "  finished_at = timestamptz 'epoch' + r.at * interval '1 microsecond'"
+     " FROM r WHERE j.id = r.job_id"},
     {"release_job",
      "UPDATE jobs SET state = 'queued', agent_id = NULL, lease_deadline = NULL,"
      "  released = released + 1"
@@ -175,18 +243,61 @@ pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
   return pqxx::binarystring(m.SerializeAsString());
 }
 
-// bytea in COPY text format (the stream escapes the backslash once more).
-std::string bytea_text(const google::protobuf::MessageLite& m) {
+// Lowercase hex of raw bytes (bytea's hex format, without its leading \x).
+std::string hex(const std::string& raw) {
   static const char* digits = "0123456789abcdef";
-  std::string raw = m.SerializeAsString();
-  std::string out = "\\x";
-  out.reserve(2 + raw.size() * 2);
-  for (unsigned char c : raw) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
+  std::string out;
+  out.resize(raw.size() * 2);
+  for (size_t i = 0; i < raw.size(); ++i) {
+    auto c = static_cast<unsigned char>(raw[i]);
+    out[2 * i] = digits[c >> 4];
+    out[2 * i + 1] = digits[c & 15];
   }
   return out;
 }
+
+// bytea in COPY text format (the stream escapes the backslash once more).
+std::string bytea_text(const google::protobuf::MessageLite& m) {
+  return "\\x" + hex(m.SerializeAsString());
+}
+
+// The outcome serialized without its violations (they are rows of their
+// own), cut from the wire format rather than from a copy of the message.
+std::string without_violations(const v1::Outcome& o) {
+  using google::protobuf::internal::WireFormatLite;
+  const std::string all = o.SerializeAsString();
+  std::string out;
+  out.reserve(all.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(all.data()),
+                                            static_cast<int>(all.size()));
+  for (;;) {
+    int start = in.CurrentPosition();
+    uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    if (!WireFormatLite::SkipField(&in, tag)) {
+      throw StoreError("an outcome does not serialize", false);
+    }
+    if (WireFormatLite::GetTagFieldNumber(tag) != v1::Outcome::kViolationsFieldNumber) {
+      out.append(all, static_cast<size_t>(start),
+                 static_cast<size_t>(in.CurrentPosition() - start));
+    }
+  }
+  return out;
+}
+
+// clean() without a copy when there is nothing to clean (the common case);
+// the result lives until the next call.
+class NulFree {
+ public:
+  const std::string& operator()(const std::string& s) {
+    if (s.find('\0') == std::string::npos) return s;
+    buf_ = clean(s);
+    return buf_;
+  }
+
+ private:
+  std::string buf_;
+};
 
 template <class M>
 M parse(const pqxx::field& f, const char* what) {
@@ -199,7 +310,8 @@ M parse(const pqxx::field& f, const char* what) {
 }
 
 // '{"a","b"}': a text[] literal, each element quoted.
-std::string text_array(const google::protobuf::RepeatedPtrField<std::string>& items) {
+template <class Strings>
+std::string text_array(const Strings& items) {
   std::string out = "{";
   for (const auto& item : items) {
     if (out.size() > 1) out += ',';
@@ -310,6 +422,227 @@ std::vector<v1::Campaign> campaigns_with_counts(pqxx::work& txn, const pqxx::res
   return out;
 }
 
+// A leased job from a lease_job / lease_jobs row.
+v1::Job job_from_row(const pqxx::row& r) {
+  v1::Job job;
+  job.set_job_id(r[0].as<int64_t>());
+  job.set_attempt(r[1].as<uint32_t>());
+  job.set_campaign_id(r[2].as<int64_t>());
+  *job.mutable_spec() = parse<v1::ScenarioSpec>(r[3], "scenario spec");
+  job.set_kernel_label(r[4].as<std::string>());
+  set_timestamp(job.mutable_lease_deadline(), r[5].as<int64_t>());
+  return job;
+}
+
+// Leases a job for each caller of `batch`, one autocommit statement per set
+// of capabilities; callers left without a job get nullopt.
+void write_leases(PgPool& pool, LeaseBatch& batch) {
+  std::map<std::pair<std::string, std::string>, std::vector<LeaseBatch::value_type>> groups;
+  for (auto* item : batch) {
+    groups[{item->request.kernel_label, item->request.filesystems}].push_back(item);
+  }
+  for (auto& [caps, items] : groups) {
+    try {
+      std::vector<std::optional<v1::Job>> jobs =
+          run_autocommit(pool, "lease_job", [&](pqxx::nontransaction& txn) {
+            std::vector<std::optional<v1::Job>> out(items.size());
+            if (items.size() == 1) {
+              const PgLease& l = items[0]->request;
+              auto r = txn.exec_prepared("lease_job", l.agent_id, l.deadline_us, l.kernel_label,
+                                         l.filesystems);
+              if (!r.empty()) out[0] = job_from_row(r[0]);
+              return out;
+            }
+            std::vector<std::string> agents;
+            std::vector<int64_t> deadlines;
+            for (const auto* item : items) {
+              agents.push_back(item->request.agent_id);
+              deadlines.push_back(item->request.deadline_us);
+            }
+            for (const auto& r :
+                 txn.exec_prepared("lease_jobs", text_array(agents), number_array(deadlines),
+                                   caps.first, caps.second, static_cast<int64_t>(items.size()))) {
+              out.at(r[6].as<size_t>() - 1) = job_from_row(r);
+            }
+            return out;
+          });
+      for (size_t i = 0; i < items.size(); ++i) items[i]->result = std::move(jobs[i]);
+    } catch (const StoreError& e) {
+      for (auto* item : items) item->error = std::make_exception_ptr(e);
+    } catch (...) {
+      for (auto* item : items) item->error = std::current_exception();
+    }
+  }
+}
+
+// What became of one report in a batch: a result, or the caller's error.
+struct ReportDecision {
+  std::optional<ReportResult> result;
+  std::string error;
+};
+
+// The job row a report is judged against, as locked (and as the batch's
+// earlier reports left it).
+struct LockedJob {
+  std::string state;
+  uint32_t attempt;
+  int64_t campaign_id;
+  int verdict;
+};
+
+// Judges the batch's reports in arrival order, as if each ran alone; stores
+// the accepted ones and finishes their jobs (one statement), then their
+// violations (one COPY).
+std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& batch) {
+  std::vector<int64_t> ids;
+  for (const auto* item : batch) ids.push_back(item->request.job_id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::map<int64_t, LockedJob> jobs;
+  for (const auto& r : txn.exec_prepared("lock_jobs", number_array(ids))) {
+    jobs[r[0].as<int64_t>()] = {r[1].as<std::string>(), r[2].as<uint32_t>(), r[3].as<int64_t>(),
+                                r[4].as<int>()};
+  }
+  // Outcomes stored before, by any caller. An attempt past the current one
+  // was never handed out, so it has none.
+  std::vector<int64_t> ask_ids;
+  std::vector<uint32_t> ask_attempts;
+  for (const auto* item : batch) {
+    auto job = jobs.find(item->request.job_id);
+    if (job != jobs.end() && item->request.attempt <= job->second.attempt) {
+      ask_ids.push_back(item->request.job_id);
+      ask_attempts.push_back(item->request.attempt);
+    }
+  }
+  std::set<std::pair<int64_t, uint32_t>> stored;
+  if (!ask_ids.empty()) {
+    for (const auto& r :
+         txn.exec_prepared("outcomes_exist", number_array(ask_ids), number_array(ask_attempts))) {
+      stored.emplace(r[0].as<int64_t>(), r[1].as<uint32_t>());
+    }
+  }
+
+  std::vector<ReportDecision> decisions(batch.size());
+  std::vector<size_t> accepted;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const PgReport& report = batch[i]->request;
+    auto job = jobs.find(report.job_id);
+    if (job == jobs.end()) {
+      decisions[i].error = "report outcome: unknown job " + std::to_string(report.job_id);
+      continue;
+    }
+    LockedJob& j = job->second;
+    if (stored.count({report.job_id, report.attempt})) {
+      decisions[i].result = ReportResult::Duplicate;
+      continue;
+    }
+    if (report.attempt > j.attempt) {
+      decisions[i].error = "report outcome: job " + std::to_string(report.job_id) +
+                           " has no attempt " + std::to_string(report.attempt) + " (latest " +
+                           std::to_string(j.attempt) + ")";
+      continue;
+    }
+    // The current attempt's report is taken while the job waits for its next
+    // lease, and also after the lease expired for the last time: a real
+    // outcome then replaces INFRA_FAILURE (nothing the agent measured is lost).
+    bool accept = report.attempt == j.attempt && (j.state != "done" || j.verdict == kInfraVerdict);
+    if (!accept) {
+      spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}",
+                   report.job_id, report.attempt, j.attempt, j.state, report.agent_id);
+      decisions[i].result = ReportResult::Superseded;
+      continue;
+    }
+    decisions[i].result = ReportResult::Stored;
+    accepted.push_back(i);
+    stored.emplace(report.job_id, report.attempt);
+    j.state = "done";
+    j.verdict = static_cast<int>(report.outcome.verdict());
+  }
+  if (accepted.empty()) return decisions;
+  // Columns of store_outcomes, one array each.
+  std::vector<int64_t> job_ids, campaign_ids, ops, lookups, offsets, counts, hits, times;
+  std::vector<uint32_t> attempts;
+  std::vector<int> verdicts;
+  std::vector<std::string> agents, errors, outcomes;
+  for (size_t i : accepted) {
+    const PgReport& r = batch[i]->request;
+    const v1::Outcome& o = r.outcome;
+    job_ids.push_back(r.job_id);
+    attempts.push_back(r.attempt);
+    campaign_ids.push_back(jobs.at(r.job_id).campaign_id);
+    agents.push_back(r.agent_id);
+    verdicts.push_back(static_cast<int>(o.verdict()));
+    ops.push_back(static_cast<int64_t>(o.ops()));
+    lookups.push_back(static_cast<int64_t>(o.lookups_checked()));
+    offsets.push_back(static_cast<int64_t>(o.offsets_checked()));
+    counts.push_back(static_cast<int64_t>(o.violation_count()));
+    hits.push_back(static_cast<int64_t>(o.race_window_hits()));
+    errors.push_back(o.error());
+    outcomes.push_back(hex(without_violations(o)));
+    times.push_back(us(r.now));
+    spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", r.job_id,
+                  r.attempt, r.agent_id, verdict_key(o.verdict()), o.violations_size());
+  }
+  txn.exec_prepared("store_outcomes", number_array(job_ids), number_array(attempts),
+                    number_array(campaign_ids), text_array(agents), number_array(verdicts),
+                    number_array(ops), number_array(lookups), number_array(offsets),
+                    number_array(counts), number_array(hits), text_array(errors),
+                    text_array(outcomes), number_array(times));
+  bool any_violations = std::any_of(accepted.begin(), accepted.end(), [&](size_t i) {
+    return !batch[i]->request.outcome.violations().empty();
+  });
+  if (any_violations) {
+    pqxx::stream_to copy(
+        txn, "violations",
+        std::vector<std::string>{"job_id", "attempt", "idx", "kind", "actor", "op", "path", "step",
+                                 "component", "object", "observed", "expected", "invoke_ns",
+                                 "complete_ns", "detail"});
+    NulFree f[8];
+    for (size_t i : accepted) {
+      const PgReport& r = batch[i]->request;
+      int idx = 0;
+      for (const auto& v : r.outcome.violations()) {
+        copy << std::forward_as_tuple(
+            r.job_id, r.attempt, idx, f[0](v.kind()), static_cast<int64_t>(v.actor()), f[1](v.op()),
+            f[2](v.path()), v.step(), f[3](v.component()), f[4](v.object()), f[5](v.observed()),
+            f[6](v.expected()), v.invoke_ns(), v.complete_ns(), f[7](v.detail_json()));
+        ++idx;
+      }
+    }
+    copy.complete();
+  }
+  return decisions;
+}
+
+// Writes `batch` in one transaction and hands each caller its result. A batch
+// failing for a reason other than the database being unavailable is written
+// again one report at a time, so that only the report at fault fails.
+void write_reports(PgPool& pool, ReportBatch& batch) {
+  try {
+    auto decisions = run_transaction(pool, "report_outcome",
+                                     [&](pqxx::work& txn) { return store_reports(txn, batch); });
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (decisions[i].result) {
+        batch[i]->result = decisions[i].result;
+      } else {
+        batch[i]->error = std::make_exception_ptr(StoreError(decisions[i].error, false));
+      }
+    }
+    if (batch.size() > 1) spdlog::debug("outcomes_batch reports={}", batch.size());
+  } catch (const StoreError& e) {
+    if (!e.unavailable() && batch.size() > 1) {
+      for (auto* item : batch) {
+        ReportBatch one{item};
+        write_reports(pool, one);
+      }
+      return;
+    }
+    for (auto* item : batch) item->error = std::make_exception_ptr(e);
+  } catch (...) {
+    for (auto* item : batch) item->error = std::current_exception();
+  }
+}
+
 std::vector<PgStatement> all_statements() {
   std::vector<PgStatement> out(std::begin(kStatements), std::end(kStatements));
   for (bool by_campaign : {false, true}) {
@@ -323,7 +656,11 @@ std::vector<PgStatement> all_statements() {
 }  // namespace
 
 PgStore::PgStore(const std::string& url, PgStoreOptions options)
-    : pool_(std::make_unique<PgPool>(url, options.pool_size, all_statements())) {
+    : pool_(std::make_unique<PgPool>(url, options.pool_size, all_statements())),
+      leases_(std::make_unique<PgGroupCommit<PgLease, std::optional<v1::Job>>>(
+          options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)))),
+      reports_(std::make_unique<PgGroupCommit<PgReport, ReportResult>>(
+          options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)))) {
   if (!options.migrate) return;
   std::optional<PgPool::Handle> handle;
   try {
@@ -344,6 +681,13 @@ PgStore::PgStore(const std::string& url, PgStoreOptions options)
 
 PgStore::~PgStore() = default;
 
+std::string PgStore::statement_sql(const std::string& name) {
+  for (const auto& s : all_statements()) {
+    if (s.name == name) return s.sql;
+  }
+  throw std::out_of_range("no store statement \"" + name + "\"");
+}
+
 // ---- agents ----
 
 std::string PgStore::register_agent(const std::string& name, const v1::Capabilities& caps,
@@ -357,7 +701,7 @@ std::string PgStore::register_agent(const std::string& name, const v1::Capabilit
 }
 
 bool PgStore::touch_agent(const std::string& agent_id, TimePoint now) {
-  return run_transaction(*pool_, "touch_agent", [&](pqxx::work& txn) {
+  return run_autocommit(*pool_, "touch_agent", [&](pqxx::nontransaction& txn) {
     return txn.exec_prepared("touch_agent", clean(agent_id), us(now)).affected_rows() > 0;
   });
 }
@@ -459,93 +803,30 @@ std::vector<v1::JobInfo> PgStore::list_jobs(int64_t campaign_id) {
 std::optional<v1::Job> PgStore::lease_job(const std::string& agent_id, const v1::Capabilities& caps,
                                           TimePoint now, Duration lease) {
   if (caps.filesystems().empty()) return std::nullopt;
-  std::string fs = text_array(caps.filesystems());
-  return run_transaction(*pool_, "lease_job", [&](pqxx::work& txn) -> std::optional<v1::Job> {
-    auto r = txn.exec_prepared("lease_job", clean(agent_id), us(now + lease),
-                               clean(caps.kernel_label()), fs);
-    if (r.empty()) return std::nullopt;
-    v1::Job job;
-    job.set_job_id(r[0][0].as<int64_t>());
-    job.set_attempt(r[0][1].as<uint32_t>());
-    job.set_campaign_id(r[0][2].as<int64_t>());
-    *job.mutable_spec() = parse<v1::ScenarioSpec>(r[0][3], "scenario spec");
-    job.set_kernel_label(r[0][4].as<std::string>());
-    set_timestamp(job.mutable_lease_deadline(), r[0][5].as<int64_t>());
-    return job;
-  });
+  PgLease request{clean(agent_id), clean(caps.kernel_label()), text_array(caps.filesystems()),
+                  us(now + lease)};
+  return leases_->submit(request, [this](LeaseBatch& batch) { write_leases(*pool_, batch); });
 }
 
 std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64_t job_id,
                                               uint32_t attempt, TimePoint now, Duration lease) {
-  return run_transaction(*pool_, "renew_lease", [&](pqxx::work& txn) -> std::optional<TimePoint> {
-    auto r = txn.exec_prepared("renew_lease", job_id, attempt, clean(agent_id), us(now + lease));
-    if (r.empty()) return std::nullopt;
-    return TimePoint(Duration(r[0][0].as<int64_t>()));
-  });
+  return run_autocommit(
+      *pool_, "renew_lease", [&](pqxx::nontransaction& txn) -> std::optional<TimePoint> {
+        auto r =
+            txn.exec_prepared("renew_lease", job_id, attempt, clean(agent_id), us(now + lease));
+        if (r.empty()) return std::nullopt;
+        return TimePoint(Duration(r[0][0].as<int64_t>()));
+      });
 }
 
 ReportResult PgStore::report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                                      const v1::Outcome& outcome, TimePoint now) {
-  return run_transaction(*pool_, "report_outcome", [&](pqxx::work& txn) {
-    // The row lock orders concurrent reports (and leases) of this job.
-    auto job = txn.exec_prepared("lock_job", job_id);
-    if (job.empty())
-      throw StoreError("report outcome: unknown job " + std::to_string(job_id), false);
-    std::string state = job[0][0].as<std::string>();
-    auto current = job[0][1].as<uint32_t>();
-    auto campaign_id = job[0][2].as<int64_t>();
-    int verdict = job[0][3].as<int>();
-    if (!txn.exec_prepared("outcome_exists", job_id, attempt).empty()) {
-      return ReportResult::Duplicate;
-    }
-    if (attempt > current) {
-      throw StoreError("report outcome: job " + std::to_string(job_id) + " has no attempt " +
-                           std::to_string(attempt) + " (latest " + std::to_string(current) + ")",
-                       false);
-    }
-    // The current attempt's report is taken while the job waits for its next
-    // lease, and also after the lease expired for the last time: a real
-    // outcome then replaces INFRA_FAILURE (nothing the agent measured is lost).
-    bool accept = attempt == current && (state != "done" || (verdict == kInfraVerdict));
-    if (!accept) {
-      spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", job_id,
-                   attempt, current, state, agent_id);
-      return ReportResult::Superseded;
-    }
-    v1::Outcome stored = outcome;
-    stored.clear_violations();
-    txn.exec_prepared("insert_outcome", job_id, attempt, campaign_id, clean(agent_id),
-                      static_cast<int>(outcome.verdict()), static_cast<int64_t>(outcome.ops()),
-                      static_cast<int64_t>(outcome.lookups_checked()),
-                      static_cast<int64_t>(outcome.offsets_checked()),
-                      static_cast<int64_t>(outcome.violation_count()),
-                      static_cast<int64_t>(outcome.race_window_hits()), clean(outcome.error()),
-                      bytes(stored), us(now));
-    if (!outcome.violations().empty()) {
-      pqxx::stream_to copy(
-          txn, "violations",
-          std::vector<std::string>{"job_id", "attempt", "idx", "kind", "actor", "op", "path",
-                                   "step", "component", "object", "observed", "expected",
-                                   "invoke_ns", "complete_ns", "detail"});
-      int idx = 0;
-      for (const auto& v : outcome.violations()) {
-        copy << std::make_tuple(
-            job_id, attempt, idx++, clean(v.kind()), static_cast<int64_t>(v.actor()), clean(v.op()),
-            clean(v.path()), v.step(), clean(v.component()), clean(v.object()), clean(v.observed()),
-            clean(v.expected()), v.invoke_ns(), v.complete_ns(), clean(v.detail_json()));
-      }
-      copy.complete();
-    }
-    txn.exec_prepared("finish_job", job_id, static_cast<int>(outcome.verdict()), clean(agent_id),
-                      us(now));
-    spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", job_id,
-                  attempt, agent_id, verdict_key(outcome.verdict()), outcome.violations_size());
-    return ReportResult::Stored;
-  });
+  PgReport report{agent_id, job_id, attempt, outcome, now};
+  return reports_->submit(report, [this](ReportBatch& batch) { write_reports(*pool_, batch); });
 }
 
 void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) {
-  run_transaction(*pool_, "release_job", [&](pqxx::work& txn) {
+  run_autocommit(*pool_, "release_job", [&](pqxx::nontransaction& txn) {
     auto r = txn.exec_prepared("release_job", job_id, attempt, clean(agent_id));
     spdlog::info("job_released job={} attempt={} agent={} requeued={}", job_id, attempt, agent_id,
                  r.affected_rows() > 0);

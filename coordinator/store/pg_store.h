@@ -1,7 +1,11 @@
 #pragma once
 // Store over PostgreSQL (libpqxx 6.4). Thread-safe: calls share a small pool
 // of connections, each with the store's prepared statements. Every call is one
-// transaction.
+// transaction; the single-statement ones (lease, touch, renew, release) are
+// one autocommit statement, a single round trip. Concurrent lease_job calls
+// share one statement (group lease), and concurrent report_outcome calls one
+// transaction (group commit): each caller still gets its own result, and one
+// caller's unknown job or bad data fails only that caller.
 //
 // Errors: a lost or refused connection (server down, restarting, shutting
 // down, out of connections) throws StoreError with unavailable() true; the
@@ -26,9 +30,25 @@ struct PgStoreOptions {
   int pool_size = 8;
   // Apply pending schema migrations in the constructor.
   bool migrate = true;
+  // Group lease: lease_job calls that arrive while a lease statement runs
+  // are served together by one statement, by at most this many writers at
+  // once (each holds a pooled connection).
+  int lease_writers = 2;
+  // Most callers served by one statement.
+  int max_lease_batch = 64;
+  // Group commit of report_outcome: the reports that arrive while a batch is
+  // being written are written together, in one transaction, by at most this
+  // many writers at once (each batch holds a pooled connection).
+  int report_writers = 2;
+  // Most reports in one batch.
+  int max_report_batch = 256;
 };
 
 class PgPool;
+template <class Request, class Result>
+class PgGroupCommit;
+struct PgLease;   // one lease_job call (pg_store.cc)
+struct PgReport;  // one report_outcome call (pg_store.cc)
 
 class PgStore : public Store {
  public:
@@ -71,8 +91,16 @@ class PgStore : public Store {
   std::optional<int64_t> fire_schedule(int64_t id, TimePoint due, TimePoint next,
                                        const std::vector<NewJob>& jobs, TimePoint now) override;
 
+  // The SQL of one of the store's prepared statements ("lease_job"), for
+  // benchmarks that run it directly. Throws std::out_of_range for other names.
+  static std::string statement_sql(const std::string& name);
+
  private:
   std::unique_ptr<PgPool> pool_;
+  // lease_job calls waiting to be served together.
+  std::unique_ptr<PgGroupCommit<PgLease, std::optional<v1::Job>>> leases_;
+  // report_outcome calls waiting to be written together.
+  std::unique_ptr<PgGroupCommit<PgReport, ReportResult>> reports_;
 };
 
 }  // namespace leapfrog::coord

@@ -1,0 +1,848 @@
+// Coordinator throughput against the database underneath it, measured side by
+// side in one run on one embedded PostgreSQL, first with durable commits (as
+// `leapfrog up` runs it), then with fsync off (CPU and round trips only):
+//
+//  - lease: jobs leased per second through AgentService.Lease (a real
+//    CoordinatorServer over a real PgStore, 200 agents driven by async calls,
+//    each leasing in a loop) divided by the store's own "lease_job" statement
+//    run directly through libpqxx on one autocommit connection until the
+//    queue is empty; plus lease latency (p50/p99) with 200 agents, saturated
+//    and paced.
+//  - ingest: outcome + violation rows stored per second end to end
+//    (ReportOutcome RPCs, 8 and 32 calls in flight: the store's group commit
+//    batches what arrives together) divided by a raw COPY (pqxx::stream_to)
+//    of the same rows into the same tables.
+//  - touch_agent: the agent service touches an agent at most once per
+//    heartbeat interval; a store in front of the PgStore
+//    (touch_every_lease_store.h) also measures a touch on every lease, as
+//    the service did before.
+//
+// Every run uses a fresh campaign of the same size for each side. Rounds
+// alternate which side runs first; the table shows the medians of the
+// throughputs and of the rounds' ratios. Runs as root (PostgreSQL then runs
+// as `postgres`); the cluster lives in a folder under /var/tmp that is
+// removed at the end.
+
+#include <grpcpp/alarm.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "bench/touch_every_lease_store.h"
+#include "coordinator/pg/embedded_postgres.h"
+#include "coordinator/server.h"
+#include "coordinator/store/pg_store.h"
+#include "leapfrog/v1/agent.grpc.pb.h"
+
+namespace leapfrog::coord {
+namespace {
+
+using namespace std::chrono_literals;
+using Steady = std::chrono::steady_clock;
+
+constexpr const char* kToken = "bench-token";
+constexpr const char* kKernel = "host";
+constexpr const char* kFs = "tmpfs";
+
+struct Options {
+  int rounds = 3;
+  int agents = 200;
+  int lease_jobs = 10000;         // per run, fsync off
+  int durable_lease_jobs = 2000;  // per run, durable (each raw lease waits for its fsync)
+  int paced_think_ms = 100;       // think time between an agent's leases, paced run
+  int paced_leases = 10;          // leases per agent, paced run
+  int ingest_outcomes = 2000;
+  std::vector<int> ingest_clients = {8, 32};  // calls in flight, one gRPC run each
+  int channels = 8;                           // client connections the agents share
+  bool no_sync_only = false;                  // skip the durable runs
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--rounds=N] [--agents=N] [--lease-jobs=N] [--durable-lease-jobs=N]"
+               " [--paced-think-ms=N] [--paced-leases=N] [--ingest-outcomes=N]"
+               " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only]\n",
+               argv0);
+  std::exit(2);
+}
+
+// --name=value flags; unknown ones are an error.
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::map<std::string, int*> ints = {
+      {"rounds", &o.rounds},
+      {"agents", &o.agents},
+      {"lease-jobs", &o.lease_jobs},
+      {"durable-lease-jobs", &o.durable_lease_jobs},
+      {"paced-think-ms", &o.paced_think_ms},
+      {"paced-leases", &o.paced_leases},
+      {"ingest-outcomes", &o.ingest_outcomes},
+      {"channels", &o.channels},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--no-sync-only") {
+      o.no_sync_only = true;
+      continue;
+    }
+    auto eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) usage(argv[0]);
+    std::string name = arg.substr(2, eq - 2);
+    std::string value = arg.substr(eq + 1);
+    if (name == "ingest-clients") {
+      o.ingest_clients.clear();
+      for (size_t at = 0; at <= value.size();) {
+        size_t comma = std::min(value.find(',', at), value.size());
+        o.ingest_clients.push_back(std::max(1, std::atoi(value.substr(at, comma - at).c_str())));
+        at = comma + 1;
+      }
+      continue;
+    }
+    auto it = ints.find(name);
+    if (it == ints.end()) usage(argv[0]);
+    *it->second = std::max(1, std::atoi(value.c_str()));
+  }
+  return o;
+}
+
+// ---- small helpers ----
+
+double seconds_between(Steady::time_point a, Steady::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double micros_between(Steady::time_point a, Steady::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// p in [0, 100]; nearest rank.
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+// A folder under /var/tmp every user can enter (PostgreSQL runs as
+// `postgres` when we are root); removed with everything in it.
+class BenchDir {
+ public:
+  BenchDir() {
+    char path[] = "/var/tmp/leapfrog-bench-XXXXXX";
+    if (mkdtemp(path) == nullptr) throw std::runtime_error("mkdtemp under /var/tmp failed");
+    chmod(path, 0755);
+    path_ = path;
+  }
+  ~BenchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  BenchDir(const BenchDir&) = delete;
+  BenchDir& operator=(const BenchDir&) = delete;
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// ---- the fixture: database, store, server, client channels ----
+
+struct LeaseRun {
+  double jobs_per_sec = 0;
+  std::vector<double> latency_us;  // per leased job
+};
+
+struct IngestRun {
+  double rows_per_sec = 0;
+  int64_t rows = 0;
+};
+
+class Bench {
+ public:
+  explicit Bench(const Options& o) : opts_(o) {
+    pg_ = std::make_unique<EmbeddedPostgres>();
+    pg_->start(dir_ / "pg");
+    url_ = pg_->url();
+    store_ = std::make_unique<PgStore>(url_);
+    ServerOptions so;
+    so.token = kToken;
+    // Long enough that no lease expires while the bench holds it.
+    so.service.lease_duration = std::chrono::hours(1);
+    store_view_ = std::make_unique<TouchEveryLeaseStore>(*store_);
+    server_ = std::make_unique<CoordinatorServer>(*store_view_, clock_, so);
+    for (int i = 0; i < o.channels; ++i) {
+      grpc::ChannelArguments args;
+      // One connection per channel, as separate agents would have.
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      args.SetInt("leapfrog.bench.channel", i);
+      auto channel =
+          grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args);
+      stubs_.push_back(v1::AgentService::NewStub(channel));
+      channels_.push_back(channel);
+    }
+    register_agents();
+  }
+  ~Bench() {
+    stubs_.clear();
+    channels_.clear();
+    if (server_) server_->shutdown();
+    server_.reset();
+    store_view_.reset();
+    store_.reset();
+    pg_->stop();
+  }
+
+  TouchEveryLeaseStore& store_view() { return *store_view_; }
+
+  // A campaign of `n` queued jobs, and a freshly vacuumed jobs table so that
+  // no side pays for the dead index entries of the previous run.
+  int64_t fresh_campaign(const std::string& name, int n) {
+    v1::CampaignSpec spec;
+    spec.set_name(name);
+    spec.add_scenarios("setattr-lookup");
+    spec.add_filesystems(kFs);
+    std::vector<NewJob> jobs(static_cast<size_t>(n));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i].spec.set_scenario("setattr-lookup");
+      jobs[i].spec.set_fs(kFs);
+      jobs[i].spec.set_seed(i);
+      jobs[i].spec.set_iterations(100000);
+      (*jobs[i].spec.mutable_params())["depth"] = 3;
+      jobs[i].kernel_label = kKernel;
+    }
+    int64_t id = store_->create_campaign(spec, jobs, 0, clock_.now());
+    settle();
+    return id;
+  }
+
+  // VACUUM and CHECKPOINT: each measured run starts from the same state.
+  void settle() {
+    pqxx::connection conn(url_);
+    pqxx::nontransaction txn(conn);
+    txn.exec("VACUUM ANALYZE jobs");
+    txn.exec("VACUUM ANALYZE agents");
+    txn.exec("CHECKPOINT");
+  }
+
+  // Durable: fsync and synchronous_commit on (the defaults). Otherwise both
+  // off, which leaves only CPU and round trips to compare. Pooled connections
+  // pick the change up before their next statement.
+  void set_durable(bool durable) {
+    pqxx::connection conn(url_);
+    pqxx::nontransaction txn(conn);
+    const std::string value = durable ? "on" : "off";
+    for (const char* setting : {"fsync", "synchronous_commit", "full_page_writes"}) {
+      txn.exec(std::string("ALTER SYSTEM SET ") + setting + " = " + value);
+    }
+    txn.exec("SELECT pg_reload_conf()");
+    // The reload is asynchronous: wait until a new session sees it.
+    for (int i = 0; i < 200; ++i) {
+      pqxx::connection probe(url_);
+      if (pqxx::nontransaction(probe).exec("SHOW fsync")[0][0].as<std::string>() == value) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    throw std::runtime_error("PostgreSQL did not take fsync = " + value);
+  }
+
+  // The store's lease statement, on one autocommit connection, until the
+  // queue is empty.
+  LeaseRun raw_lease(int n) {
+    fresh_campaign("raw-lease", n);
+    pqxx::connection conn(url_);
+    conn.prepare("lease_job", PgStore::statement_sql("lease_job"));
+    const std::string fs = std::string("{\"") + kFs + "\"}";
+    const int64_t deadline = (clock_.now() + std::chrono::hours(1)).time_since_epoch().count();
+    LeaseRun run;
+    run.latency_us.reserve(static_cast<size_t>(n));
+    int leased = 0;
+    auto start = Steady::now();
+    auto last = start;
+    for (;;) {
+      auto t0 = Steady::now();
+      pqxx::nontransaction txn(conn);
+      auto r = txn.exec_prepared("lease_job", "raw-agent", deadline, kKernel, fs);
+      if (r.empty()) break;
+      last = Steady::now();
+      run.latency_us.push_back(micros_between(t0, last));
+      ++leased;
+    }
+    if (leased != n) throw std::runtime_error("raw lease: leased " + std::to_string(leased));
+    run.jobs_per_sec = leased / seconds_between(start, last);
+    return run;
+  }
+
+  // Every agent leases in a loop (waiting `think` between leases) until the
+  // queue is empty; calls run async on one client thread.
+  LeaseRun grpc_lease(int n, std::chrono::milliseconds think) {
+    fresh_campaign("grpc-lease", n);
+    struct Agent;
+    struct Tag {
+      Agent* agent;
+      bool alarm;
+    };
+    struct Agent {
+      v1::AgentService::Stub* stub = nullptr;
+      v1::LeaseRequest req;
+      std::unique_ptr<grpc::ClientContext> ctx;
+      v1::LeaseResponse resp;
+      grpc::Status status;
+      std::unique_ptr<grpc::ClientAsyncResponseReader<v1::LeaseResponse>> rpc;
+      grpc::Alarm alarm;
+      Steady::time_point sent;
+      Tag call_tag{this, false};
+      Tag alarm_tag{this, true};
+    };
+    grpc::CompletionQueue cq;
+    std::vector<std::unique_ptr<Agent>> agents;
+    for (size_t i = 0; i < agent_ids_.size(); ++i) {
+      auto a = std::make_unique<Agent>();
+      a->stub = stubs_[i % stubs_.size()].get();
+      a->req.set_agent_id(agent_ids_[i]);
+      a->req.mutable_wait()->set_seconds(0);
+      agents.push_back(std::move(a));
+    }
+    auto send = [&](Agent& a) {
+      a.ctx = std::make_unique<grpc::ClientContext>();
+      a.ctx->AddMetadata("authorization", std::string("Bearer ") + kToken);
+      a.resp.Clear();
+      a.sent = Steady::now();
+      a.rpc = a.stub->PrepareAsyncLease(a.ctx.get(), a.req, &cq);
+      a.rpc->StartCall();
+      a.rpc->Finish(&a.resp, &a.status, &a.call_tag);
+    };
+    LeaseRun run;
+    run.latency_us.reserve(static_cast<size_t>(n));
+    std::mt19937_64 rng(42);
+    std::uniform_real_distribution<double> jitter(0.5, 1.5);
+    std::uniform_real_distribution<double> spread(0.0, 1.0);
+    int leased = 0;
+    std::string error;  // the first failed call; the rest drain first
+    size_t active = agents.size();
+    auto start = Steady::now();
+    auto last = start;
+    for (auto& a : agents) {
+      if (think.count() == 0) {
+        send(*a);
+        continue;
+      }
+      // Paced agents start spread over one think time, not all at once.
+      auto wait = std::chrono::duration_cast<Steady::duration>(think * spread(rng));
+      a->alarm.Set(&cq, std::chrono::system_clock::now() + wait, &a->alarm_tag);
+    }
+    while (active > 0) {
+      void* raw_tag = nullptr;
+      bool ok = false;
+      if (!cq.Next(&raw_tag, &ok)) break;
+      auto* tag = static_cast<Tag*>(raw_tag);
+      Agent& a = *tag->agent;
+      if (tag->alarm) {
+        send(a);
+        continue;
+      }
+      if (!a.status.ok()) {
+        if (error.empty()) error = "Lease: " + a.status.error_message();
+        --active;
+        continue;
+      }
+      if (!a.resp.has_job()) {
+        --active;  // the queue is empty for this agent
+        continue;
+      }
+      last = Steady::now();
+      run.latency_us.push_back(micros_between(a.sent, last));
+      ++leased;
+      if (think.count() > 0) {
+        auto wait = std::chrono::duration_cast<Steady::duration>(think * jitter(rng));
+        a.alarm.Set(&cq, std::chrono::system_clock::now() + wait, &a.alarm_tag);
+      } else {
+        send(a);
+      }
+    }
+    cq.Shutdown();
+    void* ignored_tag;
+    bool ignored_ok;
+    while (cq.Next(&ignored_tag, &ignored_ok)) {
+    }
+    if (!error.empty()) throw std::runtime_error(error);
+    if (leased != n) throw std::runtime_error("gRPC lease: leased " + std::to_string(leased));
+    run.jobs_per_sec = leased / seconds_between(start, last);
+    return run;
+  }
+
+  // ---- ingest ----
+
+  // `n` outcomes, each with 20-50 violations (the same for both sides).
+  static std::vector<v1::Outcome> make_outcomes(int n) {
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<int> count(20, 50);
+    std::vector<v1::Outcome> out(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      auto& o = out[static_cast<size_t>(i)];
+      o.set_verdict(v1::VERDICT_VIOLATION);
+      o.set_ops(200000 + static_cast<uint64_t>(i));
+      o.set_lookups_checked(150000);
+      o.set_offsets_checked(1000);
+      o.set_race_window_hits(4000);
+      o.set_clock_source("tsc");
+      o.set_epsilon_ns(200);
+      o.set_ops_per_sec(50000.5);
+      o.mutable_elapsed()->set_seconds(5);
+      o.set_outcome_json(
+          "{\"verdict\":\"violation\",\"ops\":200000,\"scenario\":\"setattr-lookup\"}");
+      int v_count = count(rng);
+      o.set_violation_count(static_cast<uint64_t>(v_count));
+      (*o.mutable_violations_by_kind())["stale-grant"] = static_cast<uint64_t>(v_count);
+      for (int k = 0; k < v_count; ++k) {
+        auto* v = o.add_violations();
+        v->set_kind(k % 3 ? "stale-grant" : "stale-entry");
+        v->set_actor(static_cast<uint32_t>(k % 5));
+        v->set_op(k % 2 ? "openat" : "stat");
+        v->set_path("d0/d1/d2/file-" + std::to_string(k));
+        v->set_invoke_ns(1'000'000'000'000LL + k * 1000);
+        v->set_complete_ns(1'000'000'000'000LL + k * 1000 + 700);
+        v->set_step(k % 4);
+        v->set_component("d1");
+        v->set_object("dir:/d0/d1");
+        v->set_observed("granted");
+        v->set_expected("EACCES");
+        v->set_detail_json(
+            "{\"versions\":[{\"mode\":\"0700\",\"t0\":1000000000100,\"t1\":1000000000400},"
+            "{\"mode\":\"0755\",\"t0\":1000000000400}],\"walk\":[\"d0\",\"d1\",\"d2\"],\"k\":" +
+            std::to_string(k) + "}");
+      }
+    }
+    return out;
+  }
+
+  static int64_t rows_of(const std::vector<v1::Outcome>& outcomes) {
+    int64_t rows = 0;
+    for (const auto& o : outcomes) rows += 1 + o.violations_size();
+    return rows;
+  }
+
+  // A fresh campaign with every job leased once (attempt 1); its job ids.
+  std::vector<int64_t> leased_campaign(const std::string& name, int n) {
+    fresh_campaign(name, n);
+    pqxx::connection conn(url_);
+    conn.prepare("lease_job", PgStore::statement_sql("lease_job"));
+    const int64_t deadline = (clock_.now() + std::chrono::hours(1)).time_since_epoch().count();
+    std::vector<int64_t> ids;
+    pqxx::work txn(conn);
+    for (int i = 0; i < n; ++i) {
+      auto r = txn.exec_prepared("lease_job", "ingest-agent", deadline, kKernel,
+                                 std::string("{\"") + kFs + "\"}");
+      if (r.empty()) throw std::runtime_error("ingest: campaign ran out of jobs");
+      ids.push_back(r[0][0].as<int64_t>());
+    }
+    txn.commit();
+    settle();
+    return ids;
+  }
+
+  // COPY of the outcome and violation rows of `outcomes`, in one transaction.
+  IngestRun raw_ingest(const std::vector<v1::Outcome>& outcomes) {
+    auto ids = leased_campaign("raw-ingest", static_cast<int>(outcomes.size()));
+    int64_t campaign = campaign_of(ids.front());
+    pqxx::connection conn(url_);
+    auto start = Steady::now();
+    pqxx::work txn(conn);
+    const std::string reported_at = timestamp_text(clock_.now());
+    {
+      pqxx::stream_to copy(
+          txn, "outcomes",
+          std::vector<std::string>{"job_id", "attempt", "campaign_id", "agent_id", "verdict", "ops",
+                                   "lookups_checked", "offsets_checked", "violation_count",
+                                   "race_window_hits", "error", "outcome", "reported_at"});
+      for (size_t i = 0; i < outcomes.size(); ++i) {
+        const auto& o = outcomes[i];
+        v1::Outcome stored = o;
+        stored.clear_violations();
+        copy << std::make_tuple(
+            ids[i], 1, campaign, std::string("ingest-agent"), static_cast<int>(o.verdict()),
+            static_cast<int64_t>(o.ops()), static_cast<int64_t>(o.lookups_checked()),
+            static_cast<int64_t>(o.offsets_checked()), static_cast<int64_t>(o.violation_count()),
+            static_cast<int64_t>(o.race_window_hits()), o.error(), bytea_text(stored), reported_at);
+      }
+      copy.complete();
+    }
+    {
+      pqxx::stream_to copy(
+          txn, "violations",
+          std::vector<std::string>{"job_id", "attempt", "idx", "kind", "actor", "op", "path",
+                                   "step", "component", "object", "observed", "expected",
+                                   "invoke_ns", "complete_ns", "detail"});
+      for (size_t i = 0; i < outcomes.size(); ++i) {
+        int idx = 0;
+        for (const auto& v : outcomes[i].violations()) {
+          copy << std::make_tuple(ids[i], 1, idx++, v.kind(), static_cast<int64_t>(v.actor()),
+                                  v.op(), v.path(), v.step(), v.component(), v.object(),
+                                  v.observed(), v.expected(), v.invoke_ns(), v.complete_ns(),
+                                  v.detail_json());
+        }
+      }
+      copy.complete();
+    }
+    txn.commit();
+    auto end = Steady::now();
+    IngestRun run;
+    run.rows = rows_of(outcomes);
+    run.rows_per_sec = static_cast<double>(run.rows) / seconds_between(start, end);
+    check_stored(campaign, run.rows);
+    return run;
+  }
+
+  // ReportOutcome for every job, `clients` calls in flight at once. The
+  // requests are serialized beforehand (generic stub): the bench shares the
+  // machine with the coordinator, and agents would serialize on theirs.
+  IngestRun grpc_ingest(const std::vector<v1::Outcome>& outcomes, int clients) {
+    auto ids = leased_campaign("grpc-ingest", static_cast<int>(outcomes.size()));
+    int64_t campaign = campaign_of(ids.front());
+    std::vector<grpc::ByteBuffer> requests(outcomes.size());
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      v1::ReportOutcomeRequest req;
+      req.set_agent_id("ingest-agent");
+      req.set_job_id(ids[i]);
+      req.set_attempt(1);
+      *req.mutable_outcome() = outcomes[i];
+      std::string bytes = req.SerializeAsString();
+      grpc::Slice slice(bytes);
+      requests[i] = grpc::ByteBuffer(&slice, 1);
+    }
+    struct Call {
+      std::unique_ptr<grpc::ClientContext> ctx;
+      grpc::ByteBuffer resp;
+      grpc::Status status;
+      std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> rpc;
+    };
+    std::vector<std::unique_ptr<grpc::GenericStub>> stubs;
+    for (const auto& channel : channels_)
+      stubs.push_back(std::make_unique<grpc::GenericStub>(channel));
+    const std::string method = "/leapfrog.v1.AgentService/ReportOutcome";
+    grpc::CompletionQueue cq;
+    std::vector<Call> calls(static_cast<size_t>(clients));
+    size_t next = 0;
+    size_t in_flight = 0;
+    std::string error;  // the first failed call; the rest drain first
+    auto send = [&](size_t slot) {
+      Call& c = calls[slot];
+      c.ctx = std::make_unique<grpc::ClientContext>();
+      c.ctx->AddMetadata("authorization", std::string("Bearer ") + kToken);
+      c.resp.Clear();
+      c.rpc =
+          stubs[slot % stubs.size()]->PrepareUnaryCall(c.ctx.get(), method, requests[next++], &cq);
+      c.rpc->StartCall();
+      c.rpc->Finish(&c.resp, &c.status, reinterpret_cast<void*>(slot));
+      ++in_flight;
+    };
+    auto start = Steady::now();
+    for (size_t slot = 0; slot < calls.size() && next < requests.size(); ++slot) send(slot);
+    while (in_flight > 0) {
+      void* tag = nullptr;
+      bool ok = false;
+      if (!cq.Next(&tag, &ok)) break;
+      --in_flight;
+      auto slot = reinterpret_cast<size_t>(tag);
+      Call& c = calls[slot];
+      v1::ReportOutcomeResponse resp;
+      std::vector<grpc::Slice> slices;
+      std::string bytes;
+      if (c.status.ok() && c.resp.Dump(&slices).ok()) {
+        for (const auto& sl : slices)
+          bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+      }
+      if (!c.status.ok() && error.empty()) error = "ReportOutcome: " + c.status.error_message();
+      if (c.status.ok() && (!resp.ParseFromString(bytes) || resp.duplicate()) && error.empty()) {
+        error = "ReportOutcome: unexpected duplicate";
+      }
+      if (next < requests.size() && error.empty()) send(slot);
+    }
+    auto end = Steady::now();
+    cq.Shutdown();
+    void* ignored_tag;
+    bool ignored_ok;
+    while (cq.Next(&ignored_tag, &ignored_ok)) {
+    }
+    if (!error.empty()) throw std::runtime_error(error);
+    IngestRun run;
+    run.rows = rows_of(outcomes);
+    run.rows_per_sec = static_cast<double>(run.rows) / seconds_between(start, end);
+    check_stored(campaign, run.rows);
+    return run;
+  }
+
+ private:
+  void register_agents() {
+    v1::Capabilities caps;
+    caps.set_kernel_label(kKernel);
+    caps.add_filesystems(kFs);
+    caps.set_root(true);
+    caps.set_cpus(2);
+    caps.set_host("bench");
+    for (int i = 0; i < opts_.agents; ++i) {
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
+      v1::RegisterRequest req;
+      req.set_name("bench-agent-" + std::to_string(i));
+      *req.mutable_capabilities() = caps;
+      v1::RegisterResponse resp;
+      auto status = stubs_[static_cast<size_t>(i) % stubs_.size()]->Register(&ctx, req, &resp);
+      if (!status.ok()) throw std::runtime_error("Register: " + status.error_message());
+      agent_ids_.push_back(resp.agent_id());
+    }
+  }
+
+  int64_t campaign_of(int64_t job_id) {
+    pqxx::connection conn(url_);
+    pqxx::nontransaction txn(conn);
+    return txn.exec_params("SELECT campaign_id FROM jobs WHERE id = $1", job_id)[0][0]
+        .as<int64_t>();
+  }
+
+  // Both sides must have stored every row.
+  void check_stored(int64_t campaign, int64_t rows) {
+    pqxx::connection conn(url_);
+    pqxx::nontransaction txn(conn);
+    auto got =
+        txn.exec_params(
+               "SELECT (SELECT count(*) FROM outcomes WHERE campaign_id = $1) +"
+               " (SELECT count(*) FROM violations v JOIN outcomes o"
+               "  ON o.job_id = v.job_id AND o.attempt = v.attempt WHERE o.campaign_id = $1)",
+               campaign)[0][0]
+            .as<int64_t>();
+    if (got != rows) {
+      throw std::runtime_error("campaign " + std::to_string(campaign) + " stored " +
+                               std::to_string(got) + " rows, want " + std::to_string(rows));
+    }
+  }
+
+  static std::string timestamp_text(TimePoint t) {
+    int64_t us = t.time_since_epoch().count();
+    std::time_t secs = static_cast<std::time_t>(us / 1000000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06lld+00", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<long long>(us % 1000000));
+    return buf;
+  }
+
+  // bytea in COPY text format, as the store writes it.
+  static std::string bytea_text(const google::protobuf::MessageLite& m) {
+    static const char* digits = "0123456789abcdef";
+    std::string raw = m.SerializeAsString();
+    std::string out = "\\x";
+    out.reserve(2 + raw.size() * 2);
+    for (unsigned char c : raw) {
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+    return out;
+  }
+
+  Options opts_;
+  BenchDir dir_;
+  std::unique_ptr<EmbeddedPostgres> pg_;
+  std::string url_;
+  SystemClock clock_;
+  std::unique_ptr<PgStore> store_;
+  std::unique_ptr<TouchEveryLeaseStore> store_view_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<v1::AgentService::Stub>> stubs_;
+  std::vector<std::string> agent_ids_;
+};
+
+// ---- the runs and the table ----
+
+// Throughputs of the two sides over the rounds, and their per-round ratios
+// (each round measures both sides within seconds of each other, so the
+// ratio of a round is less exposed to a noisy machine than the ratio of two
+// medians).
+struct Pair {
+  std::vector<double> raw, grpc, ratio;
+  void add(double r, double g) {
+    raw.push_back(r);
+    grpc.push_back(g);
+    ratio.push_back(g / r);
+  }
+};
+
+// One database setting under test, and what was measured under it.
+struct Mode {
+  std::string title;
+  bool durable = false;
+  int lease_jobs = 0;
+  Pair lease, lease_touching;
+  std::vector<Pair> ingest;  // one per Options::ingest_clients
+  std::vector<double> raw_lat, grpc_lat, touching_lat, paced_lat, paced_touching_lat;
+};
+
+void append(std::vector<double>& to, const std::vector<double>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& outcomes, Mode& m) {
+  bench.set_durable(m.durable);
+  std::printf("%s\n", m.title.c_str());
+  std::fflush(stdout);
+  m.ingest.resize(o.ingest_clients.size());
+  for (int round = 1; round <= o.rounds; ++round) {
+    // Odd rounds run the raw side first, even rounds last.
+    const bool raw_first = round % 2 == 1;
+    LeaseRun raw, as_built, touching;
+    if (raw_first) raw = bench.raw_lease(m.lease_jobs);
+    bench.store_view().touch_every_lease = false;
+    as_built = bench.grpc_lease(m.lease_jobs, 0ms);
+    bench.store_view().touch_every_lease = true;
+    touching = bench.grpc_lease(m.lease_jobs, 0ms);
+    bench.store_view().touch_every_lease = false;
+    if (!raw_first) raw = bench.raw_lease(m.lease_jobs);
+    m.lease.add(raw.jobs_per_sec, as_built.jobs_per_sec);
+    m.lease_touching.add(raw.jobs_per_sec, touching.jobs_per_sec);
+    append(m.raw_lat, raw.latency_us);
+    append(m.grpc_lat, as_built.latency_us);
+    append(m.touching_lat, touching.latency_us);
+    std::printf("  round %d: lease/s raw %.0f, gRPC %.0f, gRPC touching %.0f; ingest rows/s", round,
+                raw.jobs_per_sec, as_built.jobs_per_sec, touching.jobs_per_sec);
+
+    IngestRun raw_in;
+    std::vector<IngestRun> grpc_in(o.ingest_clients.size());
+    if (raw_first) raw_in = bench.raw_ingest(outcomes);
+    for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
+      grpc_in[i] = bench.grpc_ingest(outcomes, o.ingest_clients[i]);
+    }
+    if (!raw_first) raw_in = bench.raw_ingest(outcomes);
+    std::printf(" raw %.0f", raw_in.rows_per_sec);
+    for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
+      m.ingest[i].add(raw_in.rows_per_sec, grpc_in[i].rows_per_sec);
+      std::printf(", gRPC x%d %.0f", o.ingest_clients[i], grpc_in[i].rows_per_sec);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  // Paced: agents think between leases, as real ones run their jobs.
+  const int paced_jobs = o.agents * o.paced_leases;
+  const auto think = std::chrono::milliseconds(o.paced_think_ms);
+  m.paced_lat = bench.grpc_lease(paced_jobs, think).latency_us;
+  bench.store_view().touch_every_lease = true;
+  m.paced_touching_lat = bench.grpc_lease(paced_jobs, think).latency_us;
+  bench.store_view().touch_every_lease = false;
+}
+
+void print_row(const std::string& what, const Pair& p) {
+  double ratio = median(p.ratio);
+  std::printf("  %-46s %10.0f %10.0f %7.2f  %-7s\n", what.c_str(), median(p.raw), median(p.grpc),
+              ratio, ratio >= 0.8 ? "yes" : "NO");
+}
+
+void print_latency(const std::string& what, const std::vector<double>& lat) {
+  double p50 = percentile(lat, 50);
+  double p99 = percentile(lat, 99);
+  std::printf("  %-46s p50 %8.2f ms  p99 %8.2f ms  (%zu leases)\n", what.c_str(), p50 / 1000,
+              p99 / 1000, lat.size());
+}
+
+void print_mode(const Options& o, Mode& m) {
+  std::printf("\n%s\n", m.title.c_str());
+  print_row("lease jobs/s, server as built", m.lease);
+  print_row("lease jobs/s, + touch_agent on every lease", m.lease_touching);
+  for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
+    print_row("ingest rows/s, " + std::to_string(o.ingest_clients[i]) + " calls in flight",
+              m.ingest[i]);
+  }
+  std::printf("  lease latency (all rounds)\n");
+  print_latency("raw statement, one connection", m.raw_lat);
+  print_latency("gRPC, " + std::to_string(o.agents) + " agents saturating, as built", m.grpc_lat);
+  print_latency("gRPC, " + std::to_string(o.agents) + " agents saturating, touching",
+                m.touching_lat);
+  print_latency("gRPC, " + std::to_string(o.agents) + " agents paced, as built", m.paced_lat);
+  print_latency("gRPC, " + std::to_string(o.agents) + " agents paced, touching",
+                m.paced_touching_lat);
+}
+
+int run(const Options& o) {
+  std::printf("setup: PostgreSQL, coordinator, %d agents on %d connections\n", o.agents,
+              o.channels);
+  std::fflush(stdout);
+  Bench bench(o);
+  const auto outcomes = Bench::make_outcomes(o.ingest_outcomes);
+  // Untimed: starts the server's threads and warms every connection's caches.
+  bench.raw_lease(1000);
+  bench.grpc_lease(1000, 0ms);
+  const auto warm_up = Bench::make_outcomes(200);
+  bench.raw_ingest(warm_up);
+  bench.grpc_ingest(warm_up, *std::max_element(o.ingest_clients.begin(), o.ingest_clients.end()));
+  std::vector<Mode> modes;
+  if (!o.no_sync_only) {
+    Mode durable;
+    durable.title = "durable commits (fsync on: production settings), " +
+                    std::to_string(o.durable_lease_jobs) + " jobs per lease run";
+    durable.durable = true;
+    durable.lease_jobs = o.durable_lease_jobs;
+    modes.push_back(durable);
+  }
+  Mode no_sync;
+  no_sync.title = "fsync off (CPU and round trips only), " + std::to_string(o.lease_jobs) +
+                  " jobs per lease run";
+  no_sync.lease_jobs = o.lease_jobs;
+  modes.push_back(no_sync);
+  for (auto& m : modes) measure(bench, o, outcomes, m);
+
+  std::printf("\nmedians of %d rounds; ratio = gRPC / raw (median of the rounds' ratios)\n",
+              o.rounds);
+  std::printf("  %-46s %10s %10s %7s  %s\n", "", "raw", "gRPC", "ratio", ">= 0.8");
+  for (auto& m : modes) print_mode(o, m);
+  std::printf(
+      "\nlease raw: the store's lease_job statement, one autocommit connection, until the\n"
+      "queue is empty. lease gRPC: %d agents leasing in a loop (wait 0) through async calls on\n"
+      "%d client connections; saturating latency is mostly queueing (agents / throughput).\n"
+      "paced: each agent waits %d ms +-50%% between leases (%.0f leases/s offered).\n"
+      "touching: the store also runs touch_agent before every lease (the agent service\n"
+      "touches an agent at most once per heartbeat interval).\n"
+      "ingest: %d outcomes, %lld rows (20-50 violations each); raw = one COPY per table in one\n"
+      "transaction; gRPC = ReportOutcome calls, serialized beforehand.\n",
+      o.agents, o.channels, o.paced_think_ms,
+      o.agents * 1000.0 / static_cast<double>(o.paced_think_ms), o.ingest_outcomes,
+      static_cast<long long>(Bench::rows_of(outcomes)));
+  return 0;
+}
+
+}  // namespace
+}  // namespace leapfrog::coord
+
+int main(int argc, char** argv) {
+  auto options = leapfrog::coord::parse_options(argc, argv);
+  // Per-call info lines (job.lease, job.outcome) would measure the logger.
+  spdlog::set_level(spdlog::level::warn);
+  try {
+    return leapfrog::coord::run(options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coordinator_bench: %s\n", e.what());
+    return 1;
+  }
+}

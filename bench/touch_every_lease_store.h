@@ -1,0 +1,85 @@
+#pragma once
+// A Store in front of the coordinator bench's PgStore (coordinator_bench.cc).
+
+#include <atomic>
+#include <string>
+
+#include "coordinator/store/store.h"
+
+namespace leapfrog::coord {
+
+// Forwards every call to `inner`. With `touch_every_lease` set, lease_job
+// touches the agent first, as the agent service did before it touched agents
+// at most once per heartbeat interval: the bench shows what that round trip
+// costs.
+class TouchEveryLeaseStore : public Store {
+ public:
+  explicit TouchEveryLeaseStore(Store& inner) : inner_(inner) {}
+  std::atomic<bool> touch_every_lease{false};
+
+  std::string register_agent(const std::string& name, const v1::Capabilities& caps,
+                             TimePoint now) override {
+    return inner_.register_agent(name, caps, now);
+  }
+  bool touch_agent(const std::string& agent_id, TimePoint now) override {
+    return inner_.touch_agent(agent_id, now);
+  }
+  std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override {
+    return inner_.list_agents(online_since);
+  }
+  v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) override {
+    return inner_.add_kernel(k, now);
+  }
+  std::vector<v1::Kernel> list_kernels() override { return inner_.list_kernels(); }
+  int64_t create_campaign(const v1::CampaignSpec& spec, const std::vector<NewJob>& jobs,
+                          int64_t schedule_id, TimePoint now) override {
+    return inner_.create_campaign(spec, jobs, schedule_id, now);
+  }
+  std::optional<v1::Campaign> get_campaign(int64_t id) override { return inner_.get_campaign(id); }
+  std::vector<v1::Campaign> list_campaigns(uint32_t limit) override {
+    return inner_.list_campaigns(limit);
+  }
+  std::vector<v1::JobInfo> list_jobs(int64_t campaign_id) override {
+    return inner_.list_jobs(campaign_id);
+  }
+  std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
+                                   TimePoint now, Duration lease) override {
+    if (touch_every_lease) inner_.touch_agent(agent_id, now);
+    return inner_.lease_job(agent_id, caps, now, lease);
+  }
+  std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
+                                       uint32_t attempt, TimePoint now, Duration lease) override {
+    return inner_.renew_lease(agent_id, job_id, attempt, now, lease);
+  }
+  ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                              const v1::Outcome& outcome, TimePoint now) override {
+    return inner_.report_outcome(agent_id, job_id, attempt, outcome, now);
+  }
+  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override {
+    inner_.release_job(agent_id, job_id, attempt);
+  }
+  int expire_leases(TimePoint now) override { return inner_.expire_leases(now); }
+  std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
+                                               uint32_t limit) override {
+    return inner_.list_outcomes(campaign_id, failed_only, limit);
+  }
+  v1::Schedule add_schedule(const std::string& name, const std::string& cron,
+                            const v1::CampaignSpec& spec, TimePoint next_run) override {
+    return inner_.add_schedule(name, cron, spec, next_run);
+  }
+  std::vector<v1::Schedule> list_schedules() override { return inner_.list_schedules(); }
+  std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
+                                                   TimePoint next_run) override {
+    return inner_.set_schedule_enabled(id, enabled, next_run);
+  }
+  bool remove_schedule(int64_t id) override { return inner_.remove_schedule(id); }
+  std::optional<int64_t> fire_schedule(int64_t id, TimePoint due, TimePoint next,
+                                       const std::vector<NewJob>& jobs, TimePoint now) override {
+    return inner_.fire_schedule(id, due, next, jobs, now);
+  }
+
+ private:
+  Store& inner_;
+};
+
+}  // namespace leapfrog::coord
