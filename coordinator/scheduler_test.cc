@@ -16,7 +16,7 @@
 
 #include "coordinator/control_service.h"
 #include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/pg_store.h"
 
 namespace leapfrog::coord {
@@ -50,27 +50,10 @@ v1::CampaignSpec nightly_spec(const std::string& name) {
   return s;
 }
 
-class SchedulerTest : public ::testing::Test {
+class SchedulerTest : public testing::PostgresSuite<SchedulerTest> {
  protected:
-  static void SetUpTestSuite() {
-    spdlog::set_level(spdlog::level::warn);
-    dir_ = new testing::TestDir();
-    EmbeddedPostgresOptions options;
-    options.for_tests = true;
-    pg_ = new EmbeddedPostgres(options);
-    pg_->start(*dir_ / "pg");
-  }
-  static void TearDownTestSuite() {
-    delete pg_;
-    delete dir_;
-  }
-
   void SetUp() override {
-    static int counter = 0;
-    const std::string db = "sched_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-    pqxx::connection admin(pg_->url());
-    pqxx::nontransaction(admin).exec("CREATE DATABASE " + db);
-    url_ = pg_->url(db);
+    url_ = pg_->url(fresh_database("sched"));
     store_ = std::make_unique<PgStore>(url_);
     scheduler_ = std::make_unique<Scheduler>(*store_, clock_, work_);
   }
@@ -90,8 +73,6 @@ class SchedulerTest : public ::testing::Test {
 
   std::vector<v1::Campaign> campaigns() { return store_->list_campaigns(100'000); }
 
-  static testing::TestDir* dir_;
-  static EmbeddedPostgres* pg_;
   std::string url_;
   ManualClock clock_{at(0, 1h)};
   WorkSignal work_;
@@ -99,8 +80,6 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<Scheduler> scheduler_;
 };
 
-testing::TestDir* SchedulerTest::dir_ = nullptr;
-EmbeddedPostgres* SchedulerTest::pg_ = nullptr;
 
 TEST_F(SchedulerTest, NightlyFiresOnceAtTwo) {
   const v1::Schedule s = add("nightly");  // at 01:00

@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "coordinator/pg/test_postgres.h"
 #include "coordinator/schedule/cron.h"
 #include "coordinator/store/pg_store.h"
 
@@ -171,27 +171,10 @@ std::vector<std::string> fields_of(const std::string& message, int number) {
   return out;
 }
 
-class CoordinatorServerTest : public ::testing::Test {
+class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTest> {
  protected:
-  static void SetUpTestSuite() {
-    spdlog::set_level(spdlog::level::warn);
-    dir_ = new testing::TestDir();
-    EmbeddedPostgresOptions options;
-    options.for_tests = true;
-    pg_ = new EmbeddedPostgres(options);
-    pg_->start(*dir_ / "pg");
-  }
-  static void TearDownTestSuite() {
-    delete pg_;
-    delete dir_;
-  }
-
   void SetUp() override {
-    static int counter = 0;
-    const std::string db = "server_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-    pqxx::connection admin(pg_->url());
-    pqxx::nontransaction(admin).exec("CREATE DATABASE " + db);
-    url_ = pg_->url(db);
+    url_ = pg_->url(fresh_database("server"));
     store_ = std::make_unique<PgStore>(url_);
     server_ = start_server(*store_);
     agent_ = v1::AgentService::NewStub(channel(*server_));
@@ -314,8 +297,6 @@ class CoordinatorServerTest : public ::testing::Test {
     return txn.exec_params1("SELECT count(*) FROM outcomes WHERE job_id = $1", job_id)[0].as<int>();
   }
 
-  static testing::TestDir* dir_;
-  static EmbeddedPostgres* pg_;
   std::string url_;
   ManualClock clock_{at(0, 1h)};
   std::unique_ptr<PgStore> store_;
@@ -324,8 +305,6 @@ class CoordinatorServerTest : public ::testing::Test {
   std::unique_ptr<v1::ControlService::Stub> control_;
 };
 
-testing::TestDir* CoordinatorServerTest::dir_ = nullptr;
-EmbeddedPostgres* CoordinatorServerTest::pg_ = nullptr;
 
 // ---- auth, health, reflection ----
 

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/migrations.h"
 
 namespace leapfrog::coord {
@@ -84,27 +84,11 @@ v1::Outcome outcome(v1::Verdict verdict) {
   return o;
 }
 
-class PgStoreTest : public ::testing::Test {
+class PgStoreTest : public testing::PostgresSuite<PgStoreTest> {
  protected:
-  static void SetUpTestSuite() {
-    spdlog::set_level(spdlog::level::warn);
-    dir_ = new testing::TestDir();
-    EmbeddedPostgresOptions options;
-    options.for_tests = true;
-    pg_ = new EmbeddedPostgres(options);
-    pg_->start(*dir_ / "pg");
-  }
-  static void TearDownTestSuite() {
-    delete pg_;
-    delete dir_;
-  }
-
   // A fresh database per test.
   void SetUp() override {
-    static int counter = 0;
-    db_ = "test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-    pqxx::connection admin(pg_->url());
-    pqxx::nontransaction(admin).exec("CREATE DATABASE " + db_);
+    db_ = fresh_database("test");
     url_ = pg_->url(db_);
     store_ = std::make_unique<PgStore>(url_);
   }
@@ -123,15 +107,11 @@ class PgStoreTest : public ::testing::Test {
     return {};
   }
 
-  static testing::TestDir* dir_;
-  static EmbeddedPostgres* pg_;
   std::string db_;
   std::string url_;
   std::unique_ptr<PgStore> store_;
 };
 
-testing::TestDir* PgStoreTest::dir_ = nullptr;
-EmbeddedPostgres* PgStoreTest::pg_ = nullptr;
 
 TEST_F(PgStoreTest, MigrationsAreIdempotent) {
   pqxx::connection conn(url_);
