@@ -18,23 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/process_util.h"
+
 namespace {
 
 using nlohmann::json;
 namespace stdfs = std::filesystem;
 
-struct Result {
-  int exit = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using leapfrog::testing::Result;
+using leapfrog::testing::slurp;
 
 class TempDir {
  public:
@@ -52,26 +44,7 @@ class TempDir {
 // Runs argv with stdout and stderr captured in files (no pipe deadlocks).
 Result run(const std::vector<std::string>& argv) {
   TempDir dir;
-  const std::string out = dir.path() + "/out", err = dir.path() + "/err";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  Result r;
-  r.exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return leapfrog::testing::run_to_end(argv, dir.path(), std::chrono::minutes(10));
 }
 
 Result agent(std::vector<std::string> args) {
