@@ -257,7 +257,7 @@ class Agent {
     return true;
   }
 
-  std::vector<std::string> job_argv(const v1::Job& job, const std::string& history_dir) {
+  std::vector<std::string> job_argv(const v1::Job& job) {
     const auto& spec = job.spec();
     std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--die-with-parent", "--scenario", spec.scenario(),
                                      "--seed", std::to_string(spec.seed()), "--fs", spec.fs()};
@@ -270,7 +270,6 @@ class Agent {
     if (spec.observers() > 0) argv.insert(argv.end(), {"--observers", std::to_string(spec.observers())});
     if (!spec.align().empty()) argv.insert(argv.end(), {"--align", spec.align()});
     for (const auto& [k, v] : spec.params()) argv.insert(argv.end(), {"--param", k + "=" + std::to_string(v)});
-    (void)history_dir;
     return argv;
   }
 
@@ -281,7 +280,7 @@ class Agent {
     const std::string dir = spool_.dir() + "/job-" + std::to_string(job.job_id());
     stdfs::create_directories(dir);
     const std::string out = dir + "/outcome.json", err = dir + "/stderr.txt";
-    const auto argv = job_argv(job, dir);
+    const auto argv = job_argv(job);
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

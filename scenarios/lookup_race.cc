@@ -33,7 +33,7 @@ Outcome begin_outcome(const RunContext& ctx) {
   return out;
 }
 
-static RaceConfig race_config(const RunContext& ctx, uint32_t actors) {
+static RaceConfig race_config(const RunContext& ctx) {
   RaceConfig cfg;
   cfg.iterations = ctx.opts.iterations;
   cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
@@ -42,7 +42,6 @@ static RaceConfig race_config(const RunContext& ctx, uint32_t actors) {
   // Enough records for the run: one per round, or a generous rate bound.
   const uint64_t by_time = static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
   cfg.capacity = std::min<uint64_t>(ctx.opts.iterations ? ctx.opts.iterations + 16 : by_time, 32u << 20);
-  (void)actors;
   return cfg;
 }
 
@@ -129,7 +128,7 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     actors.push_back(std::move(o));
   }
 
-  RaceResult race = run_race(actors, race_config(ctx, static_cast<uint32_t>(actors.size())), ctx.opts.seed);
+  RaceResult race = run_race(actors, race_config(ctx), ctx.opts.seed);
 
   History h;
   plan.model.fill_header(h.header);
