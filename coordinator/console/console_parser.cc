@@ -112,6 +112,8 @@ bool is_tail_line(std::string_view body) {
   static constexpr std::string_view kPrefixes[] = {
       "Modules linked in:",
       "---[ end",
+      "RIP  [",
+      "RSP <",
       "Kernel Offset:",
       "Rebooting in",
       "irq event stamp:",
@@ -137,7 +139,6 @@ bool is_tail_line(std::string_view body) {
       "CR2: ",
       "Tainted: ",
       "Not tainted",
-      "Sending NMI",
   };
   for (std::string_view p : kPrefixes) {
     if (starts_with(body, p)) return true;

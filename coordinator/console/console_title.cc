@@ -25,6 +25,10 @@ constexpr std::array kGenericFunctions = std::to_array<std::string_view>({
     "__dump_stack",
     "__flush_work",
     "__fortify_report",
+    "__get_user_1",
+    "__get_user_2",
+    "__get_user_4",
+    "__get_user_8",
     "__hrtimer_run_queues",
     "__irq_exit_rcu",
     "__kmem_cache_free",
@@ -41,6 +45,10 @@ constexpr std::array kGenericFunctions = std::to_array<std::string_view>({
     "__might_resched",
     "__might_sleep",
     "__percpu_down_read",
+    "__put_user_1",
+    "__put_user_2",
+    "__put_user_4",
+    "__put_user_8",
     "__schedule",
     "__schedule_bug",
     "__synchronize_srcu",
@@ -71,9 +79,14 @@ constexpr std::array kGenericFunctions = std::to_array<std::string_view>({
     "check_heap_object",
     "check_memory_region",
     "check_noncircular",
+    "check_panic_on_warn",
     "check_prev_add",
     "check_prevs_add",
+    "clear_page_erms",
+    "clear_page_orig",
+    "clear_page_rep",
     "copy_from_user",
+    "copy_page",
     "copy_to_user",
     "copy_user_enhanced_fast_string",
     "copy_user_generic_string",
@@ -137,8 +150,12 @@ constexpr std::array kGenericFunctions = std::to_array<std::string_view>({
     "mark_lock_irq",
     "memcmp",
     "memcpy",
+    "memcpy_erms",
+    "memcpy_orig",
     "memmove",
     "memset",
+    "memset_erms",
+    "memset_orig",
     "might_sleep",
     "msleep",
     "mwait_idle",
@@ -192,6 +209,7 @@ constexpr std::array kGenericFunctions = std::to_array<std::string_view>({
     "strlen",
     "strncmp",
     "strncpy",
+    "strncpy_from_user",
     "strnlen",
     "strscpy",
     "synchronize_rcu",
@@ -245,36 +263,44 @@ bool is_numeric_word(std::string_view w) {
   return w.size() >= 8 && has_digit && std::all_of(w.begin(), w.end(), is_lower_hex);
 }
 
+// Where a frame was printed: the stack of the interrupted task, or an interrupt
+// or NMI handler's own frames (`<IRQ>` ... `</IRQ>`, `<NMI>` ... `</NMI>`).
+enum class Context { kTask, kIrq, kNmi };
+
 // Everything the title scan needs from a report's lines.
 struct ReportScan {
-  struct FrameAt {
+  struct Candidate {
     size_t line;
     std::string func;
-    bool reliable;
-    bool in_interrupt;  // inside <IRQ>/<NMI>/<SOFTIRQ> ... </...>
+    bool reliable;  // false for "? func+0x.." frames
+    bool rip;       // a "RIP: 0010:func+0x.." line rather than a frame
+    Context context;
   };
-  std::vector<FrameAt> frames;
-  std::vector<std::pair<size_t, std::string>> rips;  // line, function
-  std::vector<std::string> lock_sites;               // functions of ", at: func+0x" lines
-  std::string access;                                // "Read"/"Write" (KASAN)
+  std::vector<Candidate> candidates;    // RIP lines and frames, in line order
+  std::vector<std::string> lock_sites;  // functions of ", at: func+0x" lines
+  std::string access;                   // "Read"/"Write" (KASAN)
 };
 
 ReportScan scan_report(const std::vector<ConsoleLine>& lines, size_t header, size_t last) {
   ReportScan scan;
-  bool in_interrupt = false;
+  Context context = Context::kTask;
   for (size_t i = header; i <= last && i < lines.size(); ++i) {
     const std::string& body = lines[i].body;
-    if (body == "<IRQ>" || body == "<NMI>" || body == "<SOFTIRQ>") {
-      in_interrupt = true;
+    if (body == "<IRQ>" || body == "<SOFTIRQ>") {
+      context = Context::kIrq;
+      continue;
+    }
+    if (body == "<NMI>") {
+      context = Context::kNmi;
       continue;
     }
     if (body == "</IRQ>" || body == "</NMI>" || body == "</SOFTIRQ>" || body == "<EOI>" ||
-        body == "<TASK>") {
-      in_interrupt = false;
+        body == "<TASK>" || body == "</TASK>") {
+      context = Context::kTask;
       continue;
     }
     if (std::string rip = rip_function(body); !rip.empty()) {
-      scan.rips.emplace_back(i, rip);
+      scan.candidates.push_back({i, rip, true, true, context});
       continue;
     }
     if (size_t at = body.find(", at: "); at != std::string::npos) {
@@ -288,32 +314,37 @@ ReportScan scan_report(const std::vector<ConsoleLine>& lines, size_t header, siz
     }
     Frame frame;
     if (i > header && parse_frame(body, frame)) {
-      scan.frames.push_back({i, frame.func, frame.reliable, in_interrupt});
+      scan.candidates.push_back({i, frame.func, frame.reliable, false, context});
     }
   }
   return scan;
 }
 
-std::string first_good_frame(const ReportScan& scan, size_t after_line, bool skip_interrupt) {
-  for (const auto& f : scan.frames) {
-    if (f.line < after_line || !f.reliable) continue;
-    if (skip_interrupt && f.in_interrupt) continue;
-    if (!is_generic_function(f.func)) return f.func;
+// The first specific function among the frames (not RIP lines), optionally
+// ignoring interrupt and NMI handler frames.
+std::string first_good_frame(const ReportScan& scan, bool task_only) {
+  for (const auto& c : scan.candidates) {
+    if (c.rip || !c.reliable) continue;
+    if (task_only && c.context != Context::kTask) continue;
+    if (!is_generic_function(c.func)) return c.func;
   }
   return {};
 }
 
-// The function a fault happened in: the first RIP line naming a specific
-// function, else the first specific frame after it.
-std::string faulting_function(const ReportScan& scan, bool skip_interrupt) {
-  size_t after = 0;
-  if (!scan.rips.empty()) {
-    if (!is_generic_function(scan.rips.front().second)) return scan.rips.front().second;
-    after = scan.rips.front().first;
+// The function a fault or lockup happened in: the first RIP line if it names a
+// specific function, else the first specific frame or RIP after it. With
+// `skip_nmi`, frames of the NMI handler that printed the report are ignored;
+// without any RIP line, so are interrupt frames (a timer interrupt reporting a
+// stall prints its own frames first).
+std::string faulting_function(const ReportScan& scan, bool skip_nmi) {
+  auto first_rip = std::find_if(scan.candidates.begin(), scan.candidates.end(),
+                                [](const auto& c) { return c.rip; });
+  if (first_rip == scan.candidates.end()) return first_good_frame(scan, skip_nmi);
+  for (auto it = first_rip; it != scan.candidates.end(); ++it) {
+    if (!it->reliable || (skip_nmi && it->context == Context::kNmi)) continue;
+    if (!is_generic_function(it->func)) return it->func;
   }
-  std::string func = first_good_frame(scan, after, skip_interrupt);
-  if (func.empty() && after != 0) func = first_good_frame(scan, 0, skip_interrupt);
-  return func;
+  return first_good_frame(scan, skip_nmi);
 }
 
 std::string with_function(std::string title, const std::string& func) {
@@ -399,7 +430,7 @@ std::string kasan_title(std::string_view header, const ReportScan& scan) {
   std::string rest = after(header, "KASAN: ");
   std::string type = rest.substr(0, rest.find(' '));
   std::string func = header_function(header);
-  if (func.empty() || is_generic_function(func)) func = first_good_frame(scan, 0, false);
+  if (func.empty() || is_generic_function(func)) func = first_good_frame(scan, false);
   std::string title = "KASAN: " + normalise_text(type);
   if (!scan.access.empty()) title += " " + scan.access;
   return with_function(title, func);
@@ -408,7 +439,7 @@ std::string kasan_title(std::string_view header, const ReportScan& scan) {
 std::string ubsan_title(std::string_view header, const ReportScan& scan) {
   std::string rest = after(header, "UBSAN: ");
   std::string type = rest.substr(0, rest.find(" in "));
-  std::string func = first_good_frame(scan, 0, false);
+  std::string func = first_good_frame(scan, false);
   if (func.empty()) func = source_file(rest);
   return with_function("UBSAN: " + normalise_text(type), func);
 }
@@ -446,7 +477,7 @@ std::string lockdep_title(std::string_view header, const ReportScan& scan) {
       break;
     }
   }
-  if (func.empty()) func = first_good_frame(scan, 0, false);
+  if (func.empty()) func = first_good_frame(scan, false);
   return with_function("lockdep: " + type, func);
 }
 
@@ -474,9 +505,24 @@ std::string normalise_text(std::string_view text) {
       out.push_back(text[i++]);
     }
   }
+  // Drop brackets emptied by removed numbers ("unknown-block(0,0)" -> "unknown-block").
+  std::string kept;
+  for (size_t k = 0; k < out.size(); ++k) {
+    char open = out[k];
+    if (open == '(' || open == '[') {
+      char close = open == '(' ? ')' : ']';
+      size_t end = out.find(close, k + 1);
+      if (end != std::string::npos &&
+          std::none_of(out.begin() + k + 1, out.begin() + end, is_ident_char)) {
+        k = end;
+        continue;
+      }
+    }
+    kept.push_back(open);
+  }
   // Collapse blanks; drop punctuation left dangling by removed numbers.
   std::string tidy;
-  for (char c : out) {
+  for (char c : kept) {
     if (c == ' ' && (tidy.empty() || tidy.back() == ' ')) continue;
     tidy.push_back(c);
   }
@@ -497,7 +543,7 @@ std::string make_title(std::string_view kind, const std::vector<ConsoleLine>& li
   if (kind == "ubsan") return ubsan_title(head, scan);
   if (kind == "warning") return warning_title(head, scan);
   if (kind == "lockdep") return lockdep_title(head, scan);
-  if (kind == "hung-task") return with_function("task hung", first_good_frame(scan, 0, true));
+  if (kind == "hung-task") return with_function("task hung", first_good_frame(scan, false));
   if (kind == "rcu-stall") return with_function("rcu stall", faulting_function(scan, true));
   if (kind == "soft-lockup") return with_function("soft lockup", faulting_function(scan, true));
   if (kind == "hard-lockup") return with_function("hard lockup", faulting_function(scan, true));
