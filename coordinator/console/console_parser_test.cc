@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -96,6 +98,157 @@ TEST(ConsoleParser, EveryKindHasAGoldenFile) {
                            "hung-task", "rcu-stall", "soft-lockup", "hard-lockup"}) {
     EXPECT_NE(all.find(std::string("kind: ") + kind + "\n"), std::string::npos) << kind;
   }
+}
+
+// Rewrites what differs between two runs of the same bug: timestamps, addresses,
+// offsets, CPU ids, pids, task comm names and durations.
+std::string perturb(const std::string& text, unsigned seed) {
+  std::mt19937 rng(seed);
+  auto hex = [&](size_t n) {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) out += "0123456789abcdef"[rng() % 16];
+    return out;
+  };
+  auto number = [&](int lo, int hi) {
+    return std::to_string(lo + static_cast<int>(rng() % (hi - lo)));
+  };
+  auto replace_all = [](const std::string& in, const std::regex& re, auto&& make) {
+    std::string out;
+    auto begin = std::sregex_iterator(in.begin(), in.end(), re);
+    size_t pos = 0;
+    for (auto it = begin; it != std::sregex_iterator(); ++it) {
+      out.append(in, pos, it->position() - pos);
+      out += make(*it);
+      pos = it->position() + it->length();
+    }
+    out.append(in, pos, std::string::npos);
+    return out;
+  };
+  std::string t = text;
+  t = replace_all(t, std::regex(R"(\[\s*\d+\.\d+\])"), [&](const std::smatch&) {
+    return "[" + std::string(4, ' ') + number(1, 9999) + "." +
+           hex(0).append(number(100000, 999999)) + "]";
+  });
+  t = replace_all(t, std::regex(R"(\b(ffff|0000)[0-9a-f]{12}\b)"),
+                  [&](const std::smatch& m) { return m.str().substr(0, 4) + hex(12); });
+  t = replace_all(t, std::regex(R"(\+0x[0-9a-f]+/0x[0-9a-f]+)"),
+                  [&](const std::smatch&) { return "+0x" + hex(2) + "/0x" + hex(3); });
+  t = replace_all(t, std::regex(R"((CPU: |CPU#|cpu |CPUs |CPU )\d+)"),
+                  [&](const std::smatch& m) { return m.str(1) + number(0, 64); });
+  t = replace_all(t, std::regex(R"((PID: |pid:|task )(\S*?)(\d+))"),
+                  [&](const std::smatch& m) { return m.str(1) + m.str(2) + number(2, 40000); });
+  t = replace_all(
+      t, std::regex(R"((Comm: |\[|task:|task )(racer-\d+|touch|init|racer|swapper/\d+)\b)"),
+      [&](const std::smatch& m) { return m.str(1) + "worker-" + number(0, 99); });
+  t = replace_all(t, std::regex(R"((more than |stuck for )\d+)"),
+                  [&](const std::smatch& m) { return m.str(1) + number(2, 999); });
+  return t;
+}
+
+TEST(ConsoleParser, SameBugGivesSameTitleAcrossRuns) {
+  size_t compared = 0;
+  for (const fs::path& input : golden_inputs()) {
+    std::string text = read_file(input);
+    std::vector<KernelReport> base = parse_console(text);
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      std::string other = perturb(text, seed);
+      ASSERT_NE(other, text) << input << " was not perturbed";
+      std::vector<KernelReport> run = parse_console(other);
+      ASSERT_EQ(run.size(), base.size()) << input << " seed " << seed;
+      for (size_t i = 0; i < base.size(); ++i) {
+        EXPECT_EQ(run[i].title, base[i].title) << input << " seed " << seed;
+        EXPECT_EQ(run[i].kind, base[i].kind) << input << " seed " << seed;
+        EXPECT_EQ(run[i].first_line, base[i].first_line) << input << " seed " << seed;
+        EXPECT_EQ(run[i].last_line, base[i].last_line) << input << " seed " << seed;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 30u);
+}
+
+// The perturbation must reach what a careless title would keep, or the test
+// above proves nothing.
+TEST(ConsoleParser, PerturbationChangesVolatileFields) {
+  std::string line =
+      "[   17.403113] WARNING: CPU: 1 PID: 231 at fs/namei.c:1742 walk_component+0x1a3/0x1b0\n"
+      "[   17.405320] CPU: 1 PID: 231 Comm: racer-3 Not tainted\n"
+      "[   17.405320] RBX: ffff9a3c41e2f0c0\n"
+      "[   12.533967] INFO: task touch:101 blocked for more than 2 seconds.\n";
+  std::string other = perturb(line, 7);
+  for (const char* gone : {"17.403113", "PID: 231", "0x1a3/0x1b0", "racer-3", "ffff9a3c41e2f0c0",
+                           "touch:101", "more than 2 "}) {
+    EXPECT_EQ(other.find(gone), std::string::npos) << gone << " survived in " << other;
+  }
+  EXPECT_NE(other.find("walk_component+0x"), std::string::npos);
+  EXPECT_NE(other.find("fs/namei.c:1742"), std::string::npos);
+}
+
+TEST(ConsoleParser, TitlesCarryNoVolatileFields) {
+  std::regex volatile_field(R"(0x|\b[0-9a-f]{8,}\b|\bCPU|racer|touch|\d+s\b|\[\d+\])");
+  for (const fs::path& input : golden_inputs()) {
+    for (const KernelReport& r : parse_console(read_file(input))) {
+      EXPECT_FALSE(std::regex_search(r.title, volatile_field)) << r.title << " in " << input;
+      EXPECT_FALSE(r.title.empty()) << input;
+    }
+  }
+}
+
+TEST(ConsoleParser, TruncatedInputNeverBreaksTheParser) {
+  // A VM killed mid-report leaves any prefix of a report behind. Once the call
+  // trace has started, the title no longer changes.
+  std::string text = read_file(kTestdata / "oops_null_deref.txt");
+  const std::string full_title = parse_console(text).at(0).title;
+  const size_t trace_start = text.find("Call Trace:");
+  size_t stable = 0;
+  for (size_t cut = 0; cut <= text.size(); cut += 7) {
+    std::string_view prefix(text.data(), cut);
+    size_t lines = static_cast<size_t>(std::count(prefix.begin(), prefix.end(), '\n')) + 1;
+    std::vector<KernelReport> reports = parse_console(prefix);
+    for (const KernelReport& r : reports) {
+      ASSERT_LE(r.first_line, r.last_line);
+      ASSERT_LT(r.last_line, lines);
+    }
+    if (cut > trace_start) {
+      ASSERT_FALSE(reports.empty()) << "cut at " << cut;
+      EXPECT_EQ(reports[0].title, full_title) << "cut at " << cut;
+      ++stable;
+    }
+  }
+  EXPECT_GT(stable, 100u);
+}
+
+TEST(ConsoleParser, DistantFatalExceptionIsAReportOfItsOwn) {
+  std::string text = read_file(kTestdata / "warning_walk_component.txt");
+  for (int i = 0; i < 400; ++i) text += "[  103.000000] leapfrog: round ok\n";
+  text += "[  150.000000] Kernel panic - not syncing: Fatal exception\n";
+  std::vector<KernelReport> reports = parse_console(text);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].title, "WARNING in walk_component");
+  EXPECT_FALSE(report_is_fatal(reports[0]));
+  EXPECT_EQ(reports[1].kind, "panic");
+  EXPECT_EQ(reports[1].title, "panic: Fatal exception");
+}
+
+TEST(ConsoleParser, NearbyFatalExceptionFoldsIntoThePrimaryReport) {
+  std::string text = read_file(kTestdata / "warning_walk_component.txt");
+  text += "[  103.000000] Kernel panic - not syncing: Fatal exception\n";
+  std::vector<KernelReport> reports = parse_console(text);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].title, "WARNING in walk_component");
+  EXPECT_TRUE(report_is_fatal(reports[0]));
+  EXPECT_NE(reports[0].excerpt.find("Fatal exception"), std::string::npos);
+}
+
+TEST(ConsoleParser, NormalisesTheSameBugFromDifferentKernelsAlike) {
+  // 3.16 and 6.1 print a NULL dereference differently; the title is the same.
+  std::vector<KernelReport> old_format =
+      parse_console(read_file(kTestdata / "oops_old_format_3_16.txt"));
+  std::vector<KernelReport> new_format =
+      parse_console(read_file(kTestdata / "oops_null_deref.txt"));
+  ASSERT_EQ(old_format.size(), 1u);
+  ASSERT_EQ(new_format.size(), 1u);
+  EXPECT_EQ(old_format[0].title, new_format[0].title);
 }
 
 TEST(ConsoleParser, StripsPrintkPrefixes) {
