@@ -154,7 +154,7 @@ struct OpenReport {
   size_t header = 0;
   size_t last = 0;
   std::string caller;
-  bool oops_seen = false;
+  bool expects_oops_line = false;  // an Oops/kernel BUG header whose "Oops: ... [#1]" line is due
   bool in_trace = false;
   bool trace_done = false;
   bool wants_separator = false;  // KASAN/UBSAN framed by '=' lines: ends at the closing one
@@ -176,9 +176,8 @@ class Parser {
   void feed(size_t i) {
     const ConsoleLine& line = lines_[i];
     std::optional<Header> header = detect_header(line.body);
-    if (open_ && header && header->oops_line && !open_->oops_seen &&
-        (open_->kind == "oops" || open_->kind == "bug")) {
-      open_->oops_seen = true;
+    if (open_ && header && header->oops_line && open_->expects_oops_line) {
+      open_->expects_oops_line = false;
       header.reset();  // the "Oops: 0002 [#1]" line of the report already open
     }
     if (header) {
@@ -208,7 +207,8 @@ class Parser {
     r.kind = header.kind;
     r.first = r.header = r.last = i;
     r.caller = lines_[i].caller;
-    r.oops_seen = header.oops_line;
+    r.expects_oops_line =
+        (r.kind == "oops" && !header.oops_line) || contains(lines_[i].body, "kernel BUG at ");
     size_t floor = reports_.empty() ? 0 : reports_.back().last_line + 1;
     // Include the frame line the kernel prints above the header.
     if (i > floor && (detail::is_equals_separator(lines_[i - 1].body) ||
