@@ -1,5 +1,6 @@
 #include "coordinator/console/console_lines.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace leapfrog::console::detail {
@@ -148,6 +149,11 @@ bool parse_frame(std::string_view body, Frame& frame) {
   }
   size_t end = 0;
   while (end < s.size() && is_symbol_char(s[end])) ++end;
+  if (end == s.size() && end > 2 && starts_with(s, "0x") &&
+      std::all_of(s.begin() + 2, s.end(), is_hex)) {
+    frame.func.clear();  // an address without a symbol, e.g. a module's freed init code
+    return true;
+  }
   if (end == 0 || end >= s.size() || s[end] != '+') return false;
   std::string_view offsets = s.substr(end + 1);
   if (!starts_with(offsets, "0x")) return false;

@@ -24,7 +24,7 @@ ConsoleLine decode_line(std::string_view raw);
 // A call trace frame such as ` ? walk_component+0x1a/0x2b0 [ext4]` or the old
 // ` [<ffffffff81234567>] walk_component+0x1a/0x2b0`.
 struct Frame {
-  std::string func;      // cleaned function name (see clean_function)
+  std::string func;      // cleaned function name (see clean_function); empty for a bare address
   bool reliable = true;  // false for frames printed with a leading "? "
 };
 // Returns false when `body` is no frame.

@@ -318,7 +318,7 @@ ReportScan scan_report(const std::vector<ConsoleLine>& lines, size_t header, siz
       if (starts_with(body, "Write of size")) scan.access = "Write";
     }
     Frame frame;
-    if (i > header && parse_frame(body, frame)) {
+    if (i > header && parse_frame(body, frame) && !frame.func.empty()) {
       scan.candidates.push_back({i, frame.func, frame.reliable, false, context});
     }
   }
@@ -373,7 +373,10 @@ std::string source_file(std::string_view text) {
     if (pos == std::string_view::npos) continue;
     size_t start = pos;
     while (start > 0 && text[start - 1] != ' ' && text[start - 1] != '(') --start;
-    return std::string(text.substr(start, pos + ext.size() - 1 - start));
+    std::string_view path = text.substr(start, pos + ext.size() - 1 - start);
+    // An out-of-tree module names its build folder, which changes between builds.
+    if (path.starts_with("/")) path = path.substr(path.rfind('/') + 1);
+    return std::string(path);
   }
   return {};
 }

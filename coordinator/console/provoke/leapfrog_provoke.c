@@ -19,9 +19,9 @@ static noinline void leapfrog_provoke_warn(void)
 	WARN_ON(1);
 }
 
-static noinline int leapfrog_provoke_oops(int *volatile p)
+static noinline void leapfrog_provoke_oops(int *p)
 {
-	return *p;
+	WRITE_ONCE(*p, 1);
 }
 
 static noinline void leapfrog_provoke_bug(void)
