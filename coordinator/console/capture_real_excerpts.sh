@@ -8,7 +8,9 @@
 # Usage: capture_real_excerpts.sh OUTDIR [SCENARIO...]
 # Scenarios: sysrq (echo c > /proc/sysrq-trigger), hung (a writer on a frozen
 # ext4), and, built from provoke/ against linux-headers-$KVER: warn, oops, bug,
-# spin (soft lockup + RCU stall), deadlock (hung task on a mutex).
+# spin (soft lockup + RCU stall), deadlock (hung task on a mutex). SCENARIO-panic
+# runs SCENARIO with oops=panic panic_on_warn=1 hung_task_panic=1
+# softlockup_panic=1, so the report ends in a follow-on panic.
 # Needs linux-image-amd64, busybox-static, qemu-system-x86, cpio (and
 # linux-headers-$KVER, gcc, make for the module scenarios).
 set -euo pipefail
@@ -38,9 +40,9 @@ build_module() {
   module_built=true
 }
 
-# Writes the initramfs for one scenario to $work/$1.cpio.gz.
+# Writes the initramfs that runs scenario $1 to $work/$2.cpio.gz.
 make_initramfs() {
-  local scenario=$1 root=$work/root-$1
+  local scenario=$1 root=$work/root-$2
   mkdir -p "$root"/{bin,proc,sys,dev,mnt,lib/modules}
   chmod 755 "$root"
   cp /usr/bin/busybox "$root"/bin/
@@ -93,14 +95,17 @@ EOF
   esac
   echo 'echo leapfrog-console: done; poweroff -f' >>"$root"/init
   chmod 755 "$root"/init
-  (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/$scenario.cpio.gz"
+  (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$work/$2.cpio.gz"
 }
 
 for scenario in "${scenarios[@]}"; do
-  make_initramfs "$scenario"
+  args="console=ttyS0 panic=-1"
+  base=${scenario%-panic}
+  [ "$base" = "$scenario" ] || args="$args oops=panic panic_on_warn=1 hung_task_panic=1 softlockup_panic=1"
+  make_initramfs "$base" "$scenario"
   # panic=-1 reboots at once on a panic, and -no-reboot turns that into an exit.
   timeout 180 qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 2 -nographic -no-reboot \
     -monitor none -display none -kernel "$kernel" -initrd "$work/$scenario.cpio.gz" \
-    -append "console=ttyS0 panic=-1" -serial "file:$out/$scenario.log" || true
+    -append "$args" -serial "file:$out/$scenario.log" || true
   echo "capture: scenario=$scenario log=$out/$scenario.log lines=$(wc -l <"$out/$scenario.log")"
 done
