@@ -263,12 +263,25 @@ class Parser {
         return Step::kAbsorb;
       }
       if (detail::is_trace_marker(body)) return Step::kAbsorb;
+      // A line of another CPU or of user space printed into the middle of the
+      // trace: the trace goes on right after it.
+      if (trace_continues_after(i)) return Step::kNeutral;
       end_trace(r);
     }
     if (r.trace_done && !r.wants_separator) {
       return is_tail_line(body) ? Step::kAbsorb : Step::kClose;
     }
     return Step::kAbsorb;
+  }
+
+  // True when one of the two lines after lines_[i] is a call trace line.
+  bool trace_continues_after(size_t i) const {
+    for (size_t k = i + 1; k < lines_.size() && k <= i + 2; ++k) {
+      detail::Frame frame;
+      const std::string& body = lines_[k].body;
+      if (detail::parse_frame(body, frame) || detail::is_trace_marker(body)) return true;
+    }
+    return false;
   }
 
   static void end_trace(OpenReport& r) {
