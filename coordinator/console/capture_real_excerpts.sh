@@ -8,7 +8,8 @@
 # Usage: capture_real_excerpts.sh OUTDIR [SCENARIO...]
 # Scenarios: sysrq (echo c > /proc/sysrq-trigger), hung (a writer on a frozen
 # ext4), and, built from provoke/ against linux-headers-$KVER: warn, oops, bug,
-# spin (soft lockup + RCU stall), deadlock (hung task on a mutex). SCENARIO-panic
+# spin (soft lockup + RCU stall), deadlock (hung task on a mutex), list (list
+# corruption caught by CONFIG_DEBUG_LIST). SCENARIO-panic
 # runs SCENARIO with oops=panic panic_on_warn=1 hung_task_panic=1
 # softlockup_panic=1, so the report ends in a follow-on panic.
 # Needs linux-image-amd64, busybox-static, qemu-system-x86, cpio (and
@@ -22,7 +23,7 @@ fi
 out=$(realpath "$1")
 shift
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(sysrq hung warn oops bug spin deadlock)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(sysrq hung warn oops bug spin deadlock list)
 
 here=$(dirname "$(realpath "$0")")
 kver=${KVER:-$(basename "$(ls -d /lib/modules/*-amd64 | sort -V | tail -1)")}
@@ -73,7 +74,7 @@ fsfreeze --unfreeze /mnt
 wait
 EOF
       ;;
-    warn | oops | bug | spin | deadlock)
+    warn | oops | bug | spin | deadlock | list)
       build_module
       cp "$work"/leapfrog_provoke.ko "$root"/lib/modules/
       {

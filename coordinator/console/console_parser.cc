@@ -217,6 +217,8 @@ class Parser {
       r.wants_separator = detail::is_equals_separator(lines_[i - 1].body) &&
                           (r.kind == "kasan" || r.kind == "ubsan");
     }
+    // CONFIG_DEBUG_LIST says what it found on the line before its BUG.
+    if (r.first > floor && contains(lines_[r.first - 1].body, " corruption")) --r.first;
     if (r.kind == "panic") {
       // `echo c > /proc/sysrq-trigger` announces itself just before panicking.
       for (size_t k = i; k > floor && k + 4 > i; --k) {

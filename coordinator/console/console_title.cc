@@ -418,6 +418,15 @@ std::string bug_title(std::string_view header, const ReportScan& scan) {
     std::string rest = after(header, "kernel BUG at ");
     std::string file = source_file(rest);
     if (file.empty()) file = normalise_text(rest.substr(0, rest.find_first_of(":!")));
+    // Checkers (list debugging, hardened usercopy, fortify) BUG in their own file
+    // for everyone's bugs; the caller tells the bugs apart.
+    static constexpr std::string_view kCheckerFiles[] = {"lib/list_debug.c", "mm/usercopy.c",
+                                                         "lib/string_helpers.c", "lib/string.c",
+                                                         "include/linux/fortify-string.h"};
+    for (std::string_view checker : kCheckerFiles) {
+      if (file == checker)
+        return with_function("kernel BUG at " + file, faulting_function(scan, false));
+    }
     return "kernel BUG at " + file;
   }
   // Other "BUG: message: details" reports: keep the message, drop the details.

@@ -5,6 +5,7 @@
 // loading always fails afterwards so the module can be loaded again.
 #include <linux/bug.h>
 #include <linux/delay.h>
+#include <linux/list.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/preempt.h>
@@ -12,7 +13,7 @@
 
 static char *what = "warn";
 module_param(what, charp, 0444);
-MODULE_PARM_DESC(what, "warn | oops | bug | spin | deadlock");
+MODULE_PARM_DESC(what, "warn | oops | bug | spin | deadlock | list");
 
 static noinline void leapfrog_provoke_warn(void)
 {
@@ -47,6 +48,18 @@ static noinline void leapfrog_provoke_deadlock(void)
 	mutex_lock(&leapfrog_provoke_lock);
 }
 
+// Deletes a list entry twice: CONFIG_DEBUG_LIST with BUG_ON_DATA_CORRUPTION
+// turns the second deletion into a kernel BUG in lib/list_debug.c.
+static noinline void leapfrog_provoke_list(void)
+{
+	static LIST_HEAD(head);
+	static struct list_head entry;
+
+	list_add(&entry, &head);
+	list_del(&entry);
+	list_del(&entry);
+}
+
 static int __init leapfrog_provoke_init(void)
 {
 	pr_info("leapfrog_provoke: %s\n", what);
@@ -60,6 +73,8 @@ static int __init leapfrog_provoke_init(void)
 		leapfrog_provoke_spin(15);
 	else if (!strcmp(what, "deadlock"))
 		leapfrog_provoke_deadlock();
+	else if (!strcmp(what, "list"))
+		leapfrog_provoke_list();
 	return -EAGAIN;
 }
 
