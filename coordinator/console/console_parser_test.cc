@@ -241,14 +241,17 @@ TEST(ConsoleParser, NearbyFatalExceptionFoldsIntoThePrimaryReport) {
 }
 
 TEST(ConsoleParser, NormalisesTheSameBugFromDifferentKernelsAlike) {
-  // 3.16 and 6.1 print a NULL dereference differently; the title is the same.
-  std::vector<KernelReport> old_format =
-      parse_console(read_file(kTestdata / "oops_old_format_3_16.txt"));
-  std::vector<KernelReport> new_format =
-      parse_console(read_file(kTestdata / "oops_null_deref.txt"));
-  ASSERT_EQ(old_format.size(), 1u);
-  ASSERT_EQ(new_format.size(), 1u);
-  EXPECT_EQ(old_format[0].title, new_format[0].title);
+  // Old and new kernels print a NULL dereference and a UBSAN report differently;
+  // the title is the same.
+  for (auto [old_file, new_file] :
+       {std::pair{"oops_old_format_3_16.txt", "oops_null_deref.txt"},
+        std::pair{"ubsan_old_format_4_19.txt", "ubsan_array_index.txt"}}) {
+    std::vector<KernelReport> old_format = parse_console(read_file(kTestdata / old_file));
+    std::vector<KernelReport> new_format = parse_console(read_file(kTestdata / new_file));
+    ASSERT_EQ(old_format.size(), 1u) << old_file;
+    ASSERT_EQ(new_format.size(), 1u) << new_file;
+    EXPECT_EQ(old_format[0].title, new_format[0].title) << old_file;
+  }
 }
 
 TEST(ConsoleParser, StripsPrintkPrefixes) {

@@ -453,9 +453,32 @@ std::string kasan_title(std::string_view header, const ReportScan& scan) {
   return with_function(title, func);
 }
 
-std::string ubsan_title(std::string_view header, const ReportScan& scan) {
+// Kernels before 5.9 print "UBSAN: Undefined behaviour in FILE" and say what
+// happened on the next line; name it as newer kernels do.
+std::string ubsan_type_from_detail(std::string_view detail) {
+  static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
+      {"is out of range for type", "array-index-out-of-bounds"},
+      {"shift exponent", "shift-out-of-bounds"},
+      {"left shift of", "shift-out-of-bounds"},
+      {"signed integer overflow", "signed-integer-overflow"},
+      {"negation of", "signed-integer-overflow"},
+      {"division by zero", "division-by-zero"},
+      {"load of value", "invalid-load"},
+      {"null pointer", "null-ptr-deref"},
+      {"misaligned address", "misaligned-access"},
+      {"is not a valid value", "invalid-load"},
+  };
+  for (const auto& [needle, type] : kTypes) {
+    if (contains(detail, needle)) return std::string(type);
+  }
+  return "undefined behaviour";
+}
+
+std::string ubsan_title(std::string_view header, std::string_view next_line,
+                        const ReportScan& scan) {
   std::string rest = after(header, "UBSAN: ");
   std::string type = rest.substr(0, rest.find(" in "));
+  if (type == "Undefined behaviour") type = ubsan_type_from_detail(next_line);
   std::string func = first_good_frame(scan, false);
   if (func.empty()) func = source_file(rest);
   return with_function("UBSAN: " + normalise_text(type), func);
@@ -557,7 +580,9 @@ std::string make_title(std::string_view kind, const std::vector<ConsoleLine>& li
   if (kind == "oops") return oops_title(head, scan);
   if (kind == "bug") return bug_title(head, scan);
   if (kind == "kasan") return kasan_title(head, scan);
-  if (kind == "ubsan") return ubsan_title(head, scan);
+  if (kind == "ubsan") {
+    return ubsan_title(head, header + 1 <= last ? lines[header + 1].body : "", scan);
+  }
   if (kind == "warning") return warning_title(head, scan);
   if (kind == "lockdep") return lockdep_title(head, scan);
   if (kind == "hung-task") return with_function("task hung", first_good_frame(scan, false));
