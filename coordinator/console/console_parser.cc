@@ -93,6 +93,7 @@ bool is_follow_on_panic(std::string_view body) {
       "hung_task: blocked tasks",
       "softlockup: hung tasks",
       "Hard LOCKUP",
+      "Watchdog detected hard LOCKUP",
       "hard LOCKUP",
       "RCU Stall",
       "Attempted to kill init!",

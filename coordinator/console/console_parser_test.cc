@@ -234,14 +234,27 @@ TEST(ConsoleParser, DistantFatalExceptionIsAReportOfItsOwn) {
   EXPECT_EQ(reports[1].title, "panic: Fatal exception");
 }
 
-TEST(ConsoleParser, NearbyFatalExceptionFoldsIntoThePrimaryReport) {
-  std::string text = read_file(kTestdata / "warning_walk_component.txt");
-  text += "[  103.000000] Kernel panic - not syncing: Fatal exception\n";
-  std::vector<KernelReport> reports = parse_console(text);
-  ASSERT_EQ(reports.size(), 1u);
-  EXPECT_EQ(reports[0].title, "WARNING in walk_component");
-  EXPECT_TRUE(report_is_fatal(reports[0]));
-  EXPECT_NE(reports[0].excerpt.find("Fatal exception"), std::string::npos);
+TEST(ConsoleParser, NearbyFollowOnPanicFoldsIntoThePrimaryReport) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"warning_walk_component.txt", "Fatal exception"},
+      {"hard_lockup.txt", "Hard LOCKUP"},
+      {"rcu_stall_detected.txt", "RCU Stall"},
+      {"soft_lockup.txt", "softlockup: hung tasks"},
+      {"kasan_use_after_free.txt", "KASAN: panic_on_warn set ..."},
+  };
+  for (const auto& [file, message] : cases) {
+    std::string text = read_file(kTestdata / file);
+    std::vector<KernelReport> alone = parse_console(text);
+    ASSERT_EQ(alone.size(), 1u) << file;
+    EXPECT_FALSE(report_is_fatal(alone[0])) << file;
+    text += "[  999.000000] Kernel panic - not syncing: " + std::string(message) + "\n";
+    std::vector<KernelReport> reports = parse_console(text);
+    ASSERT_EQ(reports.size(), 1u) << file;
+    EXPECT_EQ(reports[0].title, alone[0].title) << file;
+    EXPECT_EQ(reports[0].first_line, alone[0].first_line) << file;
+    EXPECT_TRUE(report_is_fatal(reports[0])) << file;
+    EXPECT_NE(reports[0].excerpt.find(message), std::string::npos) << file;
+  }
 }
 
 TEST(ConsoleParser, NormalisesTheSameBugFromDifferentKernelsAlike) {
