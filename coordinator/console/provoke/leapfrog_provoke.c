@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 // Test-only module that makes the kernel print a real report of one kind, so the
 // console parser's golden files hold real console output (see
 // ../capture_real_excerpts.sh). Load with `insmod leapfrog_provoke.ko what=KIND`;
@@ -79,5 +79,5 @@ static int __init leapfrog_provoke_init(void)
 }
 
 module_init(leapfrog_provoke_init);
-MODULE_LICENSE("GPL");
+MODULE_LICENSE("Dual MIT/GPL");
 MODULE_DESCRIPTION("Leapfrog: provoke kernel reports for console parser golden files");
