@@ -54,16 +54,8 @@ class TriageE2E : public ::testing::Test {
     o.for_tests = true;
     pg_ = std::make_unique<EmbeddedPostgres>(o);
     pg_->start(*dir_ / "pg");
-    const std::string data = *dir_ / "coord";
-    coordinator_ =
-        spawn("coordinator", {LEAPFROG, "serve", "--database", pg_->url(), "--listen",
-                              "127.0.0.1:0", "--data-dir", data, "--token-file", token_file_});
-    ASSERT_TRUE(poll_until(
-        [&] { return !slurp(data + "/address").empty() || coordinator_->exited(); }, 30s));
-    address_ = slurp(data + "/address");
-    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' '))
-      address_.pop_back();
-    ASSERT_FALSE(address_.empty()) << tail_of(coordinator_->err_file());
+    start_coordinator("127.0.0.1:0");
+    ASSERT_FALSE(address_.empty());
     for (int k = 1; k <= 5; ++k) {
       const std::string name = "k" + std::to_string(k);
       std::vector<std::string> argv = {LEAPFROG_AGENT, "connect",       "--coordinator",
@@ -80,7 +72,7 @@ class TriageE2E : public ::testing::Test {
     if (!dir_) return;
     for (auto* a : agents_) a->signal(SIGTERM);
     for (auto* a : agents_) a->stop();
-    if (coordinator_) coordinator_->stop();
+    for (auto& p : procs_) p->stop();
     if (HasFailure()) {
       for (const auto& e : stdfs::directory_iterator(logs_)) {
         if (stdfs::file_size(e.path()) == 0) continue;
@@ -91,6 +83,21 @@ class TriageE2E : public ::testing::Test {
     procs_.clear();
     pg_.reset();
     dir_.reset();
+  }
+
+  // `leapfrog serve` on the test's database, listening on `listen`.
+  void start_coordinator(const std::string& listen) {
+    const std::string data = *dir_ / "coord";
+    std::remove((data + "/address").c_str());
+    coordinator_ = spawn("coordinator-" + std::to_string(++coordinators_),
+                         {LEAPFROG, "serve", "--database", pg_->url(), "--listen", listen,
+                          "--data-dir", data, "--token-file", token_file_});
+    ASSERT_TRUE(poll_until(
+        [&] { return !slurp(data + "/address").empty() || coordinator_->exited(); }, 30s));
+    address_ = slurp(data + "/address");
+    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' '))
+      address_.pop_back();
+    ASSERT_FALSE(address_.empty()) << tail_of(coordinator_->err_file());
   }
 
   Proc* spawn(const std::string& name, std::vector<std::string> argv) {
@@ -151,6 +158,7 @@ class TriageE2E : public ::testing::Test {
   std::unique_ptr<EmbeddedPostgres> pg_;
   std::vector<std::unique_ptr<Proc>> procs_;
   Proc* coordinator_ = nullptr;
+  int coordinators_ = 0;
   std::vector<Proc*> agents_;
 };
 
@@ -258,6 +266,34 @@ TEST_F(TriageE2E, IssuesReplayBisectMinimizeAndRegression) {
       << reopened.dump();
   EXPECT_EQ(reopened["count"], "3");
   EXPECT_EQ(reopened["regressions"], 1);
+}
+
+TEST_F(TriageE2E, AnActionSurvivesACoordinatorKilledMidway) {
+  night("k4");
+  const std::string id = wait_stat_issue(1)["id"].get<std::string>();
+  const json started = cli_json({"replay", id, "--kernel", "k4", "--runs", "6"});
+  ASSERT_EQ(started["state"], "ACTION_STATE_RUNNING") << started.dump();
+  const std::string action = started["id"].get<std::string>();
+  // Kill it once some runs are done, restart on the same address: the
+  // action row and its campaign carry on.
+  const std::string campaign = started["campaign_ids"][0].get<std::string>();
+  ASSERT_TRUE(poll_until(
+      [&] {
+        const Result r = cli({"campaign", "show", campaign, "--json"});
+        return r.exit == 0 && json::parse(r.out)["by_state"].value("done", 0) >= 2;
+      },
+      60s, 100ms));
+  const std::string listen = address_;
+  coordinator_->signal(SIGKILL);
+  coordinator_->stop();
+  start_coordinator(listen);
+  const json done = cli_json({"action", action, "--wait"});
+  EXPECT_EQ(done["state"], "ACTION_STATE_DONE") << done.dump();
+  EXPECT_EQ(done["rate"]["runs"], 6) << done.dump();
+  EXPECT_GT(done["rate"].value("reproduced", 0), 0) << done.dump();
+  EXPECT_EQ(done["campaign_ids"].size(), 1u) << done.dump();  // not queued twice
+  // The replays were not counted into the issue.
+  EXPECT_EQ(cli_json({"issue", "show", id})["count"], "1");
 }
 
 }  // namespace
