@@ -296,4 +296,25 @@ TEST_F(TriageE2E, AnActionSurvivesACoordinatorKilledMidway) {
   EXPECT_EQ(cli_json({"issue", "show", id})["count"], "1");
 }
 
+TEST_F(TriageE2E, BisectSkipsAKernelThatFailsDifferently) {
+  // kx cannot run the job at all (its runs end as errors): neither good nor bad.
+  agents_.push_back(spawn(
+      "agent-kx", {LEAPFROG_AGENT, "connect", "--coordinator", address_, "--token-file",
+                   token_file_, "--name", "agent-kx", "--kernel-label", "kx", "--spool",
+                   *dir_ / "spool-kx", "--fs", "fuse-cached", "--fs-map", "fuse-cached=nosuchfs"}));
+  night("k4");
+  const std::string id = wait_stat_issue(1)["id"].get<std::string>();
+  const json bisect = cli_json({"bisect", id, "--kernels", "k1,kx,k4", "--wait"});
+  EXPECT_EQ(bisect["state"], "ACTION_STATE_DONE") << bisect.dump();
+  EXPECT_EQ(bisect["bisect"]["first_bad"], "k4") << bisect.dump();
+  EXPECT_EQ(bisect["bisect"]["last_good"], "k1") << bisect.dump();
+  ASSERT_EQ(bisect["bisect"]["skipped"].size(), 1u) << bisect.dump();
+  EXPECT_EQ(bisect["bisect"]["skipped"][0], "kx");
+  const json steps = bisect["bisect"]["steps"];
+  ASSERT_EQ(steps.size(), 2u) << bisect.dump();
+  EXPECT_EQ(steps[1]["verdict"], "skipped");
+  EXPECT_EQ(steps[1].value("reproduced", 0), 0);
+  EXPECT_EQ(steps[1]["other_failures"], steps[1]["runs"]);
+}
+
 }  // namespace
