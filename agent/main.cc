@@ -156,6 +156,8 @@ int main(int argc, char** argv) {
   connect->add_option("--spool", connect_opts.spool_dir, "folder for outcomes not yet acknowledged");
   connect->add_option("--max-jobs", connect_opts.max_jobs, "exit after this many jobs (0: never)");
   connect->add_flag("--vm", connect_opts.vm, "advertise that the agent runs in a VM");
+  connect->add_flag("--selftest", connect_opts.selftest,
+                    "run the selftest-crash and selftest-hang jobs (VMs of `leapfrog vm run --selftest` only)");
   bool connect_die_with_parent = false;
   connect->add_flag("--die-with-parent", connect_die_with_parent,
                     "hand the job back and exit when the parent process dies");
