@@ -8,6 +8,7 @@
 
 #include "coordinator/cli/client.h"
 #include "coordinator/cli/server_cmds.h"
+#include "coordinator/cli/vm_cmds.h"
 
 namespace {
 
@@ -99,6 +100,9 @@ int main(int argc, char** argv) {
   outcomes->add_option("--campaign", outcome_campaign, "only this campaign");
   outcomes->add_flag("--failed", failed, "only outcomes that are not pass");
   auto* kernels = app.add_subcommand("kernels", "registered kernels");
+  VmCommands vm_cmds(app);
+  up->add_option("--vms", serve_opts.vms, "VMs to boot (`leapfrog vm run`; needs --kernel)")->check(CLI::Range(0, 64));
+  up->add_option("--kernel", serve_opts.vm_kernel, "registered kernel label the VMs boot");
 
   // Global flags (--json, --data-dir, ...) may also follow the verb.
   for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
@@ -127,6 +131,7 @@ int main(int argc, char** argv) {
       }
       return leapfrog::cli::serve(serve_opts);
     }
+    if (vm_cmds.parsed()) return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
     Client client(resolve_endpoint(coordinator, token_file, data_dir));
     if (crun->parsed()) return client.campaign_run(run_flags, wait, json);
     if (clist->parsed()) return client.campaign_list(json);
