@@ -33,6 +33,9 @@ using Steady = std::chrono::steady_clock;
 using Wall = std::chrono::system_clock;
 using std::chrono::milliseconds;
 
+// The first line deploy/vm/init prints.
+constexpr const char* kInitLine = "leapfrog-init: start";
+
 std::string read_from(const std::string& path, size_t offset) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
@@ -360,6 +363,10 @@ class Launcher {
       s.last_output = now;
     }
     const bool exited = s.qemu->wait_exit(milliseconds(0));
+    // A VM may register and die between two polls: ask again before calling
+    // it a boot failure.
+    if (exited && !s.registered)
+      if (auto a = coord_.agents()) agents_ = std::move(*a);
     auto it = agents_.find(s.name);
     if (it != agents_.end()) {
       const int64_t seen = micros(it->second.last_seen());
@@ -375,22 +382,25 @@ class Launcher {
     if (!s.registered) {
       if (it != agents_.end() && s.last_seen_us >= wall_micros(s.started_wall)) {
         s.registered = true;
-        s.registered_offset = size;
+        // Reports count from /init on (the agent may have crashed the kernel
+        // before this poll saw it register); earlier ones are the boot's.
+        const size_t init = read_from(s.console, 0).find(kInitLine);
+        s.registered_offset = init == std::string::npos ? size : init;
         s.last_seen_local = now;
         ever_registered_ = true;
         spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,
                      std::chrono::duration_cast<milliseconds>(now - s.started).count());
+      } else {
+        if (exited) {
+          boot_failure(s, "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
+                              " before the agent registered");
+        } else if (now - s.started > opts_.boot_timeout) {
+          s.qemu->kill();
+          boot_failure(s, "the agent did not register within " +
+                              std::to_string(opts_.boot_timeout.count() / 1000) + " s of boot");
+        }
         return;
       }
-      if (exited) {
-        boot_failure(s, "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
-                            " before the agent registered");
-      } else if (now - s.started > opts_.boot_timeout) {
-        s.qemu->kill();
-        boot_failure(s, "the agent did not register within " +
-                            std::to_string(opts_.boot_timeout.count() / 1000) + " s of boot");
-      }
-      return;
     }
     // Reports since the agent registered.
     std::vector<console::KernelReport> reports;
