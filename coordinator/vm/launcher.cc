@@ -237,7 +237,10 @@ class Launcher {
     while (!stop_.load()) {
       if (Steady::now() >= next_poll) {
         if (auto a = coord_.agents()) agents_ = std::move(*a);
-        next_poll = Steady::now() + milliseconds(500);
+        // Faster while a VM boots: registration is what `up` waits for.
+        bool booting = false;
+        for (const auto& s : slots_) booting = booting || (!s.stopped && !s.registered);
+        next_poll = Steady::now() + milliseconds(booting ? 100 : 500);
       }
       bool any = false;
       for (auto& s : slots_) {
