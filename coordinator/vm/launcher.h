@@ -33,8 +33,6 @@ struct LauncherOptions {
   std::chrono::milliseconds hang_timeout{30'000};
   // KVM: "auto" (a probe boot decides), "on", "off".
   std::string kvm = "auto";
-  // Exit when no slot runs any more (every VM failed to boot). Always true
-  // today; kept explicit for `up`, which restarts nothing either.
 };
 
 // Runs until `stop` becomes true (or every slot stopped). Returns the exit
