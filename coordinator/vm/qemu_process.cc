@@ -38,10 +38,13 @@ std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
                      "file:" + cfg.console_log});
   if (cfg.coordinator_port > 0) {
     const std::string p = std::to_string(cfg.coordinator_port);
-    a.insert(
-        a.end(),
-        {"-netdev", "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:" + p + "-tcp:127.0.0.1:" + p,
-         "-device", "virtio-net-pci,netdev=n0"});
+    // cmd: opens one host connection per guest connection; a tcp: chardev
+    // connects once, when QEMU starts, and the guest could never reconnect
+    // (after a coordinator restart, or an agent restart in the guest).
+    a.insert(a.end(), {"-netdev",
+                       "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:" + p +
+                           "-cmd:" + cfg.busybox + " nc 127.0.0.1 " + p,
+                       "-device", "virtio-net-pci,netdev=n0"});
   }
   return a;
 }

@@ -20,10 +20,11 @@ struct QemuConfig {
   std::string append;  // kernel command line
   int cpus = 2;
   int mem_mib = 512;
-  bool kvm = false;          // else TCG with -cpu max
-  int coordinator_port = 0;  // guestfwd 10.0.2.100:PORT -> 127.0.0.1:PORT; 0: no network
-  std::string console_log;   // the serial console
-  std::string stderr_log;    // QEMU's own messages
+  bool kvm = false;                 // else TCG with -cpu max
+  int coordinator_port = 0;         // guestfwd 10.0.2.100:PORT -> 127.0.0.1:PORT; 0: no network
+  std::string busybox = "busybox";  // its nc carries each guest connection to the host
+  std::string console_log;          // the serial console
+  std::string stderr_log;           // QEMU's own messages
 };
 
 // The argv QEMU runs with (for logs and tests).
