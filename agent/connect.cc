@@ -281,8 +281,39 @@ class Agent {
     return argv;
   }
 
+  // The launcher's test hooks: selftest-crash panics the guest kernel through
+  // /proc/sysrq-trigger, selftest-hang freezes this process (no heartbeats,
+  // no output). Refused unless the agent runs in a VM started with
+  // --selftest, so a campaign cannot crash a host or an ordinary VM.
+  void run_selftest(const v1::Job& job) {
+    const std::string& name = job.spec().scenario();
+    if (!opts_.selftest || !opts_.vm) {
+      finish(job, error_outcome("scenario \"" + name + "\" runs only on VM agents started with --selftest"));
+      return;
+    }
+    spdlog::warn("job.selftest job={} attempt={} scenario={}", job.job_id(), job.attempt(), name);
+    if (name == "selftest-crash") {
+      ::sync();
+      const int fd = ::open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        (void)!::write(fd, "c", 1);
+        ::close(fd);
+      }
+      finish(job, error_outcome("selftest-crash: the kernel did not crash"));
+    } else if (name == "selftest-hang") {
+      ::kill(::getpid(), SIGSTOP);
+      finish(job, error_outcome("selftest-hang: the agent was resumed"));
+    } else {
+      finish(job, error_outcome("unknown selftest scenario \"" + name + "\""));
+    }
+  }
+
   // Runs the job in a child `leapfrog-agent run`, heartbeating meanwhile.
   void run_job(const v1::Job& job) {
+    if (job.spec().scenario().rfind("selftest-", 0) == 0) {
+      run_selftest(job);
+      return;
+    }
     spdlog::info("job.start job={} attempt={} scenario={} fs={} seed={}", job.job_id(), job.attempt(),
                  job.spec().scenario(), job.spec().fs(), job.spec().seed());
     const std::string dir = spool_.dir() + "/job-" + std::to_string(job.job_id());

@@ -26,6 +26,9 @@ struct ConnectOptions {
   std::string self_exe;      // the leapfrog-agent binary to run jobs with
   int max_jobs = 0;          // stop after this many jobs (0: no limit); for tests
   bool vm = false;
+  // Run the selftest-* jobs (crash the kernel, freeze the agent); only with
+  // vm, and only when the launcher was asked to (`leapfrog vm run --selftest`).
+  bool selftest = false;
 };
 
 // Runs until SIGTERM/SIGINT (or max_jobs). Returns the process exit code.

@@ -158,6 +158,8 @@ int main(int argc, char** argv) {
   connect->add_flag("--vm", connect_opts.vm, "advertise that the agent runs in a VM");
   std::vector<std::string> fs_map;
   connect->add_option("--fs-map", fs_map, "JOB_FS=LOCAL_FS: run jobs of JOB_FS on LOCAL_FS (repeatable; for tests)");
+  connect->add_flag("--selftest", connect_opts.selftest,
+                    "run the selftest-crash and selftest-hang jobs (VMs of `leapfrog vm run --selftest` only)");
   bool connect_die_with_parent = false;
   connect->add_flag("--die-with-parent", connect_die_with_parent,
                     "hand the job back and exit when the parent process dies");

@@ -11,3 +11,6 @@ echo "== oracle throughput (one core) =="
 echo
 echo "== coordinator: lease throughput and ingest =="
 "$build/bin/leapfrog_coordinator_bench"
+echo
+echo "== VMs: boot to agent registered vs bare boot; guest vs host throughput =="
+"$build/bin/leapfrog_vm_bench"

@@ -120,4 +120,26 @@ Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJ
   });
 }
 
+Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAgentJobRequest* req,
+                                      v1::FailAgentJobResponse* resp) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("FailAgentJob", [&] {
+    if (req->agent_name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent_name is empty");
+    const v1::Verdict verdict = req->outcome().verdict();
+    if (verdict != v1::VERDICT_KERNEL_CRASH && verdict != v1::VERDICT_HANG && verdict != v1::VERDICT_BOOT_FAILURE)
+      return Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict must be KERNEL_CRASH, HANG or BOOT_FAILURE");
+    const auto held = store_.agent_job(req->agent_name(), req->job_id());
+    if (!held) return Status(StatusCode::NOT_FOUND, "unknown agent \"" + req->agent_name() + "\"");
+    if (held->job_id == 0) return Status::OK;
+    if (store_.report_outcome(held->agent_id, held->job_id, held->attempt, req->outcome(), clock_.now()) !=
+        ReportResult::Stored)
+      return Status::OK;
+    spdlog::warn("job.failed_by_launcher job={} attempt={} agent={} verdict={} error=\"{}\"", held->job_id,
+                 held->attempt, req->agent_name(), v1::Verdict_Name(verdict), req->outcome().error());
+    resp->set_job_id(held->job_id);
+    resp->set_attempt(held->attempt);
+    return Status::OK;
+  });
+}
+
 }  // namespace leapfrog::coord

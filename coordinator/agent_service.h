@@ -24,6 +24,8 @@ class AgentServiceImpl final : public v1::AgentService::Service {
                              v1::ReportOutcomeResponse* resp) override;
   grpc::Status ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
                           v1::ReleaseJobResponse* resp) override;
+  grpc::Status FailAgentJob(grpc::ServerContext* ctx, const v1::FailAgentJobRequest* req,
+                            v1::FailAgentJobResponse* resp) override;
 
  private:
   // Capabilities of agents registered with this replica.

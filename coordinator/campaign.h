@@ -18,6 +18,11 @@ class SpecError : public std::invalid_argument {
 inline constexpr uint32_t kMaxJobsPerCampaign = 100'000;
 inline constexpr uint32_t kDefaultMaxAttempts = 3;
 
+// The VM launcher's test hooks (selftest-crash, selftest-hang): accepted in
+// campaigns, run only by VM agents started with --selftest (agent/connect.cc);
+// every other agent ends them as ERROR.
+bool is_selftest_scenario(const std::string& name);
+
 // Fills defaults (kernels: ["host"], seeds: 1, duration: 2 s, max_attempts: 3)
 // and validates every field; throws SpecError.
 v1::CampaignSpec normalize(const v1::CampaignSpec& spec);

@@ -15,6 +15,8 @@ packages=(
   postgresql
   # runtime tools used by the scenarios and tests
   fuse3 acl e2fsprogs xfsprogs btrfs-progs util-linux
+  # VMs
+  qemu-system-x86 busybox-static linux-image-amd64 cpio xz-utils zstd libssl-dev
 )
 
 missing=()

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "coordinator/auth.h"
+#include "coordinator/cli/vm_cmds.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
@@ -185,15 +186,26 @@ int serve(const ServeOptions& opts) {
     fleet = std::make_unique<AgentFleet>(self_dir() + "/leapfrog-agent", server.address(), token_file, opts.data_dir);
     fleet->start(opts.agents);
   }
+  pid_t vm_launcher = -1;
+  if (opts.vms > 0) {
+    if (opts.vm_kernel.empty()) throw std::runtime_error("--vms needs --kernel LABEL");
+    vm_launcher = spawn_vm_launcher(server.address(), token_file, opts.data_dir, opts.vm_kernel, opts.vms);
+  }
   std::printf("leapfrog coordinator listening on %s\n", server.address().c_str());
   std::printf("  token file: %s\n", token_file.c_str());
   std::printf("  database:   %s\n", pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
   if (opts.agents > 0) std::printf("  agents:     %d local\n", opts.agents);
+  if (opts.vms > 0) std::printf("  VMs:        %d of kernel %s\n", opts.vms, opts.vm_kernel.c_str());
   std::printf("  try: leapfrog campaign run --data-dir %s --scenario setattr-lookup --fs tmpfs --wait\n",
               opts.data_dir.c_str());
   std::fflush(stdout);
 
   wait_for_stop(set, fleet.get());
+  if (vm_launcher > 0) {
+    kill(vm_launcher, SIGTERM);
+    int status = 0;
+    waitpid(vm_launcher, &status, 0);
+  }
   if (fleet) fleet->stop();
   server.shutdown();
   std::remove((opts.data_dir + "/address").c_str());

@@ -13,6 +13,8 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:7070";
   std::string token_file;  // default: <data_dir>/token, generated if missing
   int agents = 0;          // local agents to start (`up`)
+  int vms = 0;             // VMs to boot (`up --vms`), with vm_kernel
+  std::string vm_kernel;
   int lease_ms = 10000;    // lease length without a heartbeat
   int heartbeat_ms = 2000; // how often agents heartbeat
 };

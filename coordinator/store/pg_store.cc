@@ -849,6 +849,27 @@ int PgStore::expire_leases(TimePoint now) {
   });
 }
 
+std::optional<AgentJob> PgStore::agent_job(const std::string& agent_name, int64_t job_id) {
+  return run_transaction(*pool_, "agent_job", [&](pqxx::work& txn) -> std::optional<AgentJob> {
+    auto agent = txn.exec_params("SELECT id FROM agents WHERE name = $1", clean(agent_name));
+    if (agent.empty()) return std::nullopt;
+    AgentJob out;
+    out.agent_id = agent[0][0].as<std::string>();
+    pqxx::result r =
+        job_id == 0 ? txn.exec_params("SELECT id, attempt FROM jobs WHERE agent_id = $1 AND state = 'leased'"
+                                      " ORDER BY id LIMIT 1",
+                                      out.agent_id)
+                    : txn.exec_params("SELECT id, attempt FROM jobs WHERE id = $1 AND attempt > 0 AND"
+                                      " ((state = 'leased' AND agent_id = $2) OR state = 'queued')",
+                                      job_id, out.agent_id);
+    if (!r.empty()) {
+      out.job_id = r[0][0].as<int64_t>();
+      out.attempt = r[0][1].as<uint32_t>();
+    }
+    return out;
+  });
+}
+
 // ---- outcomes ----
 
 std::vector<v1::OutcomeRecord> PgStore::list_outcomes(int64_t campaign_id, bool failed_only,

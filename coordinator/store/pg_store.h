@@ -78,6 +78,7 @@ class PgStore : public Store {
                               const v1::Outcome& outcome, TimePoint now) override;
   void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override;
   int expire_leases(TimePoint now) override;
+  std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) override;
 
   std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
                                                uint32_t limit) override;

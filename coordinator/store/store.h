@@ -35,6 +35,13 @@ struct NewJob {
   std::string kernel_label;
 };
 
+// The job an agent holds, for the VM launcher (Store::agent_job).
+struct AgentJob {
+  std::string agent_id;
+  int64_t job_id = 0;  // 0: none
+  uint32_t attempt = 0;
+};
+
 enum class ReportResult {
   Stored,      // the outcome was stored and the job is done
   Duplicate,   // this (job, attempt) was stored before; nothing changed
@@ -95,6 +102,16 @@ class Store {
   // after max_attempts, done as VERDICT_INFRA_FAILURE with the reason. Returns
   // how many jobs it touched.
   virtual int expire_leases(TimePoint now) = 0;
+  // For the VM launcher (FailAgentJob): the agent called `agent_name` and the
+  // (job, attempt) it holds when job_id is 0; otherwise job_id's current
+  // attempt if that agent holds it, or if its lease expired and no one leased
+  // it again (queued after a lease). job_id 0 in the result: no such job.
+  // nullopt for an unknown agent name.
+  virtual std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) {
+    (void)agent_name;
+    (void)job_id;
+    throw StoreError("this store cannot look up an agent's job", false);
+  }
 
   // ---- outcomes ----
   // Most recent first. campaign_id 0: all; limit 0 means 200. Violations come

@@ -1,0 +1,85 @@
+// Kernel image inspection and vmlinux extraction on the real Debian kernel
+// (skipped without one), on a damaged copy, and on files that are no kernel.
+
+#include "coordinator/vm/kernel_image.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "coordinator/pg/test_dir.h"
+
+namespace leapfrog::vm {
+namespace {
+
+namespace stdfs = std::filesystem;
+using coord::testing::TestDir;
+
+std::string boot_kernel() {
+  std::string best;
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator("/boot", ec))
+    if (e.path().filename().string().rfind("vmlinuz-", 0) == 0 && e.path().string() > best) best = e.path();
+  return best;
+}
+
+TEST(KernelImage, ReadsTheVersionAndExtractsACompleteVmlinux) {
+  const std::string image = boot_kernel();
+  if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
+  const ImageInfo info = inspect_image(image);
+  EXPECT_EQ(info.format, ImageFormat::BzImage);
+  EXPECT_EQ(info.release, stdfs::path(image).filename().string().substr(8));
+  EXPECT_EQ(info.sha256.size(), 64u);
+  TestDir dir;
+  std::string why;
+  ASSERT_TRUE(extract_vmlinux(image, dir / "vmlinux", why)) << why;
+  const ImageInfo elf = inspect_image(dir / "vmlinux");
+  EXPECT_EQ(elf.format, ImageFormat::Elf);
+  EXPECT_EQ(elf.release, info.release);
+}
+
+TEST(KernelImage, ADamagedPayloadExtractsNothing) {
+  const std::string image = boot_kernel();
+  if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
+  TestDir dir;
+  const std::string broken = dir / "vmlinuz";
+  stdfs::copy_file(image, broken);
+  {
+    std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(stdfs::file_size(broken) / 2));
+    const std::string junk(1 << 16, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  // The header still reads: the image registers, and boots into a failure.
+  EXPECT_EQ(inspect_image(broken).release, inspect_image(image).release);
+  std::string why;
+  EXPECT_FALSE(extract_vmlinux(broken, dir / "vmlinux", why));
+  EXPECT_FALSE(why.empty());
+  EXPECT_FALSE(stdfs::exists(dir / "vmlinux"));
+}
+
+TEST(KernelImage, RefusesFilesThatAreNoKernel) {
+  TestDir dir;
+  std::ofstream(dir / "text") << "not a kernel\n";
+  EXPECT_THROW(inspect_image(dir / "text"), ImageError);
+  EXPECT_THROW(inspect_image(dir / "missing"), ImageError);
+  std::string why;
+  EXPECT_FALSE(extract_vmlinux(dir / "text", dir / "out", why));
+}
+
+TEST(KernelImage, TheStoreKeepsWhatLoadReads) {
+  const std::string image = boot_kernel();
+  if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
+  TestDir dir;
+  const StoredKernel k = store_kernel(dir.path(), image, "");
+  const StoredKernel back = load_kernel(dir.path(), k.sha256);
+  EXPECT_EQ(back.release, k.release);
+  EXPECT_EQ(back.vmlinux, k.vmlinux);
+  EXPECT_FALSE(back.vmlinux.empty());
+  EXPECT_EQ(back.modules, k.modules);
+  EXPECT_THROW(load_kernel(dir.path(), std::string(64, '0')), ImageError);
+}
+
+}  // namespace
+}  // namespace leapfrog::vm

@@ -1,0 +1,485 @@
+#include "coordinator/vm/launcher.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "coordinator/console/console_parser.h"
+#include "coordinator/vm/kernel_image.h"
+#include "coordinator/vm/qemu_process.h"
+#include "leapfrog/v1/agent.grpc.pb.h"
+#include "leapfrog/v1/control.grpc.pb.h"
+
+extern char** environ;
+
+namespace leapfrog::vm {
+namespace {
+
+namespace stdfs = std::filesystem;
+using Steady = std::chrono::steady_clock;
+using Wall = std::chrono::system_clock;
+using std::chrono::milliseconds;
+
+// The first line deploy/vm/init prints.
+constexpr const char* kInitLine = "leapfrog-init: start";
+
+std::string read_from(const std::string& path, size_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t file_size_or_zero(const std::string& path) {
+  std::error_code ec;
+  const auto n = stdfs::file_size(path, ec);
+  return ec ? 0 : static_cast<size_t>(n);
+}
+
+// Runs argv with stdout to `out` and stderr to `err`; returns the exit status.
+int run_tool(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+int64_t micros(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1'000'000 + t.nanos() / 1000;
+}
+
+int64_t wall_micros(Wall::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// The coordinator, as the launcher sees it: the control service (kernels,
+// agents) and the agent service (failing a VM's job).
+class Coordinator {
+ public:
+  Coordinator(const std::string& address, std::string token) : token_(std::move(token)) {
+    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    control_ = v1::ControlService::NewStub(channel);
+    agent_ = v1::AgentService::NewStub(channel);
+  }
+
+  v1::Kernel kernel(const std::string& label) {
+    v1::ListKernelsResponse resp;
+    auto c = ctx();
+    const auto s = control_->ListKernels(c.get(), v1::ListKernelsRequest(), &resp);
+    if (!s.ok()) throw std::runtime_error("cannot list kernels: " + s.error_message());
+    for (const auto& k : resp.kernels())
+      if (k.label() == label) return k;
+    throw std::runtime_error("unknown kernel \"" + label +
+                             "\": register it with `leapfrog kernel add`");
+  }
+
+  // Agents by name; nullopt when the coordinator did not answer.
+  std::optional<std::map<std::string, v1::AgentInfo>> agents() {
+    v1::ListAgentsResponse resp;
+    auto c = ctx();
+    const auto s = control_->ListAgents(c.get(), v1::ListAgentsRequest(), &resp);
+    if (!s.ok()) {
+      spdlog::warn("vm.list_agents_failed error=\"{}\"", s.error_message());
+      return std::nullopt;
+    }
+    std::map<std::string, v1::AgentInfo> out;
+    for (const auto& a : resp.agents()) out[a.name()] = a;
+    return out;
+  }
+
+  // Ends the job agent `name` holds (or `job_id`) with `outcome`, retrying a
+  // few times while the coordinator is unavailable.
+  void fail_job(const std::string& name, int64_t job_id, const v1::Outcome& outcome) {
+    v1::FailAgentJobRequest req;
+    req.set_agent_name(name);
+    req.set_job_id(job_id);
+    *req.mutable_outcome() = outcome;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      v1::FailAgentJobResponse resp;
+      auto c = ctx();
+      const auto s = agent_->FailAgentJob(c.get(), req, &resp);
+      if (s.ok()) {
+        spdlog::warn("vm.job_failed agent={} job={} attempt={} verdict={} error=\"{}\"", name,
+                     resp.job_id(), resp.attempt(), v1::Verdict_Name(outcome.verdict()),
+                     outcome.error());
+        return;
+      }
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        spdlog::error("vm.fail_job_refused agent={} error=\"{}\"", name, s.error_message());
+        return;
+      }
+      std::this_thread::sleep_for(milliseconds(500));
+    }
+  }
+
+  // A VM that did not boot has no agent: the launcher registers under the
+  // VM's agent name, leases one queued job of the kernel, and reports the
+  // boot failure on it.
+  void report_boot_failure(const std::string& name, const std::string& label,
+                           const v1::Outcome& outcome) {
+    v1::RegisterRequest reg;
+    reg.set_name(name);
+    auto* caps = reg.mutable_capabilities();
+    caps->set_kernel_label(label);
+    caps->add_filesystems("tmpfs");
+    caps->set_root(true);
+    caps->set_vm(true);
+    caps->set_uname("(did not boot)");
+    v1::RegisterResponse rr;
+    auto c1 = ctx();
+    auto s = agent_->Register(c1.get(), reg, &rr);
+    if (!s.ok()) {
+      spdlog::error("vm.boot_failure_unreported agent={} error=\"{}\"", name, s.error_message());
+      return;
+    }
+    v1::LeaseRequest lr;
+    lr.set_agent_id(rr.agent_id());
+    lr.mutable_wait()->set_seconds(0);
+    v1::LeaseResponse lease;
+    auto c2 = ctx();
+    s = agent_->Lease(c2.get(), lr, &lease);
+    if (!s.ok() || !lease.has_job()) {
+      spdlog::error("vm.boot_failure_no_job agent={} kernel={} error=\"{}\"", name, label,
+                    outcome.error());
+      return;
+    }
+    v1::ReportOutcomeRequest rep;
+    rep.set_agent_id(rr.agent_id());
+    rep.set_job_id(lease.job().job_id());
+    rep.set_attempt(lease.job().attempt());
+    *rep.mutable_outcome() = outcome;
+    v1::ReportOutcomeResponse rresp;
+    auto c3 = ctx();
+    s = agent_->ReportOutcome(c3.get(), rep, &rresp);
+    spdlog::error("vm.boot_failure agent={} kernel={} job={} reported={} error=\"{}\"", name, label,
+                  lease.job().job_id(), s.ok(), outcome.error());
+  }
+
+ private:
+  std::unique_ptr<grpc::ClientContext> ctx() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->AddMetadata("authorization", "Bearer " + token_);
+    c->set_deadline(Wall::now() + std::chrono::seconds(10));
+    return c;
+  }
+
+  std::string token_;
+  std::unique_ptr<v1::ControlService::Stub> control_;
+  std::unique_ptr<v1::AgentService::Stub> agent_;
+};
+
+struct Slot {
+  int index = 0;
+  std::string name;
+  int generation = 0;
+  std::unique_ptr<QemuProcess> qemu;
+  std::string console;
+  size_t console_size = 0;
+  Steady::time_point started, last_output;
+  Wall::time_point started_wall;
+  bool registered = false;
+  size_t registered_offset = 0;
+  int64_t last_seen_us = 0;
+  Steady::time_point last_seen_local;  // when last_seen last advanced
+  int64_t job = 0;
+  std::optional<Steady::time_point> report_seen;
+  bool stopped = false;
+};
+
+class Launcher {
+ public:
+  Launcher(const LauncherOptions& opts, const std::atomic<bool>& stop)
+      : opts_(opts), stop_(stop), coord_(opts.coordinator, opts.token) {}
+
+  int run() {
+    prepare();
+    slots_.resize(static_cast<size_t>(opts_.count));
+    for (int i = 0; i < opts_.count; ++i) {
+      Slot& s = slots_[static_cast<size_t>(i)];
+      s.index = i;
+      s.name =
+          "vm-" + opts_.kernel_label + "-" + std::to_string(getpid()) + "-" + std::to_string(i);
+      start(s);
+    }
+    auto next_poll = Steady::now();
+    while (!stop_.load()) {
+      if (Steady::now() >= next_poll) {
+        if (auto a = coord_.agents()) agents_ = std::move(*a);
+        // Faster while a VM boots: registration is what `up` waits for.
+        bool booting = false;
+        for (const auto& s : slots_) booting = booting || (!s.stopped && !s.registered);
+        next_poll = Steady::now() + milliseconds(booting ? 100 : 500);
+      }
+      bool any = false;
+      for (auto& s : slots_) {
+        if (s.stopped) continue;
+        any = true;
+        supervise(s);
+      }
+      if (!any) break;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    for (auto& s : slots_) s.qemu.reset();
+    return ever_registered_ ? 0 : 2;
+  }
+
+ private:
+  void prepare() {
+    const v1::Kernel k = coord_.kernel(opts_.kernel_label);
+    kernel_ = load_kernel(opts_.cache_dir, k.sha256());
+    stdfs::create_directories(opts_.run_dir);
+    chmod(opts_.run_dir.c_str(), 0700);
+    const std::string out = opts_.run_dir + "/image.path", err = opts_.run_dir + "/image.log";
+    std::vector<std::string> argv = {
+        opts_.image_script, "image",         "--agent", opts_.agent_exe,
+        "--release",        kernel_.release, "--cache", opts_.cache_dir + "/images"};
+    if (!kernel_.modules.empty()) argv.insert(argv.end(), {"--modules", kernel_.modules});
+    if (run_tool(argv, out, err) != 0)
+      throw std::runtime_error("cannot build the VM image: " + trim(read_from(err, 0)));
+    const std::string image = trim(read_from(out, 0));
+    const std::string token_file = opts_.run_dir + "/token";
+    {
+      std::ofstream t(token_file, std::ios::trunc);
+      t << opts_.token << '\n';
+    }
+    chmod(token_file.c_str(), 0600);
+    initrd_ = opts_.run_dir + "/initrd.cpio";
+    if (run_tool({opts_.image_script, "token", "--image", image, "--token-file", token_file,
+                  "--out", initrd_},
+                 out, err) != 0)
+      throw std::runtime_error("cannot add the token to the VM image: " + trim(read_from(err, 0)));
+    const auto colon = opts_.coordinator.rfind(':');
+    if (opts_.coordinator.rfind("127.0.0.1:", 0) != 0 || colon == std::string::npos)
+      throw std::runtime_error("VMs reach only a coordinator on 127.0.0.1, not \"" +
+                               opts_.coordinator + "\"");
+    port_ = std::stoi(opts_.coordinator.substr(colon + 1));
+    kvm_ = decide_kvm();
+    spdlog::info("vm.prepared kernel={} release={} boot={} image={} accel={}", opts_.kernel_label,
+                 kernel_.release, kernel_.vmlinux.empty() ? kernel_.image : kernel_.vmlinux, image,
+                 kvm_ ? "kvm" : "tcg");
+  }
+
+  QemuConfig config(const std::string& append, const std::string& console, bool kvm) const {
+    QemuConfig c;
+    c.kernel = kernel_.vmlinux.empty() ? kernel_.image : kernel_.vmlinux;
+    c.initrd = initrd_;
+    c.append = "console=ttyS0 loglevel=5 panic=-1 " + append;
+    c.cpus = opts_.cpus;
+    c.mem_mib = opts_.mem_mib;
+    c.kvm = kvm;
+    c.coordinator_port = port_;
+    c.console_log = console;
+    c.stderr_log = console + ".qemu";
+    return c;
+  }
+
+  // KVM only if a probe boot reaches /init in time: /dev/kvm may answer and
+  // still be unable to run a stock kernel (PITFALLS.md).
+  bool decide_kvm() {
+    if (opts_.kvm == "off") return false;
+    if (access("/dev/kvm", R_OK | W_OK) != 0) {
+      if (opts_.kvm == "on") throw std::runtime_error("--kvm on, but /dev/kvm is not usable");
+      return false;
+    }
+    const std::string console = opts_.run_dir + "/kvm-probe.console.log";
+    try {
+      QemuProcess probe(config("lf.probe=1", console, true));
+      const bool exited = probe.wait_exit(milliseconds(20'000));
+      const bool ok =
+          exited && read_from(console, 0).find("leapfrog-probe-ok") != std::string::npos;
+      spdlog::info("vm.kvm_probe usable={} exited={}", ok, exited);
+      if (!ok && opts_.kvm == "on")
+        throw std::runtime_error("--kvm on, but a probe boot under KVM failed");
+      return ok;
+    } catch (const std::runtime_error& e) {
+      if (opts_.kvm == "on") throw;
+      spdlog::warn("vm.kvm_probe_failed error=\"{}\"", e.what());
+      return false;
+    }
+  }
+
+  void start(Slot& s) {
+    ++s.generation;
+    s.console = opts_.run_dir + "/" + s.name + "." + std::to_string(s.generation) + ".console.log";
+    std::string append = "lf.port=" + std::to_string(port_) + " lf.name=" + s.name +
+                         " lf.kernel=" + opts_.kernel_label;
+    if (opts_.selftest) append += " lf.selftest=1";
+    s.registered = false;
+    s.registered_offset = 0;
+    s.console_size = 0;
+    s.job = 0;
+    s.report_seen.reset();
+    s.started = s.last_output = s.last_seen_local = Steady::now();
+    s.started_wall = Wall::now();
+    s.qemu = std::make_unique<QemuProcess>(config(append, s.console, kvm_));
+    spdlog::info("vm.boot agent={} generation={} console={}", s.name, s.generation, s.console);
+  }
+
+  v1::Outcome outcome(v1::Verdict verdict, const std::string& error, const Slot& s) const {
+    v1::Outcome o;
+    o.set_verdict(verdict);
+    o.set_error(error);
+    o.set_console_tail(console_tail(read_from(s.console, 0)));
+    const auto now = wall_micros(Wall::now());
+    o.mutable_finished_at()->set_seconds(now / 1'000'000);
+    o.mutable_finished_at()->set_nanos(static_cast<int32_t>(now % 1'000'000) * 1000);
+    return o;
+  }
+
+  void supervise(Slot& s) {
+    const auto now = Steady::now();
+    const size_t size = file_size_or_zero(s.console);
+    if (size != s.console_size) {
+      s.console_size = size;
+      s.last_output = now;
+    }
+    const bool exited = s.qemu->wait_exit(milliseconds(0));
+    // A VM may register and die between two polls: ask again before calling
+    // it a boot failure.
+    if (exited && !s.registered)
+      if (auto a = coord_.agents()) agents_ = std::move(*a);
+    auto it = agents_.find(s.name);
+    if (it != agents_.end()) {
+      const int64_t seen = micros(it->second.last_seen());
+      if (seen != s.last_seen_us) {
+        s.last_seen_us = seen;
+        s.last_seen_local = now;
+        // Alive: what it holds now (0 once the job is done).
+        s.job = it->second.current_job();
+      } else if (it->second.current_job() != 0) {
+        s.job = it->second.current_job();
+      }
+    }
+    if (!s.registered) {
+      if (it != agents_.end() && s.last_seen_us >= wall_micros(s.started_wall)) {
+        s.registered = true;
+        // Reports count from /init on (the agent may have crashed the kernel
+        // before this poll saw it register); earlier ones are the boot's.
+        const size_t init = read_from(s.console, 0).find(kInitLine);
+        s.registered_offset = init == std::string::npos ? size : init;
+        s.last_seen_local = now;
+        ever_registered_ = true;
+        spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,
+                     std::chrono::duration_cast<milliseconds>(now - s.started).count());
+      } else {
+        if (exited) {
+          boot_failure(s, "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
+                              " before the agent registered");
+        } else if (now - s.started > opts_.boot_timeout) {
+          s.qemu->kill();
+          boot_failure(s, "the agent did not register within " +
+                              std::to_string(opts_.boot_timeout.count() / 1000) + " s of boot");
+        }
+        return;
+      }
+    }
+    // Reports since the agent registered.
+    std::vector<console::KernelReport> reports;
+    if (exited || size > s.registered_offset)
+      reports = console::parse_console(read_from(s.console, s.registered_offset));
+    if (!reports.empty() && !s.report_seen) s.report_seen = now;
+    const bool settled = exited || (s.report_seen && (now - s.last_output > milliseconds(1000) ||
+                                                      now - *s.report_seen > milliseconds(5000)));
+    if (!reports.empty() && settled) {
+      s.qemu->kill();
+      const auto& r = reports.front();
+      spdlog::warn("vm.kernel_report agent={} kind={} title=\"{}\" reports={}", s.name, r.kind,
+                   r.title, reports.size());
+      coord_.fail_job(s.name, s.job, outcome(v1::VERDICT_KERNEL_CRASH, r.title, s));
+      start(s);
+      return;
+    }
+    if (exited) {
+      coord_.fail_job(s.name, s.job,
+                      outcome(v1::VERDICT_KERNEL_CRASH,
+                              "the VM exited (status " + std::to_string(s.qemu->exit_status()) +
+                                  ") with no kernel report in its console",
+                              s));
+      start(s);
+      return;
+    }
+    const auto quiet = std::min(now - s.last_output, now - s.last_seen_local);
+    if (quiet > opts_.hang_timeout) {
+      s.qemu->kill();
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(quiet).count();
+      spdlog::warn("vm.hang agent={} job={} quiet_s={}", s.name, s.job, secs);
+      coord_.fail_job(
+          s.name, s.job,
+          outcome(v1::VERDICT_HANG,
+                  "no heartbeat and no console output for " + std::to_string(secs) + " s", s));
+      start(s);
+    }
+  }
+
+  // The slot reports BOOT_FAILURE once and stops: booting a kernel that does
+  // not boot again would only loop.
+  void boot_failure(Slot& s, const std::string& why) {
+    coord_.report_boot_failure(s.name, opts_.kernel_label,
+                               outcome(v1::VERDICT_BOOT_FAILURE, why, s));
+    s.qemu.reset();
+    s.stopped = true;
+  }
+
+  LauncherOptions opts_;
+  const std::atomic<bool>& stop_;
+  Coordinator coord_;
+  StoredKernel kernel_;
+  std::string initrd_;
+  int port_ = 0;
+  bool kvm_ = false;
+  bool ever_registered_ = false;
+  std::vector<Slot> slots_;
+  std::map<std::string, v1::AgentInfo> agents_;
+};
+
+}  // namespace
+
+std::string console_tail(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t start = text.size() - max_bytes;
+  const size_t nl = text.find('\n', start);
+  if (nl != std::string::npos && nl + 1 < text.size()) start = nl + 1;
+  return text.substr(start);
+}
+
+int run_launcher(const LauncherOptions& in, const std::atomic<bool>& stop) {
+  LauncherOptions opts = in;
+  if (opts.cache_dir.empty()) opts.cache_dir = default_cache_dir();
+  if (opts.count < 1) throw std::runtime_error("--count must be at least 1");
+  Launcher launcher(opts, stop);
+  return launcher.run();
+}
+
+}  // namespace leapfrog::vm

@@ -1,0 +1,46 @@
+#pragma once
+// `leapfrog vm run`: boots N VMs of one registered kernel, each running the
+// static agent against the coordinator, and supervises them:
+// - the agent must register within the boot deadline, else the slot reports
+//   BOOT_FAILURE (on one queued job of that kernel, leased as the VM's agent)
+//   and stops: a kernel that does not boot is not booted again and again;
+// - a kernel report in the console (parsed by coordinator/console) ends the
+//   agent's job as KERNEL_CRASH with the report's title and the console tail,
+//   and the VM is replaced;
+// - no heartbeat (agent last_seen) and no console output past the hang
+//   deadline: QEMU is killed, the job ends as HANG, and the VM is replaced.
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+namespace leapfrog::vm {
+
+struct LauncherOptions {
+  std::string coordinator;  // 127.0.0.1:PORT (the guests reach it through guestfwd)
+  std::string token;
+  std::string kernel_label;
+  int count = 1;
+  int cpus = 2;
+  int mem_mib = 512;
+  // Let the agents run selftest-crash and selftest-hang jobs (tests only).
+  bool selftest = false;
+  std::string cache_dir;     // kernels/ and images/; default default_cache_dir()
+  std::string run_dir;       // console logs, the initrd with the token
+  std::string agent_exe;     // leapfrog-agent-static
+  std::string image_script;  // deploy/vm/build-initramfs.sh
+  std::chrono::milliseconds boot_timeout{90'000};
+  std::chrono::milliseconds hang_timeout{30'000};
+  // KVM: "auto" (a probe boot decides), "on", "off".
+  std::string kvm = "auto";
+};
+
+// Runs until `stop` becomes true (or every slot stopped). Returns the exit
+// code: 0, or 2 when no VM ever booted. Throws std::runtime_error on setup
+// failure (unknown kernel, no image).
+int run_launcher(const LauncherOptions& opts, const std::atomic<bool>& stop);
+
+// The last `max_bytes` of a console log, cut at a line start.
+std::string console_tail(const std::string& text, size_t max_bytes = 8000);
+
+}  // namespace leapfrog::vm

@@ -1,0 +1,56 @@
+#pragma once
+// One QEMU process: the command line of a Leapfrog VM (serial console to a
+// file, user networking restricted to the coordinator), started with
+// Boost.Process, watched through a pidfd. Only this file's .cc includes
+// boost/process.hpp (it costs seconds of compile time per file).
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace leapfrog::vm {
+
+struct QemuConfig {
+  std::string qemu = "qemu-system-x86_64";
+  std::string kernel;  // ELF vmlinux (PVH boot) or bzImage
+  std::string initrd;
+  std::string append;  // kernel command line
+  int cpus = 2;
+  int mem_mib = 512;
+  bool kvm = false;                 // else TCG with -cpu max
+  int coordinator_port = 0;         // guestfwd 10.0.2.100:PORT -> 127.0.0.1:PORT; 0: no network
+  std::string busybox = "busybox";  // its nc carries each guest connection to the host
+  std::string console_log;          // the serial console
+  std::string stderr_log;           // QEMU's own messages
+};
+
+// The argv QEMU runs with (for logs and tests).
+std::vector<std::string> qemu_argv(const QemuConfig& cfg);
+
+class QemuProcess {
+ public:
+  // Starts QEMU; throws std::runtime_error if it cannot be started.
+  explicit QemuProcess(const QemuConfig& cfg);
+  // Kills QEMU (SIGKILL) if it still runs, and reaps it.
+  ~QemuProcess();
+  QemuProcess(const QemuProcess&) = delete;
+  QemuProcess& operator=(const QemuProcess&) = delete;
+
+  pid_t pid() const;
+  // Waits up to `timeout` for QEMU to exit; true once it has (reaped).
+  bool wait_exit(std::chrono::milliseconds timeout);
+  // SIGKILL and reap.
+  void kill();
+  // Exit status once exited: the code, or 128 + signal.
+  int exit_status() const { return status_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int status_ = -1;
+};
+
+}  // namespace leapfrog::vm
