@@ -131,11 +131,19 @@ CREATE TABLE violations (
 );
 )sql";
 
+// Built kernels carry patches, a build status and a log: the whole
+// v1.Kernel goes into `details`; `status` is what campaigns and pages filter on.
+const char* const kKernelDetails = R"sql(
+ALTER TABLE kernels ADD COLUMN status text NOT NULL DEFAULT 'ready';
+ALTER TABLE kernels ADD COLUMN details bytea;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& schema_migrations() {
   static const std::vector<Migration> all = {
       {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
+      {5, "kernel build status and details", kKernelDetails},
   };
   return all;
 }
