@@ -137,7 +137,8 @@ Status ControlServiceImpl::AddKernel(grpc::ServerContext* ctx, const v1::AddKern
   LEAPFROG_AUTH(ctx);
   return guarded("AddKernel", [&] {
     if (req->kernel().label().empty()) return Status(StatusCode::INVALID_ARGUMENT, "kernel label is empty");
-    *resp = store_.add_kernel(req->kernel(), clock_.now());
+    *resp = req->replace() ? store_.put_kernel(req->kernel(), clock_.now())
+                           : store_.add_kernel(req->kernel(), clock_.now());
     return Status::OK;
   });
 }

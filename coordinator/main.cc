@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coordinator/cli/client.h"
+#include "coordinator/cli/kbuild_cmds.h"
 #include "coordinator/cli/server_cmds.h"
 #include "coordinator/cli/triage_cmds.h"
 #include "coordinator/cli/vm_cmds.h"
@@ -102,6 +103,7 @@ int main(int argc, char** argv) {
   outcomes->add_flag("--failed", failed, "only outcomes that are not pass");
   auto* kernels = app.add_subcommand("kernels", "registered kernels");
   VmCommands vm_cmds(app);
+  KernelBuildCommands kbuild_cmds(app);
   up->add_option("--vms", serve_opts.vms, "VMs to boot (`leapfrog vm run`; needs --kernel)")->check(CLI::Range(0, 64));
   up->add_option("--kernel", serve_opts.vm_kernel, "registered kernel label the VMs boot");
 
@@ -135,6 +137,7 @@ int main(int argc, char** argv) {
       return leapfrog::cli::serve(serve_opts);
     }
     if (auto rc = triage_cmds->run([&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json)) return *rc;
+    if (kbuild_cmds.parsed()) return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (vm_cmds.parsed()) return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
     Client client(resolve_endpoint(coordinator, token_file, data_dir));
     if (crun->parsed()) return client.campaign_run(run_flags, wait, json);

@@ -53,6 +53,8 @@ VmCommands::VmCommands(CLI::App& app) {
       ->check(CLI::ExistingFile);
   kernel_add_->add_option("--modules", modules_,
                           "its modules folder (default /lib/modules/<release> if present)");
+  kernel_add_->add_option("--cmdline", cmdline_,
+                          "words added to the kernel command line at boot (e.g. leapfrog_planted=0)");
   kernel_add_->add_option(
       "--cache-dir", cache_dir_,
       "kernel and image store (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
@@ -112,6 +114,7 @@ int VmCommands::kernel_add(const Endpoint& ep, bool json) {
   kernel->set_version(k.version);
   kernel->set_sha256(k.sha256);
   kernel->set_source(stdfs::absolute(image_).string());
+  kernel->set_cmdline(cmdline_);
   auto stub = v1::ControlService::NewStub(
       grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;

@@ -29,7 +29,7 @@ class VmCommands {
   CLI::App* kernel_add_ = nullptr;
   CLI::App* vm_ = nullptr;
   CLI::App* vm_run_ = nullptr;
-  std::string label_, image_, modules_, cache_dir_;
+  std::string label_, image_, modules_, cache_dir_, cmdline_;
   vm::LauncherOptions launch_;
   double boot_timeout_s_ = 90, hang_timeout_s_ = 30;
   bool die_with_parent_ = false;

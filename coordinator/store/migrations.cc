@@ -204,6 +204,11 @@ CREATE TABLE triage_actions (
 );
 CREATE INDEX triage_actions_running ON triage_actions (id) WHERE state = 1;
 CREATE INDEX triage_actions_issue ON triage_actions (issue_id, id);
+// Built kernels carry patches, a build status and a log: the whole
+// v1.Kernel goes into `details`; `status` is what campaigns and pages filter on.
+const char* const kKernelDetails = R"sql(
+ALTER TABLE kernels ADD COLUMN status text NOT NULL DEFAULT 'ready';
+ALTER TABLE kernels ADD COLUMN details bytea;
 )sql";
 
 }  // namespace
@@ -212,6 +217,7 @@ const std::vector<Migration>& schema_migrations() {
   static const std::vector<Migration> all = {
       {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
       {2, "triage: issues, notes, rates, actions", kTriageSchema},
+      {3, "kernel build status and details", kKernelDetails},
   };
   return all;
 }

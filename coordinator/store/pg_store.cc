@@ -76,10 +76,16 @@ const PgStatement kStatements[] = {
      "  WHERE state = 'leased' GROUP BY agent_id) l ON l.agent_id = a.id"
      " ORDER BY a.name"},
     {"add_kernel",
-     "INSERT INTO kernels (label, version, sha256, source, added_at)"
-     " VALUES ($1, $2, $3, $4, lf_ts($5)) ON CONFLICT (label) DO NOTHING RETURNING label"},
+     "INSERT INTO kernels (label, version, sha256, source, added_at, status, details)"
+     " VALUES ($1, $2, $3, $4, lf_ts($5), $6, $7) ON CONFLICT (label) DO NOTHING RETURNING label"},
+    {"put_kernel",
+     "INSERT INTO kernels (label, version, sha256, source, added_at, status, details)"
+     " VALUES ($1, $2, $3, $4, lf_ts($5), $6, $7) ON CONFLICT (label) DO UPDATE SET"
+     " version = excluded.version, sha256 = excluded.sha256, source = excluded.source,"
+     " added_at = excluded.added_at, status = excluded.status, details = excluded.details"
+     " RETURNING label"},
     {"list_kernels",
-     "SELECT label, version, sha256, source, lf_us(added_at) FROM kernels"
+     "SELECT label, version, sha256, source, lf_us(added_at), status, details FROM kernels"
      " ORDER BY added_at, label"},
     {"insert_campaign",
      "INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)"
@@ -726,15 +732,31 @@ std::vector<v1::AgentInfo> PgStore::list_agents(TimePoint online_since) {
 
 // ---- kernels ----
 
+namespace {
+
+// The whole message goes into `details` (so new fields need no migration);
+// the columns hold what queries and people read.
+v1::Kernel store_kernel(pqxx::work& txn, const char* statement, const v1::Kernel& k,
+                        TimePoint now) {
+  v1::Kernel added = k;
+  set_timestamp(added.mutable_added_at(), us(now));
+  if (added.status().empty()) added.set_status("ready");
+  auto r = txn.exec_prepared(statement, clean(k.label()), clean(k.version()), clean(k.sha256()),
+                             clean(k.source()), us(now), clean(added.status()), bytes(added));
+  if (r.empty()) throw StoreError("kernel '" + k.label() + "' exists", false);
+  return added;
+}
+
+}  // namespace
+
 v1::Kernel PgStore::add_kernel(const v1::Kernel& k, TimePoint now) {
-  return run_transaction(*pool_, "add_kernel", [&](pqxx::work& txn) {
-    auto r = txn.exec_prepared("add_kernel", clean(k.label()), clean(k.version()),
-                               clean(k.sha256()), clean(k.source()), us(now));
-    if (r.empty()) throw StoreError("kernel '" + k.label() + "' exists", false);
-    v1::Kernel added = k;
-    set_timestamp(added.mutable_added_at(), us(now));
-    return added;
-  });
+  return run_transaction(*pool_, "add_kernel",
+                         [&](pqxx::work& txn) { return store_kernel(txn, "add_kernel", k, now); });
+}
+
+v1::Kernel PgStore::put_kernel(const v1::Kernel& k, TimePoint now) {
+  return run_transaction(*pool_, "put_kernel",
+                         [&](pqxx::work& txn) { return store_kernel(txn, "put_kernel", k, now); });
 }
 
 std::vector<v1::Kernel> PgStore::list_kernels() {
@@ -742,6 +764,8 @@ std::vector<v1::Kernel> PgStore::list_kernels() {
     std::vector<v1::Kernel> out;
     for (const auto& r : txn.exec_prepared("list_kernels")) {
       v1::Kernel k;
+      if (!r[6].is_null()) k = parse<v1::Kernel>(r[6], "kernel");
+      k.set_status(r[5].as<std::string>());
       k.set_label(r[0].as<std::string>());
       k.set_version(r[1].as<std::string>());
       k.set_sha256(r[2].as<std::string>());

@@ -63,6 +63,7 @@ class PgStore : public Store {
 
   v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) override;
   std::vector<v1::Kernel> list_kernels() override;
+  v1::Kernel put_kernel(const v1::Kernel& k, TimePoint now) override;
 
   int64_t create_campaign(const v1::CampaignSpec& spec, const std::vector<NewJob>& jobs,
                           int64_t schedule_id, TimePoint now) override;

@@ -112,7 +112,6 @@ class PgStoreTest : public testing::PostgresSuite<PgStoreTest> {
   std::unique_ptr<PgStore> store_;
 };
 
-
 TEST_F(PgStoreTest, MigrationsAreIdempotent) {
   pqxx::connection conn(url_);
   EXPECT_EQ(apply_migrations(conn), 0);  // the store applied them already
@@ -205,6 +204,39 @@ TEST_F(PgStoreTest, KernelsAreUniqueByLabel) {
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].version(), "6.1.0-13-amd64");
   EXPECT_EQ(all[0].source(), "/boot/vmlinuz");
+}
+
+TEST_F(PgStoreTest, BuiltKernelsKeepTheirPatchesAndCanBeReplaced) {
+  v1::Kernel k;
+  k.set_label("planted");
+  k.set_version("6.1.192-lfabcd1234");
+  k.set_sha256("cd34");
+  k.set_source("build /usr/src/linux-source-6.1.tar.xz");
+  k.set_cmdline("leapfrog_planted=1");
+  auto* p = k.add_patches();
+  p->set_name("0001-planted.patch");
+  p->set_sha256("ef56");
+  p->set_subject("[PATCH] namei: planted");
+  store_->add_kernel(k, kT0);
+  auto all = store_->list_kernels();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].status(), "ready") << "an added kernel is ready unless it says otherwise";
+  EXPECT_EQ(all[0].cmdline(), "leapfrog_planted=1");
+  ASSERT_EQ(all[0].patches_size(), 1);
+  EXPECT_EQ(all[0].patches(0).subject(), "[PATCH] namei: planted");
+
+  k.set_status("build-failure");
+  k.set_build_log_tail("fs/namei.c:1: error: oops");
+  k.clear_patches();
+  EXPECT_THROW(store_->add_kernel(k, kT0 + 1s), StoreError);
+  auto replaced = store_->put_kernel(k, kT0 + 2s);
+  EXPECT_EQ(us_of(replaced.added_at()), us_of(kT0 + 2s));
+  all = store_->list_kernels();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].status(), "build-failure");
+  EXPECT_EQ(all[0].build_log_tail(), "fs/namei.c:1: error: oops");
+  EXPECT_EQ(all[0].patches_size(), 0);
+  EXPECT_EQ(us_of(all[0].added_at()), us_of(kT0 + 2s));
 }
 
 TEST_F(PgStoreTest, CampaignsStoreTheirJobs) {

@@ -65,6 +65,12 @@ class Store {
   // Registers a kernel; throws StoreError (not unavailable) if the label exists.
   virtual v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) = 0;
   virtual std::vector<v1::Kernel> list_kernels() = 0;
+  // Adds the kernel, or replaces the one with its label (a rebuild).
+  virtual v1::Kernel put_kernel(const v1::Kernel& k, TimePoint now) {
+    (void)k;
+    (void)now;
+    throw StoreError("this store cannot replace kernels", false);
+  }
 
   // ---- campaigns and jobs ----
   // Stores the campaign and queues its jobs in one transaction; returns its id.

@@ -258,7 +258,12 @@ class Launcher {
  private:
   void prepare() {
     const v1::Kernel k = coord_.kernel(opts_.kernel_label);
+    if (!k.status().empty() && k.status() != "ready") {
+      throw std::runtime_error("kernel \"" + opts_.kernel_label + "\" cannot boot: it is a " + k.status() +
+                               " (" + k.version() + ")");
+    }
     kernel_ = load_kernel(opts_.cache_dir, k.sha256());
+    kernel_cmdline_ = k.cmdline();
     stdfs::create_directories(opts_.run_dir);
     chmod(opts_.run_dir.c_str(), 0700);
     const std::string out = opts_.run_dir + "/image.path", err = opts_.run_dir + "/image.log";
@@ -336,6 +341,7 @@ class Launcher {
     std::string append = "lf.port=" + std::to_string(port_) + " lf.name=" + s.name +
                          " lf.kernel=" + opts_.kernel_label;
     if (opts_.selftest) append += " lf.selftest=1";
+    if (!kernel_cmdline_.empty()) append += " " + kernel_cmdline_;
     s.registered = false;
     s.registered_offset = 0;
     s.console_size = 0;
@@ -456,6 +462,7 @@ class Launcher {
   const std::atomic<bool>& stop_;
   Coordinator coord_;
   StoredKernel kernel_;
+  std::string kernel_cmdline_;  // the registered kernel's extra boot words
   std::string initrd_;
   int port_ = 0;
   bool kvm_ = false;

@@ -1,0 +1,135 @@
+#include "coordinator/cli/kbuild_cmds.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "coordinator/kbuild/kernel_build.h"
+#include "coordinator/vm/kernel_image.h"
+#include "leapfrog/v1/control.grpc.pb.h"
+
+namespace leapfrog::cli {
+
+namespace {
+
+v1::Kernel register_kernel(const Endpoint& ep, const v1::Kernel& k) {
+  v1::AddKernelRequest req;
+  *req.mutable_kernel() = k;
+  req.set_replace(true);  // a rebuild of a label replaces it
+  auto stub = v1::ControlService::NewStub(grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + ep.token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::Kernel resp;
+  const grpc::Status s = stub->AddKernel(&ctx, req, &resp);
+  if (!s.ok()) throw std::runtime_error("cannot register kernel \"" + k.label() + "\": " + s.error_message());
+  return resp;
+}
+
+nlohmann::json to_json(const v1::Kernel& k) {
+  nlohmann::json patches = nlohmann::json::array();
+  for (const auto& p : k.patches()) patches.push_back({{"name", p.name()}, {"sha256", p.sha256()}, {"subject", p.subject()}});
+  return {{"label", k.label()},           {"status", k.status()},         {"release", k.release()},
+          {"version", k.version()},       {"sha256", k.sha256()},         {"source", k.source()},
+          {"cmdline", k.cmdline()},       {"inputs_hash", k.inputs_hash()}, {"patches", patches},
+          {"build_seconds", k.build_seconds()}, {"build_log", k.build_log_path()},
+          {"build_log_tail", k.build_log_tail()}};
+}
+
+}  // namespace
+
+KernelBuildCommands::KernelBuildCommands(CLI::App& app) {
+  CLI::App* kernel = app.get_subcommand("kernel");
+  build_ = kernel->add_subcommand("build", "build a kernel from a source tree and patches, then register it");
+  build_->add_option("label", label_, "label campaigns use (--kernel LABEL); a rebuild replaces it")->required();
+  build_->add_option("--source", source_, "kernel source folder or tarball (e.g. /usr/src/linux-source-6.1.tar.xz)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  build_->add_option("--patch", patches_, "patch applied with patch -p1, in the order given (repeatable)")
+      ->check(CLI::ExistingFile);
+  build_->add_option("--config", fragments_, "config fragment applied on top of Leapfrog's (repeatable)")
+      ->check(CLI::ExistingFile);
+  build_->add_option("--cmdline", cmdline_, "words added to the kernel command line at boot, e.g. leapfrog_planted=0");
+  build_->add_option("--jobs", jobs_, "make -j (default: online CPUs)");
+  build_->add_option("--cache-dir", cache_dir_, "build cache and kernel store (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
+  build_->add_flag("--retry-failed", retry_, "build again although these inputs failed before");
+  build_->fallthrough();
+}
+
+bool KernelBuildCommands::parsed() const { return build_->parsed(); }
+
+int KernelBuildCommands::run(const Endpoint& ep, bool json) {
+  kbuild::BuildSpec spec;
+  spec.label = label_;
+  spec.source = std::filesystem::absolute(source_).string();
+  for (const auto& p : patches_) spec.patches.push_back(std::filesystem::absolute(p).string());
+  for (const auto& f : fragments_) spec.config_fragments.push_back(std::filesystem::absolute(f).string());
+  spec.cache_dir = cache_dir_.empty() ? vm::default_cache_dir() : cache_dir_;
+  spec.jobs = jobs_;
+  spec.retry_failed = retry_;
+
+  v1::Kernel k;
+  k.set_label(label_);
+  k.set_cmdline(cmdline_);
+  std::string source = "build of " + spec.source;
+  for (const auto& p : patches_) source += " + " + std::filesystem::path(p).filename().string();
+  k.set_source(source);
+  auto progress = [&](const std::string& line) {
+    if (!json) std::fprintf(stderr, "kernel build %s: %s\n", label_.c_str(), line.c_str());
+  };
+  try {
+    auto r = kbuild::build_kernel(spec, progress);
+    for (const auto& p : r.patches) {
+      auto* kp = k.add_patches();
+      kp->set_name(p.name);
+      kp->set_sha256(p.sha256);
+      kp->set_subject(p.subject);
+    }
+    k.set_inputs_hash(r.inputs_hash);
+    k.set_release(r.release);
+    k.set_build_log_path(r.build_log);
+    k.set_build_seconds(r.seconds);
+    // Boot the ELF vmlinux directly (PVH): it has everything built in.
+    const auto stored = vm::store_kernel(spec.cache_dir, r.vmlinux, "");
+    k.set_sha256(stored.sha256);
+    k.set_version(stored.version);
+    k.set_status("ready");
+    const auto added = register_kernel(ep, k);
+    if (json) {
+      std::cout << to_json(added).dump(2) << std::endl;
+    } else {
+      std::printf("kernel %s: %s%s\n  sha256  %s\n  patches %d\n  log     %s\n", added.label().c_str(),
+                  r.release.c_str(), r.cached ? " (from the build cache)" : "", added.sha256().c_str(),
+                  added.patches_size(), r.build_log.c_str());
+    }
+    return 0;
+  } catch (const kbuild::BuildError& e) {
+    for (const auto& p : spec.patches) {
+      auto* kp = k.add_patches();
+      kp->set_name(std::filesystem::path(p).filename().string());
+    }
+    k.set_status("build-failure");
+    k.set_version(std::string(e.stage()) + " failed: " + e.what());
+    k.set_build_log_tail(e.log_tail());
+    k.set_build_log_path(e.log_path());
+    try {
+      const auto added = register_kernel(ep, k);
+      if (json) std::cout << to_json(added).dump(2) << std::endl;
+    } catch (const std::exception& reg) {
+      std::fprintf(stderr, "warning: %s\n", reg.what());
+    }
+    if (!e.log_tail().empty()) std::fprintf(stderr, "%s", e.log_tail().c_str());
+    std::fprintf(stderr, "error: kernel \"%s\": %s (%s stage%s%s)\n", label_.c_str(), e.what(), e.stage().c_str(),
+                 e.log_path().empty() ? "" : "; log: ", e.log_path().c_str());
+    return 2;
+  } catch (const vm::ImageError& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+}  // namespace leapfrog::cli

@@ -1,0 +1,505 @@
+#include "coordinator/kbuild/kernel_build.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/process.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace leapfrog::kbuild {
+
+namespace bp = boost::process;
+namespace sfs = std::filesystem;
+
+namespace {
+
+// Bumped when the way a kernel is built changes, so old cache entries are not reused.
+constexpr const char* kRecipeVersion = "leapfrog-kbuild-1";
+constexpr size_t kTailLines = 40;
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
+  }
+  void update(const void* data, size_t n) { EVP_DigestUpdate(ctx_.get(), data, n); }
+  void update(const std::string& s) {
+    update(s.data(), s.size());
+    update("\0", 1);  // field separator: ("ab","c") and ("a","bc") differ
+  }
+  std::string hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx_.get(), md, &n);
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < n; ++i) {
+      out += digits[md[i] >> 4];
+      out += digits[md[i] & 15];
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+};
+
+std::string read_file(const std::string& path, const std::string& stage, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BuildError(stage, "cannot read " + what + " \"" + path + "\"", "");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) throw BuildError("source", "cannot write \"" + tmp + "\"", "");
+  }
+  sfs::rename(tmp, path);
+}
+
+std::string tail_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return tail_lines(ss.str(), kTailLines);
+}
+
+// Runs argv with stdout and stderr appended to `log`; returns the exit code.
+int run_logged(const std::vector<std::string>& argv, const std::string& log) {
+  auto exe = bp::search_path(argv.front());
+  if (exe.empty()) throw BuildError("source", "\"" + argv.front() + "\" is not installed", "");
+  std::vector<std::string> args(argv.begin() + 1, argv.end());
+  {
+    std::ofstream out(log, std::ios::app);
+    out << "$";
+    for (const auto& a : argv) out << ' ' << a;
+    out << '\n';
+  }
+  // Appending: open the log ourselves and hand the descriptor to the child.
+  FILE* f = std::fopen(log.c_str(), "a");
+  if (!f) throw BuildError("source", "cannot open the build log \"" + log + "\"", "");
+  bp::child c(exe, bp::args(args), bp::std_out > f, bp::std_err > f, bp::std_in < bp::null);
+  c.wait();
+  std::fclose(f);
+  return c.exit_code();
+}
+
+// Runs argv and returns its stdout; "" if it fails.
+std::string capture(const std::vector<std::string>& argv) {
+  auto exe = bp::search_path(argv.front());
+  if (exe.empty()) return "";
+  bp::ipstream out;
+  std::vector<std::string> args(argv.begin() + 1, argv.end());
+  bp::child c(exe, bp::args(args), bp::std_out > out, bp::std_err > bp::null,
+              bp::std_in < bp::null);
+  std::string text, line;
+  while (std::getline(out, line)) text += line + "\n";
+  c.wait();
+  return c.exit_code() == 0 ? text : "";
+}
+
+bool is_tarball(const std::string& path) {
+  for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tar.zst"}) {
+    const std::string e = ext;
+    if (path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0)
+      return true;
+  }
+  return false;
+}
+
+// What identifies the source: a tarball's bytes, or a folder's files (path,
+// size and modification time of each; the build copies the folder).
+std::string source_id(const std::string& source) {
+  std::error_code ec;
+  if (sfs::is_regular_file(source, ec)) {
+    if (!is_tarball(source)) {
+      throw BuildError(
+          "source",
+          "source \"" + source +
+              "\" is neither a folder nor a tarball (.tar, .tar.gz, .tar.xz, .tar.bz2)",
+          "");
+    }
+    return "tar-" + sha256_of_file(source);
+  }
+  if (!sfs::is_directory(source, ec)) {
+    throw BuildError("source", "source \"" + source + "\" does not exist", "");
+  }
+  if (!sfs::exists(sfs::path(source) / "Makefile") ||
+      !sfs::exists(sfs::path(source) / "fs" / "namei.c")) {
+    throw BuildError(
+        "source",
+        "\"" + source + "\" does not look like a Linux source tree (no Makefile or fs/namei.c)",
+        "");
+  }
+  std::vector<std::string> entries;
+  for (auto it = sfs::recursive_directory_iterator(
+           source, sfs::directory_options::skip_permission_denied, ec);
+       it != sfs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const auto rel = sfs::relative(it->path(), source).string();
+    if (rel == ".git" || rel.rfind(".git/", 0) == 0) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file(ec)) continue;
+    const auto mtime = it->last_write_time(ec).time_since_epoch().count();
+    entries.push_back(rel + ":" + std::to_string(it->file_size(ec)) + ":" + std::to_string(mtime));
+  }
+  std::sort(entries.begin(), entries.end());
+  Sha256 h;
+  for (const auto& e : entries) h.update(e);
+  return "dir-" + h.hex();
+}
+
+std::string compiler_id() {
+  std::string cc = capture({"gcc", "--version"});
+  std::string ld = capture({"ld", "--version"});
+  auto first = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  return first(cc) + " / " + first(ld);
+}
+
+std::string find_base_fragment(const BuildSpec& spec) {
+  if (!spec.base_fragment.empty()) return spec.base_fragment;
+  std::vector<sfs::path> candidates;
+  std::error_code ec;
+  auto exe = sfs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    // build/bin/leapfrog -> <checkout>/deploy/kernel; installed: <prefix>/share/leapfrog
+    candidates.push_back(exe.parent_path().parent_path().parent_path() /
+                         "deploy/kernel/leapfrog.config");
+    candidates.push_back(exe.parent_path().parent_path() / "share/leapfrog/leapfrog.config");
+  }
+  candidates.push_back(sfs::current_path(ec) / "deploy/kernel/leapfrog.config");
+  for (const auto& c : candidates) {
+    if (sfs::exists(c, ec)) return c.string();
+  }
+  throw BuildError(
+      "config",
+      "cannot find Leapfrog's config fragment deploy/kernel/leapfrog.config: pass it explicitly",
+      "");
+}
+
+std::string subject_of(const std::string& patch_text) {
+  std::istringstream in(patch_text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Subject: ", 0) == 0) return line.substr(9);
+    if (line.rfind("--- ", 0) == 0) break;
+  }
+  return "";
+}
+
+// Holds an exclusive flock on a file for the lifetime of the object.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw BuildError("source", "cannot create the lock \"" + path + "\"", "");
+    ::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+std::string join_lines(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += x + "\n";
+  return s;
+}
+
+struct SourceTree {
+  sfs::path root;     // kbuild/src/<id>
+  sfs::path tree;     // root/tree
+  sfs::path obj;      // root/obj
+  sfs::path patches;  // root/patches: copies of applied patches, by sha256
+  sfs::path applied;  // root/applied: sha256 per line, in order
+};
+
+void unpack(const BuildSpec& spec, const SourceTree& st, const std::string& log,
+            const Progress& progress) {
+  std::error_code ec;
+  sfs::remove_all(st.tree, ec);
+  sfs::remove_all(st.obj, ec);  // old objects would look newer than the fresh sources
+  sfs::remove(st.applied, ec);
+  const sfs::path tmp = st.root / "tree.unpacking";
+  sfs::remove_all(tmp, ec);
+  sfs::create_directories(tmp);
+  int rc;
+  if (sfs::is_regular_file(spec.source)) {
+    if (progress) progress("unpacking " + spec.source);
+    rc = run_logged({"tar", "-xf", spec.source, "-C", tmp.string(), "--strip-components=1"}, log);
+  } else {
+    if (progress) progress("copying " + spec.source);
+    rc = run_logged({"cp", "-a", "--reflink=auto", spec.source + "/.", tmp.string()}, log);
+    sfs::remove_all(tmp / ".git", ec);
+  }
+  if (rc != 0)
+    throw BuildError("source", "cannot unpack \"" + spec.source + "\"", tail_of_file(log), log);
+  sfs::rename(tmp, st.tree);
+}
+
+// Brings the tree to exactly `want` (patch files, in order), reversing what is
+// applied beyond the common prefix. Throws BuildError naming the patch that
+// does not apply.
+void apply_series(const BuildSpec& spec, const SourceTree& st, const std::vector<PatchInfo>& want,
+                  const std::string& log, const Progress& progress) {
+  auto applied = read_lines(st.applied);
+  size_t common = 0;
+  while (common < applied.size() && common < want.size() && applied[common] == want[common].sha256)
+    ++common;
+  while (applied.size() > common) {
+    const auto copy = (st.patches / (applied.back() + ".patch")).string();
+    if (progress) progress("reverting patch " + applied.back().substr(0, 12));
+    int rc = run_logged({"patch", "-p1", "-R", "--batch", "-s", "-d", st.tree.string(), "-i", copy},
+                        log);
+    if (rc != 0) {
+      // The tree is in an unknown state: start again from the source.
+      if (progress) progress("cannot revert; unpacking the source again");
+      unpack(spec, st, log, progress);
+      applied.clear();
+      common = 0;
+      break;
+    }
+    applied.pop_back();
+    write_file(st.applied.string(), join_lines(applied));
+  }
+  for (size_t i = common; i < want.size(); ++i) {
+    const auto& p = want[i];
+    const auto copy = (st.patches / (p.sha256 + ".patch")).string();
+    if (progress) progress("applying " + p.name);
+    int dry = run_logged({"patch", "-p1", "--dry-run", "--batch", "--forward", "--fuzz=0", "-d",
+                          st.tree.string(), "-i", copy},
+                         log);
+    if (dry != 0) {
+      throw BuildError("patch",
+                       "patch \"" + p.name + "\" does not apply to \"" + spec.source + "\"" +
+                           (i > 0 ? " after " + want[i - 1].name : ""),
+                       tail_of_file(log), log);
+    }
+    int rc = run_logged({"patch", "-p1", "--batch", "--forward", "--fuzz=0", "-s", "-d",
+                         st.tree.string(), "-i", copy},
+                        log);
+    if (rc != 0)
+      throw BuildError("patch", "patch \"" + p.name + "\" failed to apply", tail_of_file(log), log);
+    applied.push_back(p.sha256);
+    write_file(st.applied.string(), join_lines(applied));
+  }
+}
+
+}  // namespace
+
+std::string sha256_hex(const std::string& bytes) {
+  Sha256 h;
+  h.update(bytes.data(), bytes.size());
+  return h.hex();
+}
+
+std::string sha256_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BuildError("source", "cannot read \"" + path + "\"", "");
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  return h.hex();
+}
+
+std::string tail_lines(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  for (size_t n = 0; n < lines && pos > 0; ++n) {
+    auto nl = text.rfind('\n', pos - 1);
+    if (nl == std::string::npos) return text;
+    pos = nl;
+  }
+  return pos == 0 ? text : text.substr(pos + 1);
+}
+
+std::vector<std::string> missing_options(const std::string& fragment_text,
+                                         const std::string& dot_config_text) {
+  std::map<std::string, std::string> have;
+  std::istringstream cfg(dot_config_text);
+  std::string line;
+  while (std::getline(cfg, line)) {
+    auto eq = line.find('=');
+    if (line.rfind("CONFIG_", 0) == 0 && eq != std::string::npos)
+      have[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  std::vector<std::string> missing;
+  std::istringstream frag(fragment_text);
+  while (std::getline(frag, line)) {
+    auto eq = line.find('=');
+    if (line.rfind("CONFIG_", 0) != 0 || eq == std::string::npos) continue;
+    auto it = have.find(line.substr(0, eq));
+    if (it == have.end() || it->second != line.substr(eq + 1)) missing.push_back(line);
+  }
+  return missing;
+}
+
+std::string inputs_hash(const BuildSpec& spec) {
+  Sha256 h;
+  h.update(kRecipeVersion);
+  h.update(source_id(spec.source));
+  for (const auto& p : spec.patches) h.update(sha256_of_file(p));
+  h.update("config");
+  h.update(read_file(find_base_fragment(spec), "config", "config fragment"));
+  for (const auto& f : spec.config_fragments) h.update(read_file(f, "config", "config fragment"));
+  h.update(compiler_id());
+  return h.hex();
+}
+
+BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
+  if (spec.cache_dir.empty()) throw BuildError("source", "no cache folder given", "");
+  const std::string src_id = source_id(spec.source);
+  const std::string hash = inputs_hash(spec);
+  const sfs::path kb = sfs::path(spec.cache_dir) / "kbuild";
+  const sfs::path out = kb / "out" / hash;
+  sfs::create_directories(kb / "out");
+
+  BuildResult r;
+  r.label = spec.label;
+  r.inputs_hash = hash;
+  r.dir = out.string();
+  r.vmlinux = (out / "vmlinux").string();
+  r.bzimage = (out / "bzImage").string();
+  r.build_log = (out / "build.log").string();
+  for (const auto& p : spec.patches) {
+    const auto text = read_file(p, "patch", "patch");
+    r.patches.push_back({sfs::path(p).filename().string(), sha256_hex(text), subject_of(text)});
+  }
+
+  SourceTree st;
+  st.root = kb / "src" / src_id;
+  st.tree = st.root / "tree";
+  st.obj = st.root / "obj";
+  st.patches = st.root / "patches";
+  st.applied = st.root / "applied";
+  sfs::create_directories(st.patches);
+  FileLock lock((st.root / "lock").string());
+
+  if (sfs::exists(out / "meta.json")) {
+    auto meta =
+        nlohmann::json::parse(read_file((out / "meta.json").string(), "source", "build record"));
+    r.release = meta.value("release", "");
+    r.cached = true;
+    if (progress) progress("cached: these inputs were built before (" + hash.substr(0, 12) + ")");
+    return r;
+  }
+
+  if (sfs::exists(out / "failed") && !spec.retry_failed) {
+    const auto why = read_file((out / "failed").string(), "source", "build record");
+    const auto colon = why.find(": ");
+    throw BuildError(why.substr(0, colon),
+                     "these inputs failed before (" + hash.substr(0, 12) +
+                         "): " + why.substr(colon + 2, why.size() - colon - 3),
+                     tail_of_file(r.build_log), r.build_log);
+  }
+  std::error_code ec;
+  sfs::remove_all(out, ec);
+  sfs::create_directories(out);
+  const std::string log = r.build_log;
+  const auto started = std::chrono::steady_clock::now();
+
+  if (!sfs::exists(st.tree)) unpack(spec, st, log, progress);
+  for (size_t i = 0; i < spec.patches.size(); ++i) {
+    const auto copy = st.patches / (r.patches[i].sha256 + ".patch");
+    if (!sfs::exists(copy))
+      sfs::copy_file(spec.patches[i], copy, sfs::copy_options::overwrite_existing);
+  }
+  try {
+    apply_series(spec, st, r.patches, log, progress);
+
+    // allnoconfig + our fragment + the user's, with a version suffix naming the inputs.
+    std::string fragment = read_file(find_base_fragment(spec), "config", "config fragment");
+    for (const auto& f : spec.config_fragments)
+      fragment += "\n" + read_file(f, "config", "config fragment");
+    const std::string all = fragment + "\nCONFIG_LOCALVERSION=\"-lf" + hash.substr(0, 8) +
+                            "\"\n# CONFIG_LOCALVERSION_AUTO is not set\n";
+    sfs::create_directories(st.obj);
+    write_file((st.obj / "leapfrog.fragment").string(), all);
+    if (progress) progress("configuring");
+    const std::vector<std::string> make = {"make", "-C", st.tree.string(), "O=" + st.obj.string(),
+                                           "ARCH=x86_64"};
+    auto cmd = make;
+    cmd.push_back("KCONFIG_ALLCONFIG=" + (st.obj / "leapfrog.fragment").string());
+    cmd.push_back("allnoconfig");
+    if (run_logged(cmd, log) != 0)
+      throw BuildError("config", "kernel configuration failed", tail_of_file(log), log);
+    const auto missing =
+        missing_options(all, read_file((st.obj / ".config").string(), "config", ".config"));
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+      throw BuildError(
+          "config",
+          "the configuration lost options (missing dependencies or misspelt names): " + list,
+          tail_of_file(log), log);
+    }
+
+    const unsigned jobs = spec.jobs ? spec.jobs : std::max(1u, std::thread::hardware_concurrency());
+    if (progress) progress("building with " + std::to_string(jobs) + " jobs (log: " + log + ")");
+    cmd = make;
+    cmd.push_back("-j" + std::to_string(jobs));
+    cmd.push_back("bzImage");
+    if (run_logged(cmd, log) != 0)
+      throw BuildError("build", "the kernel build failed", tail_of_file(log), log);
+
+    r.release =
+        read_file((st.obj / "include/config/kernel.release").string(), "build", "kernel release");
+    while (!r.release.empty() && (r.release.back() == '\n' || r.release.back() == ' '))
+      r.release.pop_back();
+    sfs::copy_file(st.obj / "vmlinux", r.vmlinux, sfs::copy_options::overwrite_existing);
+    sfs::copy_file(st.obj / "arch/x86/boot/bzImage", r.bzimage,
+                   sfs::copy_options::overwrite_existing);
+    sfs::copy_file(st.obj / ".config", out / "config", sfs::copy_options::overwrite_existing);
+  } catch (const BuildError& e) {
+    write_file((out / "failed").string(), std::string(e.stage()) + ": " + e.what() + "\n");
+    throw;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  nlohmann::json meta;
+  meta["label"] = spec.label;
+  meta["release"] = r.release;
+  meta["inputs_hash"] = hash;
+  meta["source"] = spec.source;
+  meta["seconds"] = r.seconds;
+  auto& pj = meta["patches"] = nlohmann::json::array();
+  for (const auto& p : r.patches)
+    pj.push_back({{"name", p.name}, {"sha256", p.sha256}, {"subject", p.subject}});
+  write_file((out / "meta.json").string(), meta.dump(2));
+  return r;
+}
+
+}  // namespace leapfrog::kbuild

@@ -1,0 +1,102 @@
+#pragma once
+// Builds a test kernel from a source tree (or tarball) and a patch series:
+// unpack once, apply the patches in order, configure `allnoconfig` plus
+// Leapfrog's fragment (deploy/kernel/leapfrog.config) plus the user's
+// fragments, build, and keep the result in a cache keyed by every input
+// (source, patches, config, compiler). The same inputs never build twice.
+//
+// Layout under the cache root (default /var/cache/leapfrog):
+//   kbuild/src/<source-id>/tree      the unpacked source, patched in place
+//   kbuild/src/<source-id>/obj       the out-of-tree build (O=), reused, so a
+//                                    rebuild after a small patch change is quick
+//   kbuild/src/<source-id>/applied   the patch series applied to tree now
+//   kbuild/out/<inputs-hash>/        vmlinux, bzImage, build.log, meta.json
+//   kbuild/out/<inputs-hash>/failed  present when that build failed (log kept)
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace leapfrog::kbuild {
+
+// One patch of the series, as recorded with the kernel.
+struct PatchInfo {
+  std::string name;     // file name
+  std::string sha256;   // of its bytes
+  std::string subject;  // its "Subject:" line, if any
+};
+
+struct BuildSpec {
+  std::string label;
+  // A kernel source folder, or a tarball (.tar, .tar.gz, .tar.xz, .tar.bz2).
+  std::string source;
+  // Applied in order with `patch -p1`.
+  std::vector<std::string> patches;
+  // User fragments, applied on top of Leapfrog's own.
+  std::vector<std::string> config_fragments;
+  // Leapfrog's fragment; empty: found next to the executable or in the tree.
+  std::string base_fragment;
+  std::string cache_dir;
+  unsigned jobs = 0;  // 0: online CPUs
+  // Build again although these inputs failed before (a failure is cached too,
+  // so a broken series is not rebuilt every night).
+  bool retry_failed = false;
+};
+
+struct BuildResult {
+  std::string label;
+  std::string inputs_hash;
+  std::string dir;      // kbuild/out/<inputs-hash>
+  std::string vmlinux;  // ELF, for direct (PVH) boot
+  std::string bzimage;
+  std::string release;    // `uname -r` of the built kernel
+  std::string build_log;  // path
+  std::vector<PatchInfo> patches;
+  bool cached = false;  // true: these inputs were built before
+  double seconds = 0;   // build time (0 when cached)
+};
+
+// What failed and where: stage is "source", "patch", "config" or "build".
+// log_tail holds the last lines of the tool's output.
+class BuildError : public std::runtime_error {
+ public:
+  BuildError(std::string stage, const std::string& what, std::string log_tail,
+             std::string log_path = {})
+      : std::runtime_error(what),
+        stage_(std::move(stage)),
+        log_tail_(std::move(log_tail)),
+        log_path_(std::move(log_path)) {}
+  const std::string& stage() const { return stage_; }
+  const std::string& log_tail() const { return log_tail_; }
+  const std::string& log_path() const { return log_path_; }
+
+ private:
+  std::string stage_;
+  std::string log_tail_;
+  std::string log_path_;
+};
+
+// Progress lines for people ("unpacking ...", "building ...").
+using Progress = std::function<void(const std::string&)>;
+
+// Builds (or finds in the cache) the kernel. Throws BuildError.
+BuildResult build_kernel(const BuildSpec& spec, const Progress& progress = {});
+
+// The hash that keys the cache for these inputs; reads every input. Throws
+// BuildError for a missing input.
+std::string inputs_hash(const BuildSpec& spec);
+
+// Lowercase hex sha256 of bytes / of a file's bytes.
+std::string sha256_hex(const std::string& bytes);
+std::string sha256_of_file(const std::string& path);
+
+// The `=y`/`=m`/`=<value>` lines of a fragment that did not survive into a
+// .config (a missing dependency or a misspelt name), as "CONFIG_X=y".
+std::vector<std::string> missing_options(const std::string& fragment_text,
+                                         const std::string& dot_config_text);
+
+// The last `lines` lines of a text.
+std::string tail_lines(const std::string& text, size_t lines);
+
+}  // namespace leapfrog::kbuild

@@ -1,0 +1,225 @@
+// The build driver on a toy source tree: its Makefile stands in for Kbuild
+// (allnoconfig copies the fragment into .config, dropping one option, and
+// bzImage "builds" by copying fs/namei.c), so these tests check our own logic:
+// patch series, the input cache, failure records and config checks. The real
+// kernel is built in tests/planted_kernel_test.
+
+#include "coordinator/kbuild/kernel_build.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace leapfrog::kbuild {
+namespace {
+
+namespace sfs = std::filesystem;
+
+const char* const kToyMakefile = R"mk(
+# Stand-in for Kbuild: supports the targets and variables build_kernel uses.
+allnoconfig:
+	mkdir -p $(O)
+	grep '^CONFIG_' $(KCONFIG_ALLCONFIG) | grep -v '^CONFIG_ONLY_ON_REAL_KERNELS' > $(O)/.config
+bzImage:
+	@if grep -q BREAK_BUILD fs/namei.c; then echo "fs/namei.c:1: error: BREAK_BUILD found"; exit 1; fi
+	mkdir -p $(O)/arch/x86/boot $(O)/include/config
+	cp fs/namei.c $(O)/vmlinux
+	cp fs/namei.c $(O)/arch/x86/boot/bzImage
+	echo 6.1.0-toy > $(O)/include/config/kernel.release
+	echo built >> $(O)/../build-count
+)mk";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const std::string& path, const std::string& text) {
+  sfs::create_directories(sfs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+class KernelBuildTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/leapfrog-kbuild-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    src_ = dir_ + "/linux";
+    spit(src_ + "/Makefile", kToyMakefile);
+    spit(src_ + "/fs/namei.c", "line one\nline two\nline three\n");
+    spit(dir_ + "/base.config", "CONFIG_TMPFS=y\nCONFIG_NR_CPUS=8\n");
+    // p1 changes line two; p2 (on top of p1) changes line three.
+    spit(dir_ + "/p1.patch",
+         "Subject: [PATCH] first\n---\n--- a/fs/namei.c\n+++ b/fs/namei.c\n@@ -1,3 +1,3 @@\n"
+         " line one\n-line two\n+line TWO\n line three\n");
+    spit(dir_ + "/p2.patch",
+         "--- a/fs/namei.c\n+++ b/fs/namei.c\n@@ -1,3 +1,3 @@\n line one\n line TWO\n-line "
+         "three\n+line THREE\n");
+    spec_.label = "toy";
+    spec_.source = src_;
+    spec_.base_fragment = dir_ + "/base.config";
+    spec_.cache_dir = dir_ + "/cache";
+    spec_.jobs = 1;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    sfs::remove_all(dir_, ec);
+  }
+  int builds() const {
+    // build-count sits beside obj, in the one source folder of the cache.
+    for (auto& e : sfs::recursive_directory_iterator(spec_.cache_dir + "/kbuild/src")) {
+      if (e.path().filename() == "build-count") {
+        std::string s = slurp(e.path().string());
+        return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+      }
+    }
+    return 0;
+  }
+
+  std::string dir_, src_;
+  BuildSpec spec_;
+};
+
+TEST_F(KernelBuildTest, BuildsOnceAndThenComesFromTheCache) {
+  auto r = build_kernel(spec_);
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(r.release, "6.1.0-toy");
+  EXPECT_EQ(slurp(r.vmlinux), "line one\nline two\nline three\n");
+  EXPECT_TRUE(sfs::exists(r.bzimage));
+  EXPECT_TRUE(sfs::exists(r.dir + "/meta.json"));
+  EXPECT_EQ(builds(), 1);
+
+  auto again = build_kernel(spec_);
+  EXPECT_TRUE(again.cached);
+  EXPECT_EQ(again.inputs_hash, r.inputs_hash);
+  EXPECT_EQ(again.release, "6.1.0-toy");
+  EXPECT_EQ(builds(), 1) << "the same inputs must not build twice";
+}
+
+TEST_F(KernelBuildTest, SwitchesPatchSeriesBothWays) {
+  spec_.patches = {dir_ + "/p1.patch"};
+  auto one = build_kernel(spec_);
+  EXPECT_EQ(slurp(one.vmlinux), "line one\nline TWO\nline three\n");
+  ASSERT_EQ(one.patches.size(), 1u);
+  EXPECT_EQ(one.patches[0].name, "p1.patch");
+  EXPECT_EQ(one.patches[0].subject, "[PATCH] first");
+  EXPECT_EQ(one.patches[0].sha256, sha256_of_file(dir_ + "/p1.patch"));
+
+  spec_.patches = {dir_ + "/p1.patch", dir_ + "/p2.patch"};
+  auto two = build_kernel(spec_);
+  EXPECT_EQ(slurp(two.vmlinux), "line one\nline TWO\nline THREE\n");
+
+  spec_.patches = {};
+  auto none = build_kernel(spec_);
+  EXPECT_EQ(slurp(none.vmlinux), "line one\nline two\nline three\n")
+      << "reverting the series must restore the source";
+  EXPECT_NE(one.inputs_hash, two.inputs_hash);
+  EXPECT_NE(two.inputs_hash, none.inputs_hash);
+  EXPECT_EQ(builds(), 3);
+}
+
+TEST_F(KernelBuildTest, APatchThatDoesNotApplyIsAClearErrorAndIsRemembered) {
+  spec_.patches = {dir_ + "/p2.patch"};  // needs p1 first
+  try {
+    build_kernel(spec_);
+    FAIL() << "expected a BuildError";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "patch");
+    EXPECT_NE(std::string(e.what()).find("\"p2.patch\" does not apply"), std::string::npos)
+        << e.what();
+    EXPECT_NE(e.log_tail().find("FAILED"), std::string::npos) << e.log_tail();
+  }
+  try {
+    build_kernel(spec_);
+    FAIL() << "expected the cached failure";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "patch");
+    EXPECT_NE(std::string(e.what()).find("failed before"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(builds(), 0);
+  // A good series on the same tree still builds (the failed one left nothing applied).
+  spec_.patches = {dir_ + "/p1.patch", dir_ + "/p2.patch"};
+  EXPECT_EQ(slurp(build_kernel(spec_).vmlinux), "line one\nline TWO\nline THREE\n");
+}
+
+TEST_F(KernelBuildTest, ABuildFailureCarriesTheLogTail) {
+  spit(dir_ + "/break.patch",
+       "--- a/fs/namei.c\n+++ b/fs/namei.c\n@@ -1,3 +1,3 @@\n line one\n-line two\n+BREAK_BUILD\n "
+       "line three\n");
+  spec_.patches = {dir_ + "/break.patch"};
+  try {
+    build_kernel(spec_);
+    FAIL() << "expected a BuildError";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "build");
+    EXPECT_NE(e.log_tail().find("error: BREAK_BUILD found"), std::string::npos) << e.log_tail();
+    EXPECT_TRUE(sfs::exists(e.log_path()));
+  }
+  spec_.retry_failed = true;
+  EXPECT_THROW(build_kernel(spec_), BuildError);
+}
+
+TEST_F(KernelBuildTest, AnOptionTheConfigDropsIsNamed) {
+  spit(dir_ + "/user.config", "CONFIG_ONLY_ON_REAL_KERNELS=y\n");
+  spec_.config_fragments = {dir_ + "/user.config"};
+  try {
+    build_kernel(spec_);
+    FAIL() << "expected a BuildError";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "config");
+    EXPECT_NE(std::string(e.what()).find("CONFIG_ONLY_ON_REAL_KERNELS=y"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(KernelBuildTest, EveryInputChangesTheHash) {
+  const auto base = inputs_hash(spec_);
+  EXPECT_EQ(inputs_hash(spec_), base);
+  spit(dir_ + "/user.config", "CONFIG_FUSE_FS=y\n");
+  auto with_fragment = spec_;
+  with_fragment.config_fragments = {dir_ + "/user.config"};
+  EXPECT_NE(inputs_hash(with_fragment), base);
+  auto with_patch = spec_;
+  with_patch.patches = {dir_ + "/p1.patch"};
+  const auto patched = inputs_hash(with_patch);
+  EXPECT_NE(patched, base);
+  spit(dir_ + "/p1.patch", slurp(dir_ + "/p1.patch") + "\n");
+  EXPECT_NE(inputs_hash(with_patch), patched);
+  spit(src_ + "/fs/extra.c", "x\n");
+  EXPECT_NE(inputs_hash(spec_), base) << "a changed source tree is a new input";
+}
+
+TEST_F(KernelBuildTest, MissingInputsAreClearErrors) {
+  spec_.source = dir_ + "/nowhere";
+  EXPECT_THROW(inputs_hash(spec_), BuildError);
+  spec_.source = dir_ + "/base.config";
+  try {
+    inputs_hash(spec_);
+    FAIL();
+  } catch (const BuildError& e) {
+    EXPECT_NE(std::string(e.what()).find("neither a folder nor a tarball"), std::string::npos);
+  }
+}
+
+TEST(KernelBuildText, MissingOptionsComparesValues) {
+  const std::string frag = "# comment\nCONFIG_A=y\nCONFIG_B=8\nCONFIG_C=y\n# CONFIG_D is not set\n";
+  const std::string cfg = "CONFIG_A=y\nCONFIG_B=4\n# CONFIG_C is not set\n";
+  EXPECT_EQ(missing_options(frag, cfg), (std::vector<std::string>{"CONFIG_B=8", "CONFIG_C=y"}));
+  EXPECT_TRUE(missing_options("CONFIG_A=y\n", "CONFIG_A=y\n").empty());
+}
+
+TEST(KernelBuildText, TailLines) {
+  EXPECT_EQ(tail_lines("a\nb\nc\n", 2), "b\nc\n");
+  EXPECT_EQ(tail_lines("a\nb\nc", 2), "b\nc");
+  EXPECT_EQ(tail_lines("a\n", 5), "a\n");
+  EXPECT_EQ(tail_lines("", 3), "");
+}
+
+}  // namespace
+}  // namespace leapfrog::kbuild
