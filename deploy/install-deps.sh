@@ -15,6 +15,8 @@ packages=(
   postgresql
   # runtime tools used by the scenarios and tests
   fuse3 acl e2fsprogs xfsprogs btrfs-progs util-linux
+  # dashboard: HTTP server library, front-end build (Node; npm below), browser tests
+  libcpp-httplib-dev nodejs chromium
 )
 
 missing=()
@@ -23,6 +25,9 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+# A Node.js from elsewhere (NodeSource) brings its own npm; Debian's nodejs needs the npm package.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
