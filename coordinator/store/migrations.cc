@@ -131,11 +131,87 @@ CREATE TABLE violations (
 );
 )sql";
 
+
+// Triage (coordinator/triage/): issues grouped from failed outcomes by
+// signature, and the actions run from them.
+const char* const kTriageSchema = R"sql(
+-- Failed outcomes with seq <= seq are grouped into issues (one row). The next
+-- scan reads up to horizon_seq, the newest seq when the horizon was taken,
+-- once every transaction running then (xid < horizon_xmax) has ended.
+CREATE TABLE triage_watermark (
+  id           integer PRIMARY KEY CHECK (id = 1),
+  seq          bigint NOT NULL,
+  horizon_seq  bigint NOT NULL,
+  horizon_xmax xid8
+);
+INSERT INTO triage_watermark VALUES (1, 0, 0, NULL);
+
+CREATE TABLE issues (
+  id              bigserial PRIMARY KEY,
+  signature       text NOT NULL UNIQUE,    -- coordinator/triage/signature.h
+  kind            text NOT NULL,           -- violation, crash, hang, boot-failure
+  scenario        text NOT NULL,
+  title           text NOT NULL,
+  status          integer NOT NULL,        -- v1.IssueStatus
+  duplicate_of    bigint,                  -- status DUPLICATE only
+  first_seen      timestamptz NOT NULL,
+  last_seen       timestamptz NOT NULL,
+  count           bigint NOT NULL,
+  fixed_at        timestamptz,             -- set when marked FIXED
+  regressions     integer NOT NULL DEFAULT 0,
+  example_job     bigint NOT NULL,         -- first outcome (job, attempt)
+  example_attempt integer NOT NULL,
+  example_kernel  text NOT NULL,
+  example_spec    bytea NOT NULL,          -- v1.ScenarioSpec
+  example_violation bytea NOT NULL         -- v1.Violation (empty for crashes)
+);
+CREATE INDEX issues_last_seen ON issues (last_seen DESC);
+
+CREATE TABLE issue_kernels (
+  issue_id     bigint NOT NULL REFERENCES issues ON DELETE CASCADE,
+  kernel_label text NOT NULL,
+  count        bigint NOT NULL,
+  first_seen   timestamptz NOT NULL,
+  last_seen    timestamptz NOT NULL,
+  PRIMARY KEY (issue_id, kernel_label)
+);
+
+CREATE TABLE issue_notes (
+  id       bigserial PRIMARY KEY,
+  issue_id bigint NOT NULL REFERENCES issues ON DELETE CASCADE,
+  at       timestamptz NOT NULL,
+  text     text NOT NULL
+);
+CREATE INDEX issue_notes_issue ON issue_notes (issue_id, id);
+
+-- Latest measured reproduction rate per (issue, kernel).
+CREATE TABLE issue_rates (
+  issue_id     bigint NOT NULL REFERENCES issues ON DELETE CASCADE,
+  kernel_label text NOT NULL,
+  rate         bytea NOT NULL,             -- v1.ReproRate
+  PRIMARY KEY (issue_id, kernel_label)
+);
+
+CREATE TABLE triage_actions (
+  id         bigserial PRIMARY KEY,
+  kind       integer NOT NULL,             -- v1.ActionKind
+  issue_id   bigint NOT NULL,              -- 0: replay of an outcome with no issue yet
+  state      integer NOT NULL,             -- v1.ActionState
+  action     bytea NOT NULL,               -- v1.Action as last advanced
+  machine    text NOT NULL,                -- the engine's private state (JSON)
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX triage_actions_running ON triage_actions (id) WHERE state = 1;
+CREATE INDEX triage_actions_issue ON triage_actions (issue_id, id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& schema_migrations() {
   static const std::vector<Migration> all = {
       {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
+      {2, "triage: issues, notes, rates, actions", kTriageSchema},
   };
   return all;
 }

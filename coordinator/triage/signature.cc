@@ -1,0 +1,188 @@
+#include "coordinator/triage/signature.h"
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+
+namespace leapfrog::coord::triage {
+
+namespace {
+
+using nlohmann::json;
+
+// "mode=0700 uid=0 gid=0 user:65534:r-x" -> its fields.
+struct AttrText {
+  std::string mode, owner, acl;
+};
+
+AttrText split_attr(const std::string& value) {
+  AttrText a;
+  size_t pos = 0;
+  while (pos < value.size()) {
+    size_t end = value.find(' ', pos);
+    if (end == std::string::npos) end = value.size();
+    const std::string field = value.substr(pos, end - pos);
+    if (field.rfind("mode=", 0) == 0) {
+      a.mode = field;
+    } else if (field.rfind("uid=", 0) == 0 || field.rfind("gid=", 0) == 0) {
+      a.owner += field + " ";
+    } else {
+      a.acl += field + " ";
+    }
+    pos = end + 1;
+  }
+  return a;
+}
+
+// What the mutator did to the object, from the object's kind and how its
+// possible versions differ.
+std::string mutator_op(const std::string& object, const json& versions,
+                       const std::string& scenario) {
+  if (object.rfind("entry(", 0) == 0) return "rename";
+  if (object.rfind("parent(", 0) == 0) return "rename";
+  if (object.rfind("mount(", 0) == 0) return "mount";
+  if (object.rfind("attr(", 0) != 0) return "unknown";
+  bool mode = false, owner = false, acl = false;
+  std::optional<AttrText> first;
+  if (versions.is_array()) {
+    for (const auto& v : versions) {
+      if (!v.is_object() || !v.contains("value") || !v["value"].is_string()) continue;
+      const AttrText a = split_attr(v["value"].get<std::string>());
+      if (!first) {
+        first = a;
+        continue;
+      }
+      mode = mode || a.mode != first->mode;
+      owner = owner || a.owner != first->owner;
+      acl = acl || a.acl != first->acl;
+    }
+  }
+  if (acl) return "setfacl";
+  if (owner) return "chown";
+  if (mode) return "chmod";
+  // One version in the window (the usual stale case): the scenario says
+  // which attribute its mutator changes.
+  if (scenario.find("chown") != std::string::npos) return "chown";
+  if (scenario.find("acl") != std::string::npos) return "setfacl";
+  if (scenario.find("setattr") != std::string::npos || scenario.find("chmod") != std::string::npos)
+    return "chmod";
+  return "setattr";
+}
+
+// How the lookup reached the stale step: "..", a symlink, a mount, a held
+// dirfd, or plain names.
+std::string path_via(const v1::Violation& v, const json& detail) {
+  const std::string& path = v.path();
+  if (path == ".." || path.rfind("../", 0) == 0 || path.find("/..") != std::string::npos) {
+    return "dotdot";
+  }
+  if (v.object().rfind("parent(", 0) == 0) return "dotdot";
+  if (v.object().rfind("mount(", 0) == 0 || v.kind() == "wrong-mount") return "mount";
+  size_t components = path.empty() ? 0 : 1;
+  for (char c : path) components += c == '/';
+  if (detail.contains("steps") && detail["steps"].is_array() &&
+      detail["steps"].size() > components) {
+    return "symlink";  // more steps than names: the walk followed a link
+  }
+  if (v.op().size() > 2 && v.op().compare(v.op().size() - 2, 2, "at") == 0) return "dirfd";
+  return "names";
+}
+
+}  // namespace
+
+Signature violation_signature(const std::string& scenario, const v1::Violation& v) {
+  json detail = json::parse(v.detail_json(), nullptr, false);
+  if (detail.is_discarded()) detail = json::object();
+  json versions = detail.contains("versions") ? detail["versions"] : json::array();
+  const std::string mop = mutator_op(v.object(), versions, scenario);
+  const std::string via = path_via(v, detail);
+  const std::string pair = v.op() + "/" + mop;
+  Signature s;
+  s.kind = "violation";
+  s.scenario = scenario;
+  s.key = "violation|" + scenario + "|" + v.kind() + "|" + pair + "|step=" +
+          std::to_string(v.step()) + "|via=" + via;
+  s.title = v.kind() + " in " + scenario + ": " + v.op() + " raced " + mop + ", stale at step " +
+            std::to_string(v.step()) + " (via " + via + ")";
+  return s;
+}
+
+std::string normalize_crash_title(const std::string& title) {
+  std::string t = title.substr(0, title.find('\n'));
+  static const std::regex timestamp(R"(^\s*\[\s*[0-9]+\.[0-9]+\]\s*)");
+  static const std::regex offset(R"(\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+)");
+  static const std::regex hex(R"(\b(0x)?[0-9a-fA-F]{8,}\b)");
+  static const std::regex pid(R"(\b(PID|pid|CPU|cpu):?\s*[0-9]+)");
+  static const std::regex task(R"(task [^ ]+:[0-9]+)");
+  static const std::regex space(R"(\s+)");
+  t = std::regex_replace(t, timestamp, "");
+  t = std::regex_replace(t, offset, "");
+  t = std::regex_replace(t, hex, "ADDR");
+  t = std::regex_replace(t, pid, "$1");
+  t = std::regex_replace(t, task, "task");
+  t = std::regex_replace(t, space, " ");
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  while (!t.empty() && t.front() == ' ') t.erase(0, 1);
+  return t.empty() ? "unknown" : t;
+}
+
+std::vector<Signature> outcome_signatures(const v1::ScenarioSpec& spec, const v1::Outcome& o) {
+  std::vector<Signature> out;
+  auto add = [&out](Signature s) {
+    for (const auto& have : out)
+      if (have.key == s.key) return;
+    out.push_back(std::move(s));
+  };
+  switch (o.verdict()) {
+    case v1::VERDICT_VIOLATION: {
+      for (int i = 0; i < o.violations_size(); ++i) {
+        Signature s = violation_signature(spec.scenario(), o.violations(i));
+        s.violation_index = i;
+        add(std::move(s));
+      }
+      if (out.empty()) {  // every report capped away: the kinds are all we know
+        for (const auto& [kind, n] : o.violations_by_kind()) {
+          if (n == 0) continue;
+          Signature s;
+          s.kind = "violation";
+          s.scenario = spec.scenario();
+          s.key = "violation|" + spec.scenario() + "|" + kind + "|?";
+          s.title = kind + " in " + spec.scenario() + " (no report kept)";
+          add(std::move(s));
+        }
+      }
+      break;
+    }
+    case v1::VERDICT_KERNEL_CRASH:
+    case v1::VERDICT_HANG: {
+      const bool crash = o.verdict() == v1::VERDICT_KERNEL_CRASH;
+      const std::string raw = !o.error().empty() ? o.error() : o.console_tail();
+      Signature s;
+      s.kind = crash ? "crash" : "hang";
+      s.title = normalize_crash_title(raw);
+      s.key = s.kind + "|" + s.title;
+      add(std::move(s));
+      break;
+    }
+    case v1::VERDICT_BOOT_FAILURE: {
+      Signature s;
+      s.kind = "boot-failure";
+      s.title = "kernel did not boot";
+      s.key = "boot-failure";
+      add(std::move(s));
+      break;
+    }
+    default:
+      break;
+  }
+  return out;
+}
+
+bool outcome_has_signature(const v1::ScenarioSpec& spec, const v1::Outcome& o,
+                           const std::string& key) {
+  for (const auto& s : outcome_signatures(spec, o))
+    if (s.key == key) return true;
+  return false;
+}
+
+}  // namespace leapfrog::coord::triage

@@ -1,0 +1,75 @@
+#include "coordinator/triage/triage_service.h"
+
+#include "coordinator/rpc_util.h"
+
+namespace leapfrog::coord::triage {
+
+namespace {
+
+// Checks the token, then runs `body`, mapping TriageError to its status and
+// everything else as `guarded` does.
+template <typename Body>
+grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* rpc, Body&& body) {
+  if (auto s = auth.check(*ctx); !s.ok()) return s;
+  return guarded(rpc, [&]() -> grpc::Status {
+    try {
+      body();
+      return grpc::Status::OK;
+    } catch (const TriageError& e) {
+      switch (e.code()) {
+        case TriageError::Code::NotFound: return {grpc::StatusCode::NOT_FOUND, e.what()};
+        case TriageError::Code::InvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+        case TriageError::Code::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
+      }
+      return {grpc::StatusCode::INTERNAL, e.what()};
+    }
+  });
+}
+
+}  // namespace
+
+grpc::Status TriageServiceImpl::ListIssues(grpc::ServerContext* ctx, const v1::ListIssuesRequest* req,
+                                           v1::ListIssuesResponse* resp) {
+  return serve(auth_, ctx, "ListIssues", [&] { *resp = engine_.list_issues(*req); });
+}
+
+grpc::Status TriageServiceImpl::GetIssue(grpc::ServerContext* ctx, const v1::GetIssueRequest* req, v1::Issue* resp) {
+  return serve(auth_, ctx, "GetIssue", [&] { *resp = engine_.get_issue(req->id()); });
+}
+
+grpc::Status TriageServiceImpl::SetIssueStatus(grpc::ServerContext* ctx, const v1::SetIssueStatusRequest* req,
+                                               v1::Issue* resp) {
+  return serve(auth_, ctx, "SetIssueStatus", [&] { *resp = engine_.set_issue_status(*req); });
+}
+
+grpc::Status TriageServiceImpl::AddIssueNote(grpc::ServerContext* ctx, const v1::AddIssueNoteRequest* req,
+                                             v1::Issue* resp) {
+  return serve(auth_, ctx, "AddIssueNote", [&] { *resp = engine_.add_issue_note(*req); });
+}
+
+grpc::Status TriageServiceImpl::StartReplay(grpc::ServerContext* ctx, const v1::StartReplayRequest* req,
+                                            v1::Action* resp) {
+  return serve(auth_, ctx, "StartReplay", [&] { *resp = engine_.start_replay(*req); });
+}
+
+grpc::Status TriageServiceImpl::StartMinimize(grpc::ServerContext* ctx, const v1::StartMinimizeRequest* req,
+                                              v1::Action* resp) {
+  return serve(auth_, ctx, "StartMinimize", [&] { *resp = engine_.start_minimize(*req); });
+}
+
+grpc::Status TriageServiceImpl::StartBisect(grpc::ServerContext* ctx, const v1::StartBisectRequest* req,
+                                            v1::Action* resp) {
+  return serve(auth_, ctx, "StartBisect", [&] { *resp = engine_.start_bisect(*req); });
+}
+
+grpc::Status TriageServiceImpl::GetAction(grpc::ServerContext* ctx, const v1::GetActionRequest* req,
+                                          v1::Action* resp) {
+  return serve(auth_, ctx, "GetAction", [&] { *resp = engine_.get_action(req->id()); });
+}
+
+grpc::Status TriageServiceImpl::ListActions(grpc::ServerContext* ctx, const v1::ListActionsRequest* req,
+                                            v1::ListActionsResponse* resp) {
+  return serve(auth_, ctx, "ListActions", [&] { *resp = engine_.list_actions(*req); });
+}
+
+}  // namespace leapfrog::coord::triage
