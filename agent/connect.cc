@@ -133,6 +133,9 @@ class Agent {
     struct utsname u;
     if (uname(&u) == 0) caps_.set_uname(std::string(u.release) + " " + u.version);
     for (const auto& f : opts.filesystems.empty() ? default_filesystems() : opts.filesystems) caps_.add_filesystems(f);
+    for (const auto& [from, to] : opts.fs_map)
+      if (std::find(caps_.filesystems().begin(), caps_.filesystems().end(), from) == caps_.filesystems().end())
+        caps_.add_filesystems(from);
     caps_.set_root(geteuid() == 0);
     caps_.set_cpus(static_cast<uint32_t>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN))));
     caps_.set_host(host_name());
@@ -257,10 +260,15 @@ class Agent {
     return true;
   }
 
+  std::string local_fs(const std::string& fs) const {
+    const auto it = opts_.fs_map.find(fs);
+    return it == opts_.fs_map.end() ? fs : it->second;
+  }
+
   std::vector<std::string> job_argv(const v1::Job& job) {
     const auto& spec = job.spec();
     std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--die-with-parent", "--scenario", spec.scenario(),
-                                     "--seed", std::to_string(spec.seed()), "--fs", spec.fs()};
+                                     "--seed", std::to_string(spec.seed()), "--fs", local_fs(spec.fs())};
     if (spec.iterations() > 0) {
       argv.insert(argv.end(), {"--iterations", std::to_string(spec.iterations())});
     } else {

@@ -4,6 +4,7 @@
 // outcome to disk until the coordinator acknowledges it, reconnect with
 // backoff, and on SIGTERM hand the running job back and exit.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct ConnectOptions {
   std::string name;          // default: host name + pid
   std::string kernel_label;  // default: "host"
   std::vector<std::string> filesystems;  // default: what this machine can provision
+  // A job's file system -> the one it runs on here ("fuse-cached" ->
+  // "fuse-direct"): the keys are advertised too. Lets tests stand in kernels
+  // whose runs really differ.
+  std::map<std::string, std::string> fs_map;
   std::string spool_dir;     // default: /var/tmp/leapfrog-agent-<name>
   std::string self_exe;      // the leapfrog-agent binary to run jobs with
   int max_jobs = 0;          // stop after this many jobs (0: no limit); for tests

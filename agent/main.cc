@@ -156,6 +156,8 @@ int main(int argc, char** argv) {
   connect->add_option("--spool", connect_opts.spool_dir, "folder for outcomes not yet acknowledged");
   connect->add_option("--max-jobs", connect_opts.max_jobs, "exit after this many jobs (0: never)");
   connect->add_flag("--vm", connect_opts.vm, "advertise that the agent runs in a VM");
+  std::vector<std::string> fs_map;
+  connect->add_option("--fs-map", fs_map, "JOB_FS=LOCAL_FS: run jobs of JOB_FS on LOCAL_FS (repeatable; for tests)");
   bool connect_die_with_parent = false;
   connect->add_flag("--die-with-parent", connect_die_with_parent,
                     "hand the job back and exit when the parent process dies");
@@ -185,6 +187,12 @@ int main(int argc, char** argv) {
       char exe[4096] = {};
       if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) throw UsageError("cannot find my own executable");
       connect_opts.self_exe = exe;
+      for (const auto& m : fs_map) {
+        const auto eq = m.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == m.size())
+          throw UsageError("bad --fs-map \"" + m + "\", want JOB_FS=LOCAL_FS");
+        connect_opts.fs_map[m.substr(0, eq)] = m.substr(eq + 1);
+      }
       if (connect_die_with_parent) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() == 1) return 2;

@@ -8,6 +8,7 @@
 
 #include "coordinator/cli/client.h"
 #include "coordinator/cli/server_cmds.h"
+#include "coordinator/cli/triage_cmds.h"
 
 namespace {
 
@@ -104,6 +105,8 @@ int main(int argc, char** argv) {
   outcomes->add_flag("--failed", failed, "only outcomes that are not pass");
   auto* kernels = app.add_subcommand("kernels", "registered kernels");
 
+  auto triage_cmds = add_triage_commands(app);
+
   // Global flags (--json, --data-dir, ...) may also follow the verb.
   for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
                     kernels})
@@ -131,6 +134,7 @@ int main(int argc, char** argv) {
       }
       return leapfrog::cli::serve(serve_opts);
     }
+    if (auto rc = triage_cmds->run([&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json)) return *rc;
     Client client(resolve_endpoint(coordinator, token_file, data_dir));
     if (crun->parsed()) return client.campaign_run(run_flags, wait, json);
     if (clist->parsed()) return client.campaign_list(json);

@@ -19,6 +19,11 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
   builder.AddListeningPort(opts_.listen, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(&agent_service_);
   builder.RegisterService(&control_service_);
+  if (opts_.triage_store) {
+    triage_ = std::make_unique<triage::TriageEngine>(store, *opts_.triage_store, clock, &work_);
+    triage_service_ = std::make_unique<triage::TriageServiceImpl>(*triage_, auth_);
+    builder.RegisterService(triage_service_.get());
+  }
   builder.SetMaxReceiveMessageSize(64 << 20);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\"");
@@ -51,6 +56,7 @@ void CoordinatorServer::maintenance_loop() {
     try {
       if (store_.expire_leases(clock_.now()) > 0) work_.notify();
       scheduler_.tick();
+      if (triage_) triage_->tick();
     } catch (const StoreError& e) {
       spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(), e.what());
     } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include "coordinator/agent_service.h"
 #include "coordinator/control_service.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/triage/triage_service.h"
 
 namespace leapfrog::coord {
 
@@ -23,6 +24,9 @@ struct ServerOptions {
   std::string token;
   ServiceConfig service;
   Duration maintenance_every = std::chrono::seconds(1);
+  // Triage tables; when set, the server serves TriageService and groups
+  // failures and advances actions in its maintenance loop.
+  triage::TriageStore* triage_store = nullptr;
 };
 
 class CoordinatorServer {
@@ -52,6 +56,8 @@ class CoordinatorServer {
   AgentServiceImpl agent_service_;
   ControlServiceImpl control_service_;
   Scheduler scheduler_;
+  std::unique_ptr<triage::TriageEngine> triage_;
+  std::unique_ptr<triage::TriageServiceImpl> triage_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::mutex mu_;

@@ -21,6 +21,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
+#include "coordinator/triage/pg_triage_store.h"
 
 extern char** environ;
 
@@ -169,8 +170,10 @@ int serve(const ServeOptions& opts) {
   const std::string token_file = opts.token_file.empty() ? opts.data_dir + "/token" : opts.token_file;
   const std::string token = load_or_create_token(token_file);
   coord::PgStore store(url);
+  coord::triage::PgTriageStore triage_store(url);
   coord::SystemClock clock;
   coord::ServerOptions so;
+  so.triage_store = &triage_store;
   so.listen = opts.listen;
   so.token = token;
   so.service.lease_duration = std::chrono::milliseconds(opts.lease_ms);

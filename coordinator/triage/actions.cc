@@ -146,13 +146,15 @@ void step_bisect(const ActionContext& ctx, v1::Action& a, json& m) {
   const int last = a.kernels_size() - 1;
   if (!m.contains("phase")) {
     const uint32_t n = ctx.opts.bisect_measure_runs;
-    const int64_t c = queue_runs(ctx, a, a.spec(), a.kernels(last), n, "measure-" + a.kernels(last));
+    const int64_t c =
+        queue_runs(ctx, a, a.spec(), a.kernels(last), n, "measure-" + a.kernels(last));
     m["phase"] = "measure";
     m["campaign"] = c;
     m["lo"] = 0;
     m["hi"] = last;
     a.add_campaign_ids(c);
-    a.set_progress("measuring the rate on " + a.kernels(last) + " with " + std::to_string(n) + " runs");
+    a.set_progress("measuring the rate on " + a.kernels(last) + " with " + std::to_string(n) +
+                   " runs");
     return;
   }
   const Tally t = tally_campaign(ctx.store, m.at("campaign"), sig);
@@ -203,8 +205,8 @@ void step_bisect(const ActionContext& ctx, v1::Action& a, json& m) {
 // parameters (each to its minimum: tree depth, optional operations), 2
 // iterations or duration.
 std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOptions& opts,
-                                                                   const v1::ScenarioSpec& best,
-                                                                   int dim, json& m) {
+                                                                  const v1::ScenarioSpec& best,
+                                                                  int dim, json& m) {
   v1::ScenarioSpec c = best;
   if (dim == 0) {
     if (best.observers() == 1) return std::nullopt;
@@ -290,7 +292,8 @@ void step_minimize(const ActionContext& ctx, v1::Action& a, json& m) {
     m["phase"] = "measure";
     m["campaign"] = c;
     a.add_campaign_ids(c);
-    a.set_progress("measuring the rate on " + a.kernel_label() + " with " + std::to_string(n) + " runs");
+    a.set_progress("measuring the rate on " + a.kernel_label() + " with " + std::to_string(n) +
+                   " runs");
     return;
   }
   const Tally t = tally_campaign(ctx.store, m.at("campaign"), sig);
@@ -331,10 +334,14 @@ void step_minimize(const ActionContext& ctx, v1::Action& a, json& m) {
 
 std::string action_kind_name(v1::ActionKind kind) {
   switch (kind) {
-    case v1::ACTION_KIND_REPLAY: return "replay";
-    case v1::ACTION_KIND_MINIMIZE: return "minimize";
-    case v1::ACTION_KIND_BISECT: return "bisect";
-    default: return "action";
+    case v1::ACTION_KIND_REPLAY:
+      return "replay";
+    case v1::ACTION_KIND_MINIMIZE:
+      return "minimize";
+    case v1::ACTION_KIND_BISECT:
+      return "bisect";
+    default:
+      return "action";
   }
 }
 
@@ -371,10 +378,17 @@ bool advance_one(const ActionContext& ctx, int64_t id) {
     }
     try {
       switch (a.kind()) {
-        case v1::ACTION_KIND_REPLAY: step_replay(ctx, a, m); break;
-        case v1::ACTION_KIND_BISECT: step_bisect(ctx, a, m); break;
-        case v1::ACTION_KIND_MINIMIZE: step_minimize(ctx, a, m); break;
-        default: fail(a, "unknown action kind " + std::to_string(a.kind()));
+        case v1::ACTION_KIND_REPLAY:
+          step_replay(ctx, a, m);
+          break;
+        case v1::ACTION_KIND_BISECT:
+          step_bisect(ctx, a, m);
+          break;
+        case v1::ACTION_KIND_MINIMIZE:
+          step_minimize(ctx, a, m);
+          break;
+        default:
+          fail(a, "unknown action kind " + std::to_string(a.kind()));
       }
     } catch (const SpecError& e) {
       fail(a, std::string("cannot queue runs: ") + e.what());

@@ -19,7 +19,9 @@ namespace {
 // Advisory lock held while grouping ("triage" in ASCII).
 constexpr long long kIngestLock = 0x747269616765LL;
 
-int64_t us(TimePoint t) { return t.time_since_epoch().count(); }
+int64_t us(TimePoint t) {
+  return t.time_since_epoch().count();
+}
 
 google::protobuf::Timestamp ts(int64_t us) {
   google::protobuf::Timestamp t;
@@ -93,10 +95,11 @@ void add_kernels(pqxx::work& txn, std::vector<v1::Issue>& issues) {
     by_id[i.id()] = &i;
     ids.push_back(i.id());
   }
-  for (const auto& r : txn.exec_params(
-           "SELECT issue_id, kernel_label, count, lf_us(first_seen), lf_us(last_seen)"
-           " FROM issue_kernels WHERE issue_id = ANY($1::bigint[]) ORDER BY first_seen, kernel_label",
-           id_array(ids))) {
+  for (const auto& r :
+       txn.exec_params("SELECT issue_id, kernel_label, count, lf_us(first_seen), lf_us(last_seen)"
+                       " FROM issue_kernels WHERE issue_id = ANY($1::bigint[]) ORDER BY "
+                       "first_seen, kernel_label",
+                       id_array(ids))) {
     auto* k = by_id.at(r[0].as<int64_t>())->add_kernels();
     k->set_kernel_label(r[1].as<std::string>());
     k->set_count(r[2].as<uint64_t>());
@@ -126,7 +129,9 @@ void add_violations(pqxx::work& txn, int64_t job, uint32_t attempt, v1::Outcome&
   }
 }
 
-v1::Action action_from_row(const pqxx::field& f) { return parse<v1::Action>(f, "action"); }
+v1::Action action_from_row(const pqxx::field& f) {
+  return parse<v1::Action>(f, "action");
+}
 
 // One failure counted into its issue: returns (issue id, created, reopened).
 struct Counted {
@@ -299,13 +304,12 @@ std::optional<v1::Issue> PgTriageStore::set_issue_status(int64_t id, v1::IssueSt
                                                          int64_t duplicate_of, TimePoint now) {
   const bool found = run_transaction(*pool_, "set_issue_status", [&](pqxx::work& txn) {
     const bool dup = status == v1::ISSUE_STATUS_DUPLICATE;
-    return txn
-               .exec_params(
-                   "UPDATE issues SET status = $2, duplicate_of = NULLIF($3::bigint, 0),"
-                   " fixed_at = CASE WHEN $2 = $5 THEN lf_ts($4) ELSE fixed_at END WHERE id = $1",
-                   id, static_cast<int>(status),
-                   dup ? duplicate_of : int64_t{0}, us(now),
-                   static_cast<int>(v1::ISSUE_STATUS_FIXED))
+    return txn.exec_params(
+                  "UPDATE issues SET status = $2::int, duplicate_of = NULLIF($3::bigint, 0),"
+                  " fixed_at = CASE WHEN $2::int = $5::int THEN lf_ts($4) ELSE fixed_at END"
+                  " WHERE id = $1",
+                  id, static_cast<int>(status), dup ? duplicate_of : int64_t{0}, us(now),
+                  static_cast<int>(v1::ISSUE_STATUS_FIXED))
                .affected_rows() > 0;
   });
   if (!found) return std::nullopt;
@@ -314,11 +318,10 @@ std::optional<v1::Issue> PgTriageStore::set_issue_status(int64_t id, v1::IssueSt
 
 bool PgTriageStore::add_issue_note(int64_t id, const std::string& text, TimePoint now) {
   return run_transaction(*pool_, "add_issue_note", [&](pqxx::work& txn) {
-    return txn
-               .exec_params(
-                   "INSERT INTO issue_notes (issue_id, at, text)"
-                   " SELECT id, lf_ts($2), $3 FROM issues WHERE id = $1",
-                   id, us(now), clean(text))
+    return txn.exec_params(
+                  "INSERT INTO issue_notes (issue_id, at, text)"
+                  " SELECT id, lf_ts($2), $3 FROM issues WHERE id = $1",
+                  id, us(now), clean(text))
                .affected_rows() > 0;
   });
 }
@@ -341,7 +344,8 @@ std::optional<v1::OutcomeRecord> PgTriageStore::get_outcome(int64_t job_id, uint
             "SELECT o.job_id, o.attempt, o.campaign_id, j.spec, j.kernel_label, o.agent_id,"
             "  o.outcome, lf_us(o.reported_at)"
             " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
-            " WHERE o.job_id = $1 AND ($2 = 0 OR o.attempt = $2) ORDER BY o.attempt DESC LIMIT 1",
+            " WHERE o.job_id = $1 AND ($2::int = 0 OR o.attempt = $2::int)"
+            " ORDER BY o.attempt DESC LIMIT 1",
             job_id, attempt);
         if (rows.empty()) return std::nullopt;
         const auto& r = rows[0];
@@ -390,7 +394,7 @@ std::vector<v1::Action> PgTriageStore::list_actions(int64_t issue_id, uint32_t l
   return run_transaction(*pool_, "list_actions", [&](pqxx::work& txn) {
     std::vector<v1::Action> out;
     for (const auto& r : txn.exec_params(
-             "SELECT action FROM triage_actions WHERE $1 = 0 OR issue_id = $1"
+             "SELECT action FROM triage_actions WHERE $1::bigint = 0 OR issue_id = $1::bigint"
              " ORDER BY id DESC LIMIT $2",
              issue_id, limit))
       out.push_back(action_from_row(r[0]));
@@ -413,8 +417,9 @@ std::vector<int64_t> PgTriageStore::running_actions(int64_t issue_id, v1::Action
 std::vector<int64_t> PgTriageStore::all_running_actions() {
   return run_transaction(*pool_, "all_running_actions", [&](pqxx::work& txn) {
     std::vector<int64_t> out;
-    for (const auto& r : txn.exec_params("SELECT id FROM triage_actions WHERE state = $1 ORDER BY id",
-                                         static_cast<int>(v1::ACTION_STATE_RUNNING)))
+    for (const auto& r :
+         txn.exec_params("SELECT id FROM triage_actions WHERE state = $1 ORDER BY id",
+                         static_cast<int>(v1::ACTION_STATE_RUNNING)))
       out.push_back(r[0].as<int64_t>());
     return out;
   });

@@ -201,8 +201,7 @@ std::string chain_setup(int depth, int target, const std::string& target_mode) {
   s += "  mkfile(\"" + chain_dir(depth - 1) + "/f\");\n}\n";
   s += "static void teardown(void) {\n  char p[4096];\n  mpath(p, \"" + chain_dir(depth - 1) +
        "/f\");\n  unlink(p);\n";
-  for (int i = depth - 1; i >= 0; --i)
-    s += "  mpath(p, \"" + chain_dir(i) + "\");\n  rmdir(p);\n";
+  for (int i = depth - 1; i >= 0; --i) s += "  mpath(p, \"" + chain_dir(i) + "\");\n  rmdir(p);\n";
   return s + "}\n";
 }
 
@@ -322,11 +321,13 @@ static const char *state_text(int state) {
         "  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);\n"
         "  if (fd < 0) return errno;\n  close(fd);\n  return 0;";
   } else {
-    throw ReproError("no C reproducer for operation \"" + op + "\": supported are stat, access, open");
+    throw ReproError("no C reproducer for operation \"" + op +
+                     "\": supported are stat, access, open");
   }
   std::string out = kProgram;
   std::string spec_text = spec.ShortDebugString();
-  replace_all(out, "@TITLE@", c_text(example.kind().empty() ? scenario : example.kind() + " in " + scenario));
+  replace_all(out, "@TITLE@",
+              c_text(example.kind().empty() ? scenario : example.kind() + " in " + scenario));
   replace_all(out, "@SPEC@", c_text(spec_text));
   replace_all(out, "@SCENARIO_CODE@", code);
   replace_all(out, "@SCENARIO@", scenario);

@@ -84,7 +84,10 @@ std::string path_via(const v1::Violation& v, const json& detail) {
       detail["steps"].size() > components) {
     return "symlink";  // more steps than names: the walk followed a link
   }
-  if (v.op().size() > 2 && v.op().compare(v.op().size() - 2, 2, "at") == 0) return "dirfd";
+  // The catalogue names lookups from a held dirfd after their *at syscall.
+  static const char* const kAtOps[] = {"fstatat", "faccessat", "openat", "readlinkat"};
+  for (const char* op : kAtOps)
+    if (v.op() == op) return "dirfd";
   return "names";
 }
 
@@ -100,8 +103,8 @@ Signature violation_signature(const std::string& scenario, const v1::Violation& 
   Signature s;
   s.kind = "violation";
   s.scenario = scenario;
-  s.key = "violation|" + scenario + "|" + v.kind() + "|" + pair + "|step=" +
-          std::to_string(v.step()) + "|via=" + via;
+  s.key = "violation|" + scenario + "|" + v.kind() + "|" + pair +
+          "|step=" + std::to_string(v.step()) + "|via=" + via;
   s.title = v.kind() + " in " + scenario + ": " + v.op() + " raced " + mop + ", stale at step " +
             std::to_string(v.step()) + " (via " + via + ")";
   return s;

@@ -63,7 +63,8 @@ void TriageEngine::tick() {
 IngestResult TriageEngine::group_failures() {
   IngestResult total;
   for (;;) {
-    const IngestResult r = impl_->triage.ingest_failures(outcome_signatures, impl_->opts.ingest_batch);
+    const IngestResult r =
+        impl_->triage.ingest_failures(outcome_signatures, impl_->opts.ingest_batch);
     total.locked_out = total.locked_out || r.locked_out;
     total.outcomes += r.outcomes;
     total.failures += r.failures;
@@ -102,8 +103,9 @@ v1::Issue TriageEngine::get_issue(int64_t id) {
 
 v1::Issue TriageEngine::set_issue_status(const v1::SetIssueStatusRequest& req) {
   if (req.status() == v1::ISSUE_STATUS_UNSPECIFIED || !v1::IssueStatus_IsValid(req.status()))
-    throw TriageError(Code::InvalidArgument, "bad issue status " + std::to_string(req.status()) +
-                                                 ", want new, triaged, fixed, invalid or duplicate");
+    throw TriageError(Code::InvalidArgument,
+                      "bad issue status " + std::to_string(req.status()) +
+                          ", want new, triaged, fixed, invalid or duplicate");
   impl_->need_issue(req.id());
   if (req.status() == v1::ISSUE_STATUS_DUPLICATE) {
     if (req.duplicate_of() == 0)
@@ -129,7 +131,9 @@ v1::Issue TriageEngine::add_issue_note(const v1::AddIssueNoteRequest& req) {
 
 v1::Action TriageEngine::start_replay(const v1::StartReplayRequest& req) {
   const uint32_t runs = req.runs() ? req.runs() : impl_->opts.default_replay_runs;
-  if (runs > 1000) throw TriageError(Code::InvalidArgument, "bad runs " + std::to_string(runs) + ", want [1, 1000]");
+  if (runs > 1000)
+    throw TriageError(Code::InvalidArgument,
+                      "bad runs " + std::to_string(runs) + ", want [1, 1000]");
   v1::Action a;
   a.set_kind(v1::ACTION_KIND_REPLAY);
   a.set_runs(runs);
@@ -141,9 +145,9 @@ v1::Action TriageEngine::start_replay(const v1::StartReplayRequest& req) {
     if (!o) throw TriageError(Code::NotFound, "no outcome \"" + name + "\"");
     const auto sigs = outcome_signatures(o->spec(), o->outcome());
     if (sigs.empty()) {
-      throw TriageError(Code::FailedPrecondition,
-                        "outcome \"" + name + "\" ended " + v1::Verdict_Name(o->outcome().verdict()) +
-                            ": no failure signature to replay");
+      throw TriageError(Code::FailedPrecondition, "outcome \"" + name + "\" ended " +
+                                                      v1::Verdict_Name(o->outcome().verdict()) +
+                                                      ": no failure signature to replay");
     }
     signature = sigs.front().key;
     a.set_issue_id(impl_->triage.find_issue(signature).value_or(0));
@@ -178,11 +182,13 @@ v1::Action TriageEngine::start_minimize(const v1::StartMinimizeRequest& req) {
 v1::Action TriageEngine::start_bisect(const v1::StartBisectRequest& req) {
   const v1::Issue issue = impl_->need_issue(req.issue_id());
   if (req.kernels_size() < 2)
-    throw TriageError(Code::InvalidArgument, "bisect needs at least two kernels: the first good and the last bad");
+    throw TriageError(Code::InvalidArgument,
+                      "bisect needs at least two kernels: the first good and the last bad");
   std::set<std::string> seen;
   for (const auto& k : req.kernels()) {
     if (k.empty()) throw TriageError(Code::InvalidArgument, "empty kernel label");
-    if (!seen.insert(k).second) throw TriageError(Code::InvalidArgument, "kernel \"" + k + "\" is listed twice");
+    if (!seen.insert(k).second)
+      throw TriageError(Code::InvalidArgument, "kernel \"" + k + "\" is listed twice");
   }
   impl_->refuse_if_running(issue.id(), v1::ACTION_KIND_BISECT);
   v1::Action a;

@@ -17,9 +17,12 @@ grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* 
       return grpc::Status::OK;
     } catch (const TriageError& e) {
       switch (e.code()) {
-        case TriageError::Code::NotFound: return {grpc::StatusCode::NOT_FOUND, e.what()};
-        case TriageError::Code::InvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-        case TriageError::Code::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
+        case TriageError::Code::NotFound:
+          return {grpc::StatusCode::NOT_FOUND, e.what()};
+        case TriageError::Code::InvalidArgument:
+          return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+        case TriageError::Code::FailedPrecondition:
+          return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
       }
       return {grpc::StatusCode::INTERNAL, e.what()};
     }
@@ -28,37 +31,41 @@ grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* 
 
 }  // namespace
 
-grpc::Status TriageServiceImpl::ListIssues(grpc::ServerContext* ctx, const v1::ListIssuesRequest* req,
+grpc::Status TriageServiceImpl::ListIssues(grpc::ServerContext* ctx,
+                                           const v1::ListIssuesRequest* req,
                                            v1::ListIssuesResponse* resp) {
   return serve(auth_, ctx, "ListIssues", [&] { *resp = engine_.list_issues(*req); });
 }
 
-grpc::Status TriageServiceImpl::GetIssue(grpc::ServerContext* ctx, const v1::GetIssueRequest* req, v1::Issue* resp) {
+grpc::Status TriageServiceImpl::GetIssue(grpc::ServerContext* ctx, const v1::GetIssueRequest* req,
+                                         v1::Issue* resp) {
   return serve(auth_, ctx, "GetIssue", [&] { *resp = engine_.get_issue(req->id()); });
 }
 
-grpc::Status TriageServiceImpl::SetIssueStatus(grpc::ServerContext* ctx, const v1::SetIssueStatusRequest* req,
+grpc::Status TriageServiceImpl::SetIssueStatus(grpc::ServerContext* ctx,
+                                               const v1::SetIssueStatusRequest* req,
                                                v1::Issue* resp) {
   return serve(auth_, ctx, "SetIssueStatus", [&] { *resp = engine_.set_issue_status(*req); });
 }
 
-grpc::Status TriageServiceImpl::AddIssueNote(grpc::ServerContext* ctx, const v1::AddIssueNoteRequest* req,
-                                             v1::Issue* resp) {
+grpc::Status TriageServiceImpl::AddIssueNote(grpc::ServerContext* ctx,
+                                             const v1::AddIssueNoteRequest* req, v1::Issue* resp) {
   return serve(auth_, ctx, "AddIssueNote", [&] { *resp = engine_.add_issue_note(*req); });
 }
 
-grpc::Status TriageServiceImpl::StartReplay(grpc::ServerContext* ctx, const v1::StartReplayRequest* req,
-                                            v1::Action* resp) {
+grpc::Status TriageServiceImpl::StartReplay(grpc::ServerContext* ctx,
+                                            const v1::StartReplayRequest* req, v1::Action* resp) {
   return serve(auth_, ctx, "StartReplay", [&] { *resp = engine_.start_replay(*req); });
 }
 
-grpc::Status TriageServiceImpl::StartMinimize(grpc::ServerContext* ctx, const v1::StartMinimizeRequest* req,
+grpc::Status TriageServiceImpl::StartMinimize(grpc::ServerContext* ctx,
+                                              const v1::StartMinimizeRequest* req,
                                               v1::Action* resp) {
   return serve(auth_, ctx, "StartMinimize", [&] { *resp = engine_.start_minimize(*req); });
 }
 
-grpc::Status TriageServiceImpl::StartBisect(grpc::ServerContext* ctx, const v1::StartBisectRequest* req,
-                                            v1::Action* resp) {
+grpc::Status TriageServiceImpl::StartBisect(grpc::ServerContext* ctx,
+                                            const v1::StartBisectRequest* req, v1::Action* resp) {
   return serve(auth_, ctx, "StartBisect", [&] { *resp = engine_.start_bisect(*req); });
 }
 
@@ -67,7 +74,8 @@ grpc::Status TriageServiceImpl::GetAction(grpc::ServerContext* ctx, const v1::Ge
   return serve(auth_, ctx, "GetAction", [&] { *resp = engine_.get_action(req->id()); });
 }
 
-grpc::Status TriageServiceImpl::ListActions(grpc::ServerContext* ctx, const v1::ListActionsRequest* req,
+grpc::Status TriageServiceImpl::ListActions(grpc::ServerContext* ctx,
+                                            const v1::ListActionsRequest* req,
                                             v1::ListActionsResponse* resp) {
   return serve(auth_, ctx, "ListActions", [&] { *resp = engine_.list_actions(*req); });
 }

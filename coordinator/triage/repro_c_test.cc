@@ -1,0 +1,136 @@
+// The generated C reproducer: it compiles with plain `cc`, and it tells the
+// FUSE positive control (fuse-cached: FAIL) from the per-step correct
+// passthrough (fuse-direct: PASS). Runs as root; mounts happen inside
+// run_sandboxed children.
+
+#include "coordinator/triage/repro_c.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "coordinator/pg/test_dir.h"
+#include "scenarios/fs/workspace.h"
+
+namespace leapfrog::coord::triage {
+namespace {
+
+using coord::testing::TestDir;
+
+v1::ScenarioSpec spec_of(const std::string& scenario) {
+  v1::ScenarioSpec s;
+  s.set_scenario(scenario);
+  s.set_seed(3);
+  s.set_fs("fuse-cached");
+  s.set_iterations(50);
+  s.set_observers(1);
+  return s;
+}
+
+v1::Violation stale_grant(const std::string& op, const std::string& path,
+                          const std::string& object) {
+  v1::Violation v;
+  v.set_kind("stale-grant");
+  v.set_op(op);
+  v.set_path(path);
+  v.set_object(object);
+  v.set_step(3);
+  return v;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes `source` and compiles it with `cc` (no flags but -o); returns the binary.
+std::string compile(const TestDir& dir, const std::string& name, const std::string& source) {
+  const std::string c = dir / (name + ".c"), bin = dir / name;
+  std::ofstream(c) << source;
+  const std::string cmd = "cc -o " + bin + " " + c + " > " + bin + ".log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(bin + ".log");
+  return bin;
+}
+
+TEST(ReproC, EverySupportedScenarioCompilesWithPlainCc) {
+  TestDir dir;
+  compile(dir, "setattr",
+          c_reproducer(spec_of("setattr-lookup"), stale_grant("stat", "d0/d1/d2/f", "attr(d1)")));
+  compile(dir, "chown",
+          c_reproducer(spec_of("chown-lookup"), stale_grant("access", "d0/d1/d2/f", "attr(d2)")));
+  compile(
+      dir, "rename",
+      c_reproducer(spec_of("rename-lookup"), stale_grant("open", "p1/x/f", "entry(p1, \"x\")")));
+  compile(dir, "empty", c_reproducer(spec_of("setattr-lookup"), v1::Violation()));
+}
+
+TEST(ReproC, PicksTheViolatingDirectoryAndOperation) {
+  const std::string c =
+      c_reproducer(spec_of("setattr-lookup"), stale_grant("open", "d0/d1/d2/f", "attr(d1)"));
+  EXPECT_NE(c.find("mpath(p, \"d0/d1\");\n  return chmod(p, state ? 0700 : 0755)"),
+            std::string::npos)
+      << c;
+  EXPECT_NE(c.find("open(path, O_RDONLY"), std::string::npos);
+  EXPECT_EQ(c.find("stat(path, &st)"), std::string::npos);
+}
+
+TEST(ReproC, UnsupportedScenariosSaySoAndNameTheSupportedOnes) {
+  try {
+    c_reproducer(spec_of("mount-lookup"), v1::Violation());
+    FAIL();
+  } catch (const ReproError& e) {
+    EXPECT_STREQ(e.what(),
+                 "no C reproducer for scenario \"mount-lookup\": supported are setattr-lookup, "
+                 "chown-lookup, rename-lookup");
+  }
+  EXPECT_THROW(c_reproducer(spec_of("rename-lookup"), stale_grant("stat", "e/d1/f", "")),
+               ReproError);
+  EXPECT_THROW(c_reproducer(spec_of("setattr-lookup"), stale_grant("readlink", "d0/f", "")),
+               ReproError);
+}
+
+// Runs `bin MUTATED LOOKUP seconds` in a sandbox holding `kind`; returns its
+// exit status and output.
+std::pair<int, std::string> run_in(fs::FsKind kind, const std::string& bin, const std::string& out,
+                                   const char* seconds) {
+  const int status = fs::run_sandboxed([&](const std::string& workdir) {
+    fs::FsSpec spec;
+    spec.kind = kind;
+    spec.fuse_timeout_s = 1;
+    auto ws = fs::provision(spec, workdir);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!freopen(out.c_str(), "w", stdout)) _exit(120);
+      execl(bin.c_str(), bin.c_str(), ws->mutate_root().c_str(), ws->lookup_root().c_str(), seconds,
+            static_cast<char*>(nullptr));
+      _exit(121);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 122;
+  });
+  return {status, slurp(out)};
+}
+
+TEST(ReproC, FailsOnFuseCachedAndPassesOnFuseDirect) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  TestDir dir;
+  const std::string bin = compile(
+      dir, "repro",
+      c_reproducer(spec_of("setattr-lookup"), stale_grant("stat", "d0/d1/d2/f", "attr(d1)")));
+  const auto cached = run_in(fs::FsKind::FuseCached, bin, dir / "cached.out", "10");
+  EXPECT_EQ(cached.first, 1) << cached.second;
+  EXPECT_EQ(cached.second.rfind("FAIL ", 0), 0u) << cached.second;
+  const auto direct = run_in(fs::FsKind::FuseDirect, bin, dir / "direct.out", "2");
+  EXPECT_EQ(direct.first, 0) << direct.second;
+  EXPECT_EQ(direct.second.rfind("PASS", 0), 0u) << direct.second;
+}
+
+}  // namespace
+}  // namespace leapfrog::coord::triage

@@ -1,0 +1,127 @@
+#include "coordinator/triage/signature.h"
+
+#include <gtest/gtest.h>
+
+namespace leapfrog::coord::triage {
+namespace {
+
+v1::Violation chmod_violation(const std::string& op, int step, int64_t invoke) {
+  v1::Violation v;
+  v.set_kind("stale-grant");
+  v.set_op(op);
+  v.set_path("d0/d1/d2/f");
+  v.set_step(step);
+  v.set_object("attr(d1)");
+  v.set_invoke_ns(invoke);
+  v.set_complete_ns(invoke + 500);
+  v.set_detail_json(R"({"versions":[{"value":"mode=0700 uid=0 gid=0","from":10,"to":null}],)"
+                    R"("steps":[{"step":1},{"step":2},{"step":3}]})");
+  return v;
+}
+
+TEST(Signature, IgnoresTiming) {
+  const auto a = violation_signature("setattr-lookup", chmod_violation("stat", 3, 100));
+  const auto b = violation_signature("setattr-lookup", chmod_violation("stat", 3, 987654));
+  EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.key, "violation|setattr-lookup|stale-grant|stat/chmod|step=3|via=names");
+}
+
+TEST(Signature, DiffersByOpStepKindAndScenario) {
+  const auto base = violation_signature("setattr-lookup", chmod_violation("stat", 3, 1));
+  EXPECT_NE(base.key, violation_signature("setattr-lookup", chmod_violation("open", 3, 1)).key);
+  EXPECT_NE(base.key, violation_signature("setattr-lookup", chmod_violation("stat", 2, 1)).key);
+  EXPECT_NE(base.key, violation_signature("chown-lookup", chmod_violation("stat", 3, 1)).key);
+  auto deny = chmod_violation("stat", 3, 1);
+  deny.set_kind("stale-deny");
+  EXPECT_NE(base.key, violation_signature("setattr-lookup", deny).key);
+}
+
+TEST(Signature, NamesTheMutatorFromTheVersions) {
+  auto v = chmod_violation("stat", 3, 1);
+  v.set_detail_json(
+      R"({"versions":[{"value":"mode=0755 uid=0 gid=0"},{"value":"mode=0700 uid=0 gid=0"}]})");
+  EXPECT_NE(violation_signature("s", v).key.find("|stat/chmod|"), std::string::npos);
+  v.set_detail_json(
+      R"({"versions":[{"value":"mode=0075 uid=0 gid=0"},{"value":"mode=0075 uid=65534 gid=0"}]})");
+  EXPECT_NE(violation_signature("s", v).key.find("|stat/chown|"), std::string::npos);
+  v.set_detail_json(
+      R"({"versions":[{"value":"mode=0755 uid=0 gid=0"},{"value":"mode=0755 uid=0 gid=0 user:65534:---"}]})");
+  EXPECT_NE(violation_signature("s", v).key.find("|stat/setfacl|"), std::string::npos);
+  v.set_object("entry(p1, \"x\")");
+  EXPECT_NE(violation_signature("s", v).key.find("|stat/rename|"), std::string::npos);
+  v.set_object("mount(m)");
+  EXPECT_NE(violation_signature("s", v).key.find("|stat/mount|"), std::string::npos);
+  EXPECT_NE(violation_signature("s", v).key.find("|via=mount"), std::string::npos);
+}
+
+TEST(Signature, PathShape) {
+  auto v = chmod_violation("stat", 2, 1);
+  v.set_path("d0/../d0/f");
+  EXPECT_NE(violation_signature("s", v).key.find("via=dotdot"), std::string::npos);
+  v.set_path("link/f");  // two names, three steps: a symlink was followed
+  EXPECT_NE(violation_signature("s", v).key.find("via=symlink"), std::string::npos);
+  v.set_path("d1/d2/f");
+  v.set_op("openat");
+  EXPECT_NE(violation_signature("s", v).key.find("via=dirfd"), std::string::npos);
+  v.set_detail_json("not json");  // still a signature, without the walk
+  EXPECT_NE(violation_signature("s", v).key.find("via=dirfd"), std::string::npos);
+}
+
+TEST(Signature, CrashTitlesNormalise) {
+  const std::string a = normalize_crash_title(
+      "[   12.345678] BUG: KASAN: use-after-free in ext4_xattr_set_entry+0x1a/0x30 [ext4]\nmore");
+  const std::string b = normalize_crash_title(
+      "[ 9999.000001] BUG: KASAN: use-after-free in ext4_xattr_set_entry+0x2b/0x30 [ext4]");
+  EXPECT_EQ(a, "BUG: KASAN: use-after-free in ext4_xattr_set_entry [ext4]");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(normalize_crash_title("BUG: unable to handle page fault for address: ffff888012345678"),
+            "BUG: unable to handle page fault for address: ADDR");
+  EXPECT_EQ(normalize_crash_title("INFO: task kworker/0:1:123 blocked for more than 120 seconds."),
+            normalize_crash_title("INFO: task kworker/1:2:456 blocked for more than 120 seconds."));
+  EXPECT_NE(normalize_crash_title("WARNING: CPU: 1 PID: 77 at fs/namei.c:100 lookup"),
+            normalize_crash_title("WARNING: CPU: 1 PID: 77 at fs/dcache.c:100 lookup"));
+  EXPECT_EQ(normalize_crash_title(""), "unknown");
+}
+
+TEST(Signature, OutcomesWithoutKernelBugsHaveNone) {
+  v1::ScenarioSpec spec;
+  spec.set_scenario("setattr-lookup");
+  v1::Outcome o;
+  for (auto verdict : {v1::VERDICT_PASS, v1::VERDICT_ERROR, v1::VERDICT_INFRA_FAILURE}) {
+    o.set_verdict(verdict);
+    o.set_error("mount failed");
+    EXPECT_TRUE(outcome_signatures(spec, o).empty()) << v1::Verdict_Name(verdict);
+  }
+}
+
+TEST(Signature, OneOutcomeOneSignaturePerDistinctKey) {
+  v1::ScenarioSpec spec;
+  spec.set_scenario("setattr-lookup");
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_VIOLATION);
+  *o.add_violations() = chmod_violation("stat", 3, 1);
+  *o.add_violations() = chmod_violation("stat", 3, 2);
+  *o.add_violations() = chmod_violation("open", 3, 3);
+  const auto sigs = outcome_signatures(spec, o);
+  ASSERT_EQ(sigs.size(), 2u);
+  EXPECT_EQ(sigs[0].violation_index, 0);
+  EXPECT_EQ(sigs[1].violation_index, 2);
+  EXPECT_TRUE(outcome_has_signature(spec, o, sigs[1].key));
+  EXPECT_FALSE(outcome_has_signature(spec, o, "crash|x"));
+}
+
+TEST(Signature, CrashTakesItsTitleFromError) {
+  v1::ScenarioSpec spec;
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_KERNEL_CRASH);
+  o.set_error("BUG: kernel NULL pointer dereference, address: 0000000000000008");
+  o.set_console_tail("long console\n...");
+  const auto sigs = outcome_signatures(spec, o);
+  ASSERT_EQ(sigs.size(), 1u);
+  EXPECT_EQ(sigs[0].key, "crash|BUG: kernel NULL pointer dereference, address: ADDR");
+  o.set_verdict(v1::VERDICT_BOOT_FAILURE);
+  EXPECT_EQ(outcome_signatures(spec, o)[0].key, "boot-failure");
+}
+
+}  // namespace
+}  // namespace leapfrog::coord::triage

@@ -1,0 +1,267 @@
+// Grouping and issue state over a real PostgreSQL: outcomes reported through
+// PgStore as an agent would, grouped by the engine's maintenance step.
+
+#include <gtest/gtest.h>
+
+#include <pqxx/pqxx>
+
+#include "coordinator/pg/test_postgres.h"
+#include "coordinator/store/pg_store.h"
+#include "coordinator/triage/pg_triage_store.h"
+#include "coordinator/triage/triage_engine.h"
+
+namespace leapfrog::coord::triage {
+namespace {
+
+class TriageStoreTest : public coord::testing::PostgresSuite<TriageStoreTest> {
+ protected:
+  void SetUp() override {
+    url_ = pg_->url(fresh_database("triage"));
+    store_ = std::make_unique<PgStore>(url_);
+    triage_ = std::make_unique<PgTriageStore>(url_);
+    engine_ = std::make_unique<TriageEngine>(*store_, *triage_, clock_, nullptr);
+    v1::Capabilities caps;
+    caps.set_kernel_label("k1");
+    caps.add_filesystems("tmpfs");
+    agent_ = store_->register_agent("a", caps, clock_.now());
+  }
+
+  static v1::Outcome violation_outcome(const std::string& op) {
+    v1::Outcome o;
+    o.set_verdict(v1::VERDICT_VIOLATION);
+    o.set_violation_count(1);
+    auto* v = o.add_violations();
+    v->set_kind("stale-grant");
+    v->set_op(op);
+    v->set_path("d0/d1/d2/f");
+    v->set_step(3);
+    v->set_object("attr(d1)");
+    v->set_detail_json(R"({"versions":[{"value":"mode=0700 uid=0 gid=0"}]})");
+    return o;
+  }
+
+  // One campaign of one job on `kernel` (a "night"), reported with `o`.
+  int64_t night(const std::string& kernel, const v1::Outcome& o,
+                const std::string& name = "nightly") {
+    v1::CampaignSpec spec;
+    spec.set_name(name);
+    spec.add_scenarios("setattr-lookup");
+    spec.add_kernels(kernel);
+    spec.add_filesystems("tmpfs");
+    NewJob job;
+    job.kernel_label = kernel;
+    job.spec.set_scenario("setattr-lookup");
+    job.spec.set_seed(7);
+    job.spec.set_fs("tmpfs");
+    job.spec.set_iterations(100);
+    const int64_t id = store_->create_campaign(spec, {job}, 0, clock_.now());
+    v1::Capabilities caps;
+    caps.set_kernel_label(kernel);
+    caps.add_filesystems("tmpfs");
+    auto leased = store_->lease_job(agent_, caps, clock_.now(), std::chrono::seconds(30));
+    EXPECT_TRUE(leased);
+    EXPECT_EQ(store_->report_outcome(agent_, leased->job_id(), leased->attempt(), o, clock_.now()),
+              ReportResult::Stored);
+    return id;
+  }
+
+  // Two ticks: the first takes the horizon, the second groups up to it.
+  void group() {
+    engine_->group_failures();
+    engine_->group_failures();
+  }
+
+  std::vector<v1::Issue> issues() {
+    const auto r = engine_->list_issues({});
+    return {r.issues().begin(), r.issues().end()};
+  }
+
+  std::string url_;
+  ManualClock clock_{TimePoint(std::chrono::seconds(1'800'000'000))};
+  std::unique_ptr<PgStore> store_;
+  std::unique_ptr<PgTriageStore> triage_;
+  std::unique_ptr<TriageEngine> engine_;
+  std::string agent_;
+};
+
+TEST_F(TriageStoreTest, TwoNightsOfTheSameFailureAreOneIssueCountTwo) {
+  night("k1", violation_outcome("stat"));
+  group();
+  ASSERT_EQ(issues().size(), 1u);
+  EXPECT_EQ(issues()[0].count(), 1u);
+  clock_.advance(std::chrono::hours(24));
+  night("k1", violation_outcome("stat"));
+  group();
+  const auto all = issues();
+  ASSERT_EQ(all.size(), 1u);
+  const v1::Issue& i = all[0];
+  EXPECT_EQ(i.count(), 2u);
+  EXPECT_EQ(i.status(), v1::ISSUE_STATUS_NEW);
+  EXPECT_EQ(i.scenario(), "setattr-lookup");
+  EXPECT_EQ(i.last_seen().seconds() - i.first_seen().seconds(), 24 * 3600);
+  ASSERT_EQ(i.kernels_size(), 1);
+  EXPECT_EQ(i.kernels(0).count(), 2u);
+  EXPECT_EQ(i.example_spec().seed(), 7u);
+  EXPECT_EQ(i.example_violation().op(), "stat");
+  // Grouping again finds nothing new: the watermark moved past both.
+  group();
+  EXPECT_EQ(issues()[0].count(), 2u);
+}
+
+TEST_F(TriageStoreTest, DifferentSignaturesAreDifferentIssuesAndPassesNone) {
+  night("k1", violation_outcome("stat"));
+  night("k1", violation_outcome("open"));
+  v1::Outcome pass;
+  pass.set_verdict(v1::VERDICT_PASS);
+  night("k1", pass);
+  v1::Outcome error;
+  error.set_verdict(v1::VERDICT_ERROR);
+  error.set_error("no FUSE");
+  night("k1", error);
+  group();
+  EXPECT_EQ(issues().size(), 2u);
+}
+
+TEST_F(TriageStoreTest, ActionCampaignsAreNotCounted) {
+  night("k1", violation_outcome("stat"));
+  night("k1", violation_outcome("stat"), std::string(kActionCampaignPrefix) + "action-1/replay/k1");
+  group();
+  ASSERT_EQ(issues().size(), 1u);
+  EXPECT_EQ(issues()[0].count(), 1u);
+}
+
+TEST_F(TriageStoreTest, AFixedIssueReopensOnANewerKernelOnly) {
+  v1::Kernel k;
+  k.set_label("k1");
+  store_->add_kernel(k, clock_.now());
+  night("k1", violation_outcome("stat"));
+  group();
+  const int64_t id = issues()[0].id();
+  clock_.advance(std::chrono::hours(1));
+  v1::SetIssueStatusRequest fix;
+  fix.set_id(id);
+  fix.set_status(v1::ISSUE_STATUS_FIXED);
+  EXPECT_EQ(engine_->set_issue_status(fix).status(), v1::ISSUE_STATUS_FIXED);
+  // The old kernel still fails: expected, not a regression.
+  clock_.advance(std::chrono::hours(1));
+  night("k1", violation_outcome("stat"));
+  group();
+  EXPECT_EQ(engine_->get_issue(id).status(), v1::ISSUE_STATUS_FIXED);
+  // A kernel added after the fix fails: regression.
+  k.set_label("k2");
+  store_->add_kernel(k, clock_.now());
+  night("k2", violation_outcome("stat"));
+  group();
+  const v1::Issue i = engine_->get_issue(id);
+  EXPECT_EQ(i.status(), v1::ISSUE_STATUS_REGRESSION);
+  EXPECT_EQ(i.regressions(), 1u);
+  EXPECT_EQ(i.count(), 3u);
+  EXPECT_EQ(i.kernels_size(), 2);
+  ASSERT_EQ(i.notes_size(), 1);
+  EXPECT_NE(i.notes(0).text().find("k2"), std::string::npos);
+}
+
+TEST_F(TriageStoreTest, StatusNotesAndErrors) {
+  night("k1", violation_outcome("stat"));
+  night("k1", violation_outcome("open"));
+  group();
+  const auto all = issues();
+  ASSERT_EQ(all.size(), 2u);
+  v1::SetIssueStatusRequest dup;
+  dup.set_id(all[0].id());
+  dup.set_status(v1::ISSUE_STATUS_DUPLICATE);
+  EXPECT_THROW(engine_->set_issue_status(dup), TriageError);  // duplicate of what?
+  dup.set_duplicate_of(all[0].id());
+  EXPECT_THROW(engine_->set_issue_status(dup), TriageError);  // of itself
+  dup.set_duplicate_of(999);
+  EXPECT_THROW(engine_->set_issue_status(dup), TriageError);  // of nothing
+  dup.set_duplicate_of(all[1].id());
+  const v1::Issue d = engine_->set_issue_status(dup);
+  EXPECT_EQ(d.status(), v1::ISSUE_STATUS_DUPLICATE);
+  EXPECT_EQ(d.duplicate_of(), all[1].id());
+  v1::AddIssueNoteRequest note;
+  note.set_id(all[1].id());
+  note.set_text("FUSE attribute cache, known");
+  EXPECT_EQ(engine_->add_issue_note(note).notes(0).text(), "FUSE attribute cache, known");
+  note.set_id(12345);
+  try {
+    engine_->add_issue_note(note);
+    FAIL() << "no error for a missing issue";
+  } catch (const TriageError& e) {
+    EXPECT_EQ(e.code(), TriageError::Code::NotFound);
+    EXPECT_STREQ(e.what(), "no issue \"12345\"");
+  }
+  v1::ListIssuesRequest only_dups;
+  only_dups.add_statuses(v1::ISSUE_STATUS_DUPLICATE);
+  EXPECT_EQ(engine_->list_issues(only_dups).issues_size(), 1);
+}
+
+TEST_F(TriageStoreTest, ActionsOnMissingIssuesOrOutcomesFailClearly) {
+  v1::StartReplayRequest replay;
+  replay.set_issue_id(77);
+  EXPECT_THROW(engine_->start_replay(replay), TriageError);
+  replay.mutable_outcome()->set_job_id(5);
+  try {
+    engine_->start_replay(replay);
+    FAIL();
+  } catch (const TriageError& e) {
+    EXPECT_EQ(e.code(), TriageError::Code::NotFound);
+    EXPECT_STREQ(e.what(), "no outcome \"5.0\"");
+  }
+  v1::Outcome pass;
+  pass.set_verdict(v1::VERDICT_PASS);
+  night("k1", pass);
+  const auto outcome = store_->list_outcomes(0, false, 1).at(0);
+  replay.mutable_outcome()->set_job_id(outcome.job_id());
+  replay.mutable_outcome()->set_attempt(outcome.attempt());
+  try {
+    engine_->start_replay(replay);
+    FAIL();
+  } catch (const TriageError& e) {
+    EXPECT_EQ(e.code(), TriageError::Code::FailedPrecondition);
+  }
+  v1::StartBisectRequest bisect;
+  bisect.set_issue_id(77);
+  bisect.add_kernels("k1");
+  bisect.add_kernels("k2");
+  EXPECT_THROW(engine_->start_bisect(bisect), TriageError);
+  v1::StartMinimizeRequest minimize;
+  minimize.set_issue_id(77);
+  EXPECT_THROW(engine_->start_minimize(minimize), TriageError);
+}
+
+TEST_F(TriageStoreTest, ASecondActionOfAKindWaitsForTheFirst) {
+  night("k1", violation_outcome("stat"));
+  group();
+  v1::StartReplayRequest replay;
+  replay.set_issue_id(issues()[0].id());
+  replay.set_runs(2);
+  const v1::Action a = engine_->start_replay(replay);
+  EXPECT_EQ(a.state(), v1::ACTION_STATE_RUNNING);
+  ASSERT_EQ(a.campaign_ids_size(), 1);
+  EXPECT_EQ(store_->list_jobs(a.campaign_ids(0)).size(), 2u);
+  EXPECT_EQ(store_->list_jobs(a.campaign_ids(0))[0].spec().seed(), 7u);
+  EXPECT_EQ(a.kernel_label(), "k1");
+  try {
+    engine_->start_replay(replay);
+    FAIL();
+  } catch (const TriageError& e) {
+    EXPECT_EQ(e.code(), TriageError::Code::FailedPrecondition);
+    EXPECT_NE(std::string(e.what()).find("already has a running replay"), std::string::npos);
+  }
+}
+
+TEST_F(TriageStoreTest, ASecondReplicaDoesNotGroupAtTheSameTime) {
+  night("k1", violation_outcome("stat"));
+  pqxx::connection other(url_);
+  pqxx::nontransaction(other).exec("SELECT pg_advisory_lock(" + std::to_string(0x747269616765LL) +
+                                   ")");
+  const IngestResult r = engine_->group_failures();
+  EXPECT_TRUE(r.locked_out);
+  pqxx::nontransaction(other).exec("SELECT pg_advisory_unlock_all()");
+  group();
+  EXPECT_EQ(issues().size(), 1u);
+}
+
+}  // namespace
+}  // namespace leapfrog::coord::triage

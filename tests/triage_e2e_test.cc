@@ -1,0 +1,257 @@
+// End-to-end triage: a real coordinator (`leapfrog serve` on an embedded
+// PostgreSQL), real agents and real runs. Kernel labels are stood in by
+// agents whose runs really differ: k1 and k2 run the FUSE jobs on
+// fuse-direct (per-step correct: clean), k3 to k5 on fuse-cached (the kernel
+// grants on cached permissions: stale). Through the CLI: two nights give one
+// issue with count 2, replay measures 0 on k1 and > 0 on k4, bisect finds
+// k3, minimize yields a spec and a C reproducer that compiles with `cc` and
+// prints FAIL on fuse-cached and PASS on fuse-direct, and a fixed issue
+// that fails again reopens as a regression. Needs root (mounts, FUSE).
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coordinator/pg/embedded_postgres.h"
+#include "coordinator/pg/test_dir.h"
+#include "scenarios/fs/workspace.h"
+#include "tests/process_util.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace leapfrog::testing;
+using leapfrog::coord::EmbeddedPostgres;
+using leapfrog::coord::EmbeddedPostgresOptions;
+using leapfrog::coord::testing::TestDir;
+namespace stdfs = std::filesystem;
+
+// Rounds per run: a run takes a few tenths of a second on fuse-cached.
+const char* const kIterations = "40";
+
+class TriageE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root";
+    dir_ = std::make_unique<TestDir>();
+    logs_ = *dir_ / "logs";
+    stdfs::create_directories(logs_);
+    token_file_ = *dir_ / "token";
+    std::random_device rd;
+    std::string token;
+    for (int i = 0; i < 32; ++i) token += "0123456789abcdef"[rd() % 16];
+    std::ofstream(token_file_) << token << "\n";
+    EmbeddedPostgresOptions o;
+    o.for_tests = true;
+    pg_ = std::make_unique<EmbeddedPostgres>(o);
+    pg_->start(*dir_ / "pg");
+    const std::string data = *dir_ / "coord";
+    coordinator_ =
+        spawn("coordinator", {LEAPFROG, "serve", "--database", pg_->url(), "--listen",
+                              "127.0.0.1:0", "--data-dir", data, "--token-file", token_file_});
+    ASSERT_TRUE(poll_until(
+        [&] { return !slurp(data + "/address").empty() || coordinator_->exited(); }, 30s));
+    address_ = slurp(data + "/address");
+    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' '))
+      address_.pop_back();
+    ASSERT_FALSE(address_.empty()) << tail_of(coordinator_->err_file());
+    for (int k = 1; k <= 5; ++k) {
+      const std::string name = "k" + std::to_string(k);
+      std::vector<std::string> argv = {LEAPFROG_AGENT, "connect",       "--coordinator",
+                                       address_,       "--token-file",  token_file_,
+                                       "--name",       "agent-" + name, "--kernel-label",
+                                       name,           "--spool",       *dir_ / ("spool-" + name),
+                                       "--fs",         "fuse-cached"};
+      if (k <= 2) argv.insert(argv.end(), {"--fs-map", "fuse-cached=fuse-direct"});
+      agents_.push_back(spawn("agent-" + name, argv));
+    }
+  }
+
+  void TearDown() override {
+    if (!dir_) return;
+    for (auto* a : agents_) a->signal(SIGTERM);
+    for (auto* a : agents_) a->stop();
+    if (coordinator_) coordinator_->stop();
+    if (HasFailure()) {
+      for (const auto& e : stdfs::directory_iterator(logs_)) {
+        if (stdfs::file_size(e.path()) == 0) continue;
+        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(),
+                     tail_of(e.path(), 5000).c_str());
+      }
+    }
+    procs_.clear();
+    pg_.reset();
+    dir_.reset();
+  }
+
+  Proc* spawn(const std::string& name, std::vector<std::string> argv) {
+    procs_.push_back(std::make_unique<Proc>(std::move(argv), logs_ + "/" + name + ".out",
+                                            logs_ + "/" + name + ".err"));
+    return procs_.back().get();
+  }
+
+  Result cli(std::vector<std::string> args) {
+    std::vector<std::string> argv = {LEAPFROG, "--coordinator", address_, "--token-file",
+                                     token_file_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_to_end(argv, logs_, 600s);
+  }
+
+  json cli_json(std::vector<std::string> args) {
+    args.push_back("--json");
+    const Result r = cli(args);
+    EXPECT_EQ(r.exit, 0) << r.out << r.err;
+    if (r.exit != 0) throw std::runtime_error("leapfrog failed: " + r.err);
+    return json::parse(r.out);
+  }
+
+  // A "night": one setattr-lookup job on fuse-cached on `kernel`, waited for.
+  void night(const std::string& kernel) {
+    const json c = cli_json({"campaign", "run", "--name", "nightly", "--scenario", "setattr-lookup",
+                             "--fs", "fuse-cached", "--kernel", kernel, "--iterations", kIterations,
+                             "--first-seed", "11", "--wait"});
+    ASSERT_EQ(c.value("by_verdict", json::object()).value("violation", 0), 1) << c.dump();
+  }
+
+  std::vector<json> issues() {
+    const json j = cli_json({"issues"});
+    return j.contains("issues") ? j["issues"].get<std::vector<json>>() : std::vector<json>{};
+  }
+
+  // The issue of the stat lookups, once the maintenance step grouped `count` of them.
+  json wait_stat_issue(uint64_t count) {
+    json found;
+    const bool ok = poll_until(
+        [&] {
+          for (const auto& i : issues()) {
+            if (i["signature"].get<std::string>().find("|stat/chmod|") != std::string::npos &&
+                std::stoull(i.value("count", std::string("0"))) >= count) {
+              found = i;
+              return true;
+            }
+          }
+          return false;
+        },
+        30s, 200ms);
+    EXPECT_TRUE(ok) << "no stat issue with count " << count << ": " << cli({"issues"}).out;
+    return found;
+  }
+
+  std::unique_ptr<TestDir> dir_;
+  std::string logs_, token_file_, address_;
+  std::unique_ptr<EmbeddedPostgres> pg_;
+  std::vector<std::unique_ptr<Proc>> procs_;
+  Proc* coordinator_ = nullptr;
+  std::vector<Proc*> agents_;
+};
+
+// Runs the reproducer binary in a sandbox holding `kind` (backing tree and
+// FUSE view); returns its exit status and first output line.
+std::pair<int, std::string> run_repro(leapfrog::fs::FsKind kind, const std::string& bin,
+                                      const std::string& out, const char* seconds) {
+  const int status = leapfrog::fs::run_sandboxed([&](const std::string& workdir) {
+    leapfrog::fs::FsSpec spec;
+    spec.kind = kind;
+    auto ws = leapfrog::fs::provision(spec, workdir);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!freopen(out.c_str(), "w", stdout)) _exit(120);
+      execl(bin.c_str(), bin.c_str(), ws->mutate_root().c_str(), ws->lookup_root().c_str(), seconds,
+            static_cast<char*>(nullptr));
+      _exit(121);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 122;
+  });
+  return {status, slurp(out)};
+}
+
+TEST_F(TriageE2E, IssuesReplayBisectMinimizeAndRegression) {
+  // Two nights of the same failure: one issue, count 2.
+  night("k4");
+  const json first = wait_stat_issue(1);
+  night("k4");
+  const json issue = wait_stat_issue(2);
+  ASSERT_FALSE(issue.is_null());
+  const std::string id = std::to_string(issue["id"].get<int64_t>());
+  EXPECT_EQ(issue["id"], first["id"]);
+  EXPECT_EQ(issue["count"], "2");
+  EXPECT_EQ(issue["status"], "ISSUE_STATUS_NEW");
+  ASSERT_EQ(issue["kernels"].size(), 1u);
+  EXPECT_EQ(issue["kernels"][0]["kernel_label"], "k4");
+
+  // Replay: never on the clean k1, often on the stale k4.
+  const json clean = cli_json({"replay", id, "--kernel", "k1", "--runs", "4", "--wait"});
+  EXPECT_EQ(clean["state"], "ACTION_STATE_DONE") << clean.dump();
+  EXPECT_EQ(clean["rate"].value("reproduced", 0), 0) << clean.dump();
+  EXPECT_EQ(clean["rate"]["runs"], 4);
+  EXPECT_GT(clean["rate"]["upper"].get<double>(), 0.0);  // Wilson: 0/4 is not proof of 0
+  const json stale = cli_json({"replay", id, "--kernel", "k4", "--runs", "4", "--wait"});
+  EXPECT_EQ(stale["state"], "ACTION_STATE_DONE") << stale.dump();
+  EXPECT_GT(stale["rate"].value("reproduced", 0), 0) << stale.dump();
+  EXPECT_GT(stale["rate"]["rate"].get<double>(), 0.0);
+  const json shown = cli_json({"issue", "show", id});
+  EXPECT_EQ(shown["rates"].size(), 2u) << shown.dump();
+
+  // Bisect: k1 good ... k5 bad; the first bad build is k3.
+  const json bisect = cli_json({"bisect", id, "--kernels", "k1,k2,k3,k4,k5", "--wait"});
+  EXPECT_EQ(bisect["state"], "ACTION_STATE_DONE") << bisect.dump();
+  EXPECT_EQ(bisect["bisect"]["first_bad"], "k3") << bisect.dump();
+  EXPECT_EQ(bisect["bisect"]["last_good"], "k2") << bisect.dump();
+  EXPECT_GE(bisect["bisect"]["runs_per_step"].get<int>(), 1);
+
+  // Minimize: a smaller spec and a C reproducer telling cached from direct.
+  const std::string repro = *dir_ / "repro.c";
+  const json min = cli_json({"minimize", id, "--wait", "--out", repro});
+  ASSERT_EQ(min["state"], "ACTION_STATE_DONE") << min.dump();
+  const json minimal = min["minimize"]["minimal_spec"];
+  EXPECT_EQ(minimal["scenario"], "setattr-lookup");
+  EXPECT_LT(std::stoull(minimal.value("iterations", std::string("0"))), std::stoull(kIterations))
+      << min.dump();
+  EXPECT_GE(min["minimize"].value("kept", 0), 1) << min.dump();
+  ASSERT_TRUE(stdfs::exists(repro));
+  const std::string bin = *dir_ / "repro";
+  const Result cc = run_to_end({"cc", "-o", bin, repro}, logs_, 120s);
+  ASSERT_EQ(cc.exit, 0) << cc.err;
+  const auto cached = run_repro(leapfrog::fs::FsKind::FuseCached, bin, *dir_ / "cached.out", "10");
+  EXPECT_EQ(cached.first, 1) << cached.second;
+  EXPECT_EQ(cached.second.rfind("FAIL stale-grant", 0), 0u) << cached.second;
+  const auto direct = run_repro(leapfrog::fs::FsKind::FuseDirect, bin, *dir_ / "direct.out", "2");
+  EXPECT_EQ(direct.first, 0) << direct.second;
+  EXPECT_EQ(direct.second.rfind("PASS", 0), 0u) << direct.second;
+
+  // Actions and issues that do not exist: one clear error line.
+  const Result missing = cli({"replay", "999", "--kernel", "k1"});
+  EXPECT_EQ(missing.exit, 2);
+  EXPECT_EQ(missing.err, "error: no issue \"999\"\n");
+  const Result bad = cli({"bisect", id, "--kernels", "k1"});
+  EXPECT_EQ(bad.exit, 2);
+  EXPECT_NE(bad.err.find("at least two kernels"), std::string::npos) << bad.err;
+
+  // Fixed, then failing again on a later night: reopened as a regression.
+  const json fixed = cli_json({"issue", "status", id, "fixed"});
+  EXPECT_EQ(fixed["status"], "ISSUE_STATUS_FIXED");
+  night("k5");
+  json reopened;
+  EXPECT_TRUE(poll_until(
+      [&] {
+        reopened = cli_json({"issue", "show", id});
+        return reopened["status"] == "ISSUE_STATUS_REGRESSION";
+      },
+      30s, 200ms))
+      << reopened.dump();
+  EXPECT_EQ(reopened["count"], "3");
+  EXPECT_EQ(reopened["regressions"], 1);
+}
+
+}  // namespace
