@@ -19,6 +19,9 @@ struct Request;
 namespace leapfrog::coord {
 
 struct HttpOptions;
+namespace triage {
+class TriageEngine;
+}
 
 // An expected failure of a request: 400 bad body or parameter, 401 no or
 // wrong token, 404 unknown id, 409 conflict. Thrown by handlers.
@@ -41,7 +44,8 @@ struct ApiContext {
 using Handler = std::function<nlohmann::json(const httplib::Request&)>;
 
 // Registers handlers on the server; each answers JSON (status 200 or the
-// HttpError's). Actions check the token before the handler runs.
+// HttpError's). Actions check the token before the handler runs. The
+// server and the token must outlive the handlers; the router need not.
 class ApiRouter {
  public:
   ApiRouter(httplib::Server& server, const std::string& token) : server_(server), token_(token) {}
@@ -67,5 +71,9 @@ std::string body_string(const nlohmann::json& body, const std::string& key, bool
 // ---- endpoint groups ----
 // Overview, campaigns, jobs, agents, kernels, schedules, scaling (core_api.cc).
 void register_core_api(ApiRouter& router, ApiContext ctx);
+// Issues, their status and notes, replay/minimize/bisect (triage_api.cc).
+void register_triage_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine& engine);
+// GET /api/actions/{id}/reproducer.c: a file, not JSON.
+void register_triage_files(httplib::Server& server, triage::TriageEngine& engine);
 
 }  // namespace leapfrog::coord

@@ -81,10 +81,12 @@ void ApiRouter::get(const std::string& pattern, Handler h) {
 }
 
 void ApiRouter::action(const std::string& method, const std::string& pattern, Handler h) {
-  auto wrapped = [h = std::move(h), this](const httplib::Request& req, httplib::Response& res) {
+  // The router is gone when requests come; the token it refers to is not.
+  const std::string* token = &token_;
+  auto wrapped = [h = std::move(h), token](const httplib::Request& req, httplib::Response& res) {
     run_handler(
         [&](const httplib::Request& r) {
-          check_token(r, token_);
+          check_token(r, *token);
           return h(r);
         },
         req, res);
@@ -142,7 +144,8 @@ std::string body_string(const json& body, const std::string& key, bool required)
 
 // ---- HttpServer ----
 
-HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts)
+HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
+                       triage::TriageEngine* triage)
     : opts_(std::move(opts)), server_(std::make_unique<httplib::Server>()) {
   auto [host, port] = split_listen(opts_.listen);
   host_ = host;
@@ -150,6 +153,10 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts)
   ApiRouter router(*server_, opts_.token);
   ApiContext ctx{store, clock, opts_};
   register_core_api(router, ctx);
+  if (triage) {
+    register_triage_api(router, ctx, *triage);
+    register_triage_files(*server_, *triage);
+  }
   // Unknown API paths answer JSON, not the static 404 page.
   server_->Get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
     send_error(res, 404, "no endpoint \"" + req.path + "\"");

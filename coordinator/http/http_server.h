@@ -16,6 +16,10 @@ class Server;
 
 namespace leapfrog::coord {
 
+namespace triage {
+class TriageEngine;
+}
+
 struct HttpOptions {
   // host:port; port 0 picks a free one.
   std::string listen = "127.0.0.1:0";
@@ -30,8 +34,10 @@ struct HttpOptions {
 class HttpServer {
  public:
   // Binds and starts serving on a thread of its own; throws
-  // std::runtime_error if the address cannot be bound.
-  HttpServer(Store& store, const Clock& clock, HttpOptions opts);
+  // std::runtime_error if the address cannot be bound. Without `triage`
+  // the triage endpoints answer 404.
+  HttpServer(Store& store, const Clock& clock, HttpOptions opts,
+             triage::TriageEngine* triage = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
