@@ -167,7 +167,8 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     const std::string scenario = req.get_param_value("scenario"),
                       kernel = req.get_param_value("kernel"), kind = req.get_param_value("kind");
     json out = json::array();
-    for (const auto& i : guarded([&] { return e->list_issues(lr); }).issues()) {
+    const v1::ListIssuesResponse found = guarded([&] { return e->list_issues(lr); });
+    for (const auto& i : found.issues()) {
       if (!scenario.empty() && i.scenario() != scenario) continue;
       if (!kind.empty() && i.kind() != kind) continue;
       if (!kernel.empty() &&

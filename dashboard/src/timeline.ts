@@ -128,8 +128,8 @@ export function drawTimeline(container: HTMLElement, v: Violation): echarts.ECha
     dataZoom: [{ type: 'slider', xAxisIndex: 0, bottom: 10 }, { type: 'inside', xAxisIndex: 0 }],
     xAxis: {
       type: 'value',
-      min: us(lo, t0),
-      max: us(hi, t0),
+      min: Math.floor(us(lo, t0)),
+      max: Math.ceil(us(hi, t0)),
       name: "µs from the lookup's invoke",
       nameLocation: 'middle',
       nameGap: 25,

@@ -115,6 +115,7 @@ try {
   page.on('console', (m) => m.type() === 'error' && consoleErrors.push(`${page.url()}: ${m.text()}`));
   page.on('pageerror', (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
   const visit = async (hash, shot) => {
+    console.log(`  visit #${hash}`);
     await page.goto(`${lf.http}/#${hash}`);
     await page.waitForSelector('.page[data-ready]', { timeout: 20_000 });
     await page.waitForLoadState('networkidle');

@@ -96,7 +96,7 @@ export class Leapfrog {
     const port = fs.readFileSync(path.join(pg, 'leapfrog.port'), 'utf8').trim();
     const password = fs.readFileSync(path.join(pg, 'leapfrog.password'), 'utf8').trim();
     const url = `postgresql://leapfrog:${encodeURIComponent(password)}@127.0.0.1:${port}/leapfrog`;
-    return execFileSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-At', '-c', sql], { encoding: 'utf8' }).trim();
+    return execFileSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-q', '-At', '-c', sql], { encoding: 'utf8' }).trim();
   }
 
   // Stores a done job whose outcome is a kernel crash with `console` as its
@@ -118,7 +118,7 @@ export class Leapfrog {
                             violation_count, race_window_hits, error, outcome, reported_at)
       SELECT id, 1, campaign_id, agent_id, 5, 0, 0, 0, 0, 0, 'kernel crashed', ${hex(outcome)}, now() FROM j
       RETURNING job_id`);
-    return Number(out.split('\n').pop());
+    return Number(out.split('\n')[0]);
   }
 
   async stop() {
