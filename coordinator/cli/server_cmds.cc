@@ -183,7 +183,7 @@ int serve(const ServeOptions& opts) {
   coord::HttpOptions ho;
   ho.listen = opts.http_listen;
   ho.token = token;
-  ho.assets_dir = opts.dashboard_dir.empty() ? self_dir() + "/../dashboard" : opts.dashboard_dir;
+  ho.assets_dir = opts.dashboard_dir.empty() ? self_dir() + "/../dashboard/dist" : opts.dashboard_dir;
   ho.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
   coord::HttpServer http(store, clock, ho, server.triage());
   write_file(opts.data_dir + "/http", http.url(), 0644);

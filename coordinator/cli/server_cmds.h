@@ -17,7 +17,7 @@ struct ServeOptions {
   int heartbeat_ms = 2000; // how often agents heartbeat
   // Dashboard and JSON API (HOST:PORT, port 0: a free one); written to <data_dir>/http.
   std::string http_listen = "127.0.0.1:0";
-  // Built dashboard assets; empty: <folder of the executable>/../dashboard.
+  // Built dashboard assets; empty: <folder of the executable>/../dashboard/dist.
   std::string dashboard_dir;
 };
 

@@ -242,6 +242,7 @@ export interface Issue {
   kernels: { kernel: string; count: number; first_seen: string; last_seen: string }[];
   notes: { at: string; text: string }[];
   example: { job_id: number; attempt: number; kernel: string };
+  example_violation: Violation | null;
   rates: Rate[];
   actions: Action[];
   fixed_at: string | null;

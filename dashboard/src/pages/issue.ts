@@ -83,7 +83,7 @@ export const issuePage: Page = async (root, [id]) => {
       statusSel.value = issue.status;
       replayKernel.replaceChildren(...issue.kernels.map((k) => h('option', { value: k.kernel }, k.kernel)));
       if (d.example) {
-        const view = outcomeView(d.example);
+        const view = outcomeView(d.example, issue.example_violation);
         example.replaceChildren(h('p', {}, 'Example: ', link(`#/jobs/${d.example.job_id}`, `job #${d.example.job_id}`), ` attempt ${d.example.attempt}`), view.element);
         dispose = view.dispose;
       } else {

@@ -53,7 +53,8 @@ export function violationView(v: Violation, index: number): { element: HTMLEleme
   return { element, dispose: () => chart?.dispose() };
 }
 
-export function outcomeView(o: Outcome): { element: HTMLElement; dispose: () => void } {
+// `first`: the violation shown first (an issue shows its own signature's).
+export function outcomeView(o: Outcome, first?: Violation | null): { element: HTMLElement; dispose: () => void } {
   const box = h(
     'section',
     { class: 'outcome' },
@@ -82,7 +83,9 @@ export function outcomeView(o: Outcome): { element: HTMLElement; dispose: () => 
     };
     pick.addEventListener('change', () => show(Number(pick.value)));
     box.append(h('h4', {}, `Violations (${o.violations.length} reported of ${o.violation_count})`), pick, holder);
-    show(0);
+    const i = first ? o.violations.findIndex((v) => v.invoke_ns === first.invoke_ns && v.actor === first.actor && v.step === first.step) : 0;
+    pick.value = String(Math.max(i, 0));
+    show(Math.max(i, 0));
   }
   return { element: box, dispose: () => dispose() };
 }
