@@ -124,7 +124,8 @@ json issue_json(const v1::Issue& i) {
               {"example", json{{"job_id", i.example_job_id()},
                                {"attempt", i.example_attempt()},
                                {"kernel", i.example_kernel()}}},
-              {"example_violation", i.has_example_violation() ? to_json(i.example_violation()) : json(nullptr)},
+              {"example_violation",
+               i.has_example_violation() ? to_json(i.example_violation()) : json(nullptr)},
               {"rates", rates},
               {"actions", actions}};
 }
