@@ -36,6 +36,13 @@ v1::ReproRate make_rate(const std::string& kernel, const Tally& t, int64_t actio
   return r;
 }
 
+// The rate that sizes steps and candidates: the lower end of the measured
+// rate's 95% interval, so that 10 of 10 is not taken for "always" (it gives
+// 3 runs, not 1), and "good" stays 95% sure under the rate's uncertainty.
+double sizing_rate(const Tally& t) {
+  return wilson_interval(t.reproduced, t.runs).lower;
+}
+
 // Queues `runs` jobs of exactly `spec` on `kernel` as one campaign.
 int64_t queue_runs(const ActionContext& ctx, const v1::Action& a, const v1::ScenarioSpec& spec,
                    const std::string& kernel, uint32_t runs, const std::string& what) {
@@ -179,7 +186,7 @@ void step_bisect(const ActionContext& ctx, v1::Action& a, json& m) {
     }
     const double rate = static_cast<double>(t.reproduced) / t.runs;
     r->set_rate(rate);
-    r->set_runs_per_step(runs_for_confidence(rate, kConfidence, a.runs()));
+    r->set_runs_per_step(runs_for_confidence(sizing_rate(t), kConfidence, a.runs()));
     m["phase"] = "step";
   } else if (t.reproduced > 0) {
     s->set_verdict("bad");
@@ -309,7 +316,7 @@ void step_minimize(const ActionContext& ctx, v1::Action& a, json& m) {
       ctx.triage.put_rate(a.issue_id(), make_rate(a.kernel_label(), t, a.id(), ctx.clock.now()));
     // Enough runs that a candidate still reproducing at this rate shows it
     // with 95% confidence.
-    m["n"] = runs_for_confidence(static_cast<double>(t.reproduced) / t.runs, kConfidence, a.runs());
+    m["n"] = runs_for_confidence(sizing_rate(t), kConfidence, a.runs());
     m["phase"] = "candidate";
     m["dim"] = 0;
     r->add_log("measured: " + describe(t) + "; " + std::to_string(m["n"].get<uint32_t>()) +

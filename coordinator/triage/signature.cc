@@ -1,5 +1,6 @@
 #include "coordinator/triage/signature.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -80,9 +81,14 @@ std::string path_via(const v1::Violation& v, const json& detail) {
   if (v.object().rfind("mount(", 0) == 0 || v.kind() == "wrong-mount") return "mount";
   size_t components = path.empty() ? 0 : 1;
   for (char c : path) components += c == '/';
-  if (detail.contains("steps") && detail["steps"].is_array() &&
-      detail["steps"].size() > components) {
-    return "symlink";  // more steps than names: the walk followed a link
+  // The walk's trace lists each step's objects (its directory's attributes,
+  // the entry); a step number past the path's names means a link was followed.
+  if (detail.contains("steps") && detail["steps"].is_array()) {
+    int64_t steps = 0;
+    for (const auto& st : detail["steps"])
+      if (st.is_object() && st.contains("step") && st["step"].is_number_integer())
+        steps = std::max<int64_t>(steps, st["step"].get<int64_t>());
+    if (steps > static_cast<int64_t>(components)) return "symlink";
   }
   // The catalogue names lookups from a held dirfd after their *at syscall.
   static const char* const kAtOps[] = {"fstatat", "faccessat", "openat", "readlinkat"};

@@ -58,9 +58,14 @@ TEST(Signature, PathShape) {
   auto v = chmod_violation("stat", 2, 1);
   v.set_path("d0/../d0/f");
   EXPECT_NE(violation_signature("s", v).key.find("via=dotdot"), std::string::npos);
-  v.set_path("link/f");  // two names, three steps: a symlink was followed
+  v.set_detail_json(  // the real trace: two objects per step, four steps for four names
+      R"({"steps":[{"step":1},{"step":1},{"step":2},{"step":2},{"step":3},{"step":3},)"
+      R"({"step":4},{"step":4}]})");
+  v.set_path("d0/d1/d2/f");
+  EXPECT_NE(violation_signature("s", v).key.find("via=names"), std::string::npos);
+  v.set_path("link/f");  // two names, four steps: a symlink was followed
   EXPECT_NE(violation_signature("s", v).key.find("via=symlink"), std::string::npos);
-  v.set_path("d1/d2/f");
+  v.set_path("d1/d2/d3/f");
   v.set_op("openat");
   EXPECT_NE(violation_signature("s", v).key.find("via=dirfd"), std::string::npos);
   v.set_detail_json("not json");  // still a signature, without the walk
