@@ -150,6 +150,9 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
   auto [host, port] = split_listen(opts_.listen);
   host_ = host;
   server_->set_payload_max_length(1 << 20);
+  // httplib closes a connection after 5 requests by default; clients that
+  // reuse it (the dashboard polls) then race the close.
+  server_->set_keep_alive_max_count(100000);
   ApiRouter router(*server_, opts_.token);
   ApiContext ctx{store, clock, opts_};
   register_core_api(router, ctx);
