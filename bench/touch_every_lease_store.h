@@ -63,6 +63,10 @@ class TouchEveryLeaseStore : public Store {
                                                uint32_t limit) override {
     return inner_.list_outcomes(campaign_id, failed_only, limit);
   }
+  std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override {
+    return inner_.find_outcomes(filter);
+  }
+  std::optional<v1::JobInfo> get_job(int64_t id) override { return inner_.get_job(id); }
   v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                             const v1::CampaignSpec& spec, TimePoint next_run) override {
     return inner_.add_schedule(name, cron, spec, next_run);

@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
   up->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
   up->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")->check(CLI::Range(200, 3'600'000));
   up->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")->check(CLI::Range(50, 600'000));
+  for (auto* cmd : {serve, up}) {
+    cmd->add_option("--http", serve_opts.http_listen, "dashboard and JSON API address (default 127.0.0.1:0, a free port)");
+    cmd->add_option("--dashboard-dir", serve_opts.dashboard_dir, "built dashboard assets (default: next to the executable)");
+  }
 
   auto* campaign = app.add_subcommand("campaign", "run and inspect campaigns");
   campaign->require_subcommand(1);

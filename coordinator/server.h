@@ -38,6 +38,8 @@ class CoordinatorServer {
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
 
   int port() const { return port_; }
+  // The triage engine (for the HTTP API), null without a triage store.
+  triage::TriageEngine* triage() const { return triage_.get(); }
   // "127.0.0.1:PORT"
   std::string address() const;
   // Stops accepting calls, finishes the running ones, stops maintenance.

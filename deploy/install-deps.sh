@@ -17,6 +17,10 @@ packages=(
   fuse3 acl e2fsprogs xfsprogs btrfs-progs util-linux
   # VMs
   qemu-system-x86 busybox-static linux-image-amd64 cpio xz-utils zstd libssl-dev
+  # dashboard: HTTP server library, front-end build (Node; npm below), browser tests
+  libcpp-httplib-dev nodejs chromium
+  # kernel builds (leapfrog kernel build; issue 7)
+  linux-source-6.1 bc bison flex libelf-dev
 )
 
 missing=()
@@ -25,6 +29,9 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+# A Node.js from elsewhere (NodeSource) brings its own npm; Debian's nodejs needs the npm package.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

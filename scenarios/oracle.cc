@@ -200,6 +200,14 @@ class Checker {
       return h_.mutations[a].invoke < h_.mutations[b].invoke;
     });
     uint64_t overlapping = 0;
+    effect_objects_.assign(h_.effects.size(), {});
+    for (size_t e = 0; e < h_.effects.size(); ++e) {
+      for (const auto& set : h_.effects[e].sets) effect_objects_[e].push_back(describe(set.key, h_.header.nodes));
+    }
+    for (uint32_t idx : order) {
+      const MutationRecord& m = h_.mutations[idx];
+      if (m.complete >= m.invoke) longest_mutation_ = std::max(longest_mutation_, m.complete - m.invoke);
+    }
     for (uint32_t idx : order) {
       const MutationRecord& m = h_.mutations[idx];
       if (m.effect >= h_.effects.size())
@@ -228,6 +236,7 @@ class Checker {
     }
     if (overlapping)
       out_.notes.push_back(std::to_string(overlapping) + " mutations overlap another mutation of the same object");
+    mutation_order_ = std::move(order);
     mutable_mount_.assign(h_.header.nodes.size(), false);
     for (size_t n = 0; n < mount_obj_.size(); ++n)
       mutable_mount_[n] = mount_obj_[n] != kNone && objects_[mount_obj_[n]].versions.size() > 1;
@@ -645,7 +654,60 @@ class Checker {
       v.object = last.object;
       v.versions = last.versions;
     }
+    v.history = mutation_trace(v);
     out_.violations.push_back(std::move(v));
+  }
+
+  // Mutations of v.object around its window (Violation::history).
+  std::vector<MutationTrace> mutation_trace(const Violation& v) const {
+    std::vector<MutationTrace> out;
+    if (v.object.empty()) return out;
+    const TimeNs margin = std::max<TimeNs>(v.complete - v.invoke, 1);
+    TimeNs lo = v.invoke - margin, hi = v.complete + margin;
+    for (const auto& pv : v.versions) {
+      if (pv.from > kTimeMin) lo = std::min(lo, pv.from);
+      if (pv.to < kTimeMax) hi = std::max(hi, pv.to);
+    }
+    // Sorted by invoke: start where a mutation could still reach lo.
+    auto it = std::partition_point(mutation_order_.begin(), mutation_order_.end(), [&](uint32_t i) {
+      return h_.mutations[i].invoke < lo - longest_mutation_;
+    });
+    std::vector<std::pair<TimeNs, uint32_t>> found;  // (distance from the window, record)
+    constexpr size_t kMaxScan = 1 << 14;
+    for (size_t scanned = 0; it != mutation_order_.end() && scanned < kMaxScan; ++it, ++scanned) {
+      const MutationRecord& m = h_.mutations[*it];
+      if (m.invoke > hi) break;
+      if (m.complete < lo) continue;
+      const auto& names = effect_objects_[m.effect];
+      if (std::find(names.begin(), names.end(), v.object) == names.end()) continue;
+      // The mutations that start or end a possible version come first.
+      const bool bounds_version = m.err == 0 && std::any_of(v.versions.begin(), v.versions.end(), [&](const PossibleVersion& pv) {
+        return pv.from == m.invoke || pv.to == m.complete;
+      });
+      const TimeNs distance = bounds_version ? -1
+                              : m.complete < v.invoke ? v.invoke - m.complete
+                              : m.invoke > v.complete ? m.invoke - v.complete
+                                                      : 0;
+      found.emplace_back(distance, *it);
+    }
+    if (found.size() > kMaxMutationTrace) {
+      std::partial_sort(found.begin(), found.begin() + kMaxMutationTrace, found.end());
+      found.resize(kMaxMutationTrace);
+    }
+    std::sort(found.begin(), found.end(), [this](const auto& a, const auto& b) {
+      return h_.mutations[a.second].invoke < h_.mutations[b.second].invoke;
+    });
+    for (const auto& [distance, idx] : found) {
+      const MutationRecord& m = h_.mutations[idx];
+      const Effect& eff = h_.effects[m.effect];
+      MutationTrace t{m.actor, eff.op, v.object, "", m.invoke, m.complete, m.err};
+      for (size_t s = 0; s < eff.sets.size(); ++s) {
+        if (effect_objects_[m.effect][s] == v.object)
+          t.value = describe(eff.sets[s].value, eff.sets[s].key.kind, h_.header.nodes);
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
   }
 
   std::string observed_text(const LookupRecord& r) const {
@@ -705,6 +767,12 @@ class Checker {
 
   std::vector<State> work_;
   std::vector<TraceLink> trace_;
+
+  // For violations' history excerpts: mutations by invoke, the objects each
+  // effect sets (described), and the longest mutation.
+  std::vector<uint32_t> mutation_order_;
+  std::vector<std::vector<std::string>> effect_objects_;
+  TimeNs longest_mutation_ = 0;
 };
 
 }  // namespace

@@ -30,6 +30,21 @@ struct StepTrace {
   std::vector<PossibleVersion> versions;
 };
 
+// A mutation near a violation, so a timeline can draw the other actors'
+// operations: one record of History::mutations, resolved for display.
+struct MutationTrace {
+  uint32_t actor = 0;
+  std::string op;      // "chmod", "rename", ...
+  std::string object;  // the violation's object it sets
+  std::string value;   // what it sets it to
+  TimeNs invoke = 0;
+  TimeNs complete = 0;
+  int32_t err = 0;  // a failed mutation changed nothing
+};
+
+// Most mutations a violation's history excerpt holds.
+inline constexpr size_t kMaxMutationTrace = 24;
+
 struct Violation {
   ViolationKind kind = ViolationKind::StaleGrant;
   uint32_t actor = 0;
@@ -46,6 +61,10 @@ struct Violation {
   std::string expected;   // what any linearization allows
   std::vector<PossibleVersion> versions;  // of `object`, possible in the window
   std::vector<StepTrace> steps;           // the walk, for drawing the timeline
+  // Mutations of `object` overlapping the span from the earliest possible
+  // version's start to the latest one's end, widened by the window's length
+  // on both sides; the kMaxMutationTrace nearest the window, by invoke.
+  std::vector<MutationTrace> history;
 };
 
 struct CheckResult {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "scenarios/tree_model.h"
@@ -114,6 +115,52 @@ TEST(Oracle, GrantAfterCompletedRevokeIsStaleGrant) {
   EXPECT_EQ(v.steps[4].object, "attr(a/b)");
   EXPECT_EQ(v.steps.back().object, "entry(a/b/c, \"f\")");
   EXPECT_EQ(v.steps[1].object, "entry(., \"a\")");
+}
+
+TEST(Oracle, ViolationCarriesTheMutationsAroundItsWindow) {
+  Chain t;
+  Hist h(t.tree);
+  // Far before: outside every possible version's span, not reported.
+  h.mutate(t.tree.chmod(t.b, kOpen), 10, 20);
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);  // the revoke the lookup missed
+  h.mutate(t.tree.chmod(t.c, kClosed), 250, 260);  // another object: not reported
+  h.mutate(t.tree.chmod(t.b, kOpen), 290, 310, EPERM);  // failed, overlaps the window
+  h.mutate(t.tree.chmod(t.b, kOpen), 5000, 5100);  // ends the possible version: reported
+  h.mutate(t.tree.chmod(t.b, kClosed), 9000, 9100);  // after everything: not reported
+  h.lookup("a/b/c", 300, 400, 0, t.c);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  const Violation& v = r.violations.at(0);
+  ASSERT_EQ(v.object, "attr(a/b)");
+  ASSERT_EQ(v.history.size(), 3u);
+  EXPECT_EQ(v.history[0].invoke, 100);
+  EXPECT_EQ(v.history[0].complete, 200);
+  EXPECT_EQ(v.history[0].op, "chmod");
+  EXPECT_EQ(v.history[0].object, "attr(a/b)");
+  EXPECT_NE(v.history[0].value.find("mode=0700"), std::string::npos);
+  EXPECT_EQ(v.history[0].err, 0);
+  EXPECT_EQ(v.history[1].invoke, 290);
+  EXPECT_EQ(v.history[1].err, EPERM);
+  EXPECT_EQ(v.history[2].invoke, 5000);
+}
+
+TEST(Oracle, ViolationHistoryIsBounded) {
+  Chain t;
+  Hist h(t.tree);
+  // Many failed chmods overlapping the window: only the nearest are kept.
+  for (int i = 0; i < 100; ++i) h.mutate(t.tree.chmod(t.b, kOpen), 100 + 10 * i, 105 + 10 * i, EPERM);
+  h.mutate(t.tree.chmod(t.b, kClosed), 50, 60);
+  h.lookup("a/b/c", 600, 700, 0, t.c);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  const auto& hist = r.violations.at(0).history;
+  ASSERT_EQ(hist.size(), kMaxMutationTrace);
+  for (size_t i = 1; i < hist.size(); ++i) EXPECT_LE(hist[i - 1].invoke, hist[i].invoke);
+  // The revoke that made the stale version, and the ones overlapping the
+  // window [600, 700], are all in.
+  EXPECT_EQ(hist.front().invoke, 50);
+  for (TimeNs inv = 600; inv < 700; inv += 10)
+    EXPECT_TRUE(std::any_of(hist.begin(), hist.end(), [&](const MutationTrace& m) { return m.invoke == inv; })) << inv;
 }
 
 TEST(Oracle, OverlappingRevokeAllowsEitherAnswer) {

@@ -23,6 +23,10 @@ json to_json(const Violation& v) {
   json steps = json::array();
   for (const auto& s : v.steps)
     steps.push_back({{"step", s.step}, {"component", s.component}, {"object", s.object}, {"versions", versions_json(s.versions)}});
+  json history = json::array();
+  for (const auto& m : v.history)
+    history.push_back({{"actor", m.actor}, {"op", m.op}, {"object", m.object}, {"value", m.value},
+                       {"invoke", m.invoke}, {"complete", m.complete}, {"err", m.err}});
   return json{{"kind", to_string(v.kind)},
               {"actor", v.actor},
               {"record", v.record},
@@ -37,7 +41,8 @@ json to_json(const Violation& v) {
               {"observed", v.observed},
               {"expected", v.expected},
               {"versions", versions_json(v.versions)},
-              {"steps", steps}};
+              {"steps", steps},
+              {"history", history}};
 }
 
 json to_json(const Outcome& o) {

@@ -18,6 +18,7 @@
 
 #include "coordinator/auth.h"
 #include "coordinator/cli/vm_cmds.h"
+#include "coordinator/http/http_server.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
@@ -180,6 +181,13 @@ int serve(const ServeOptions& opts) {
   so.service.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_ms);
   coord::CoordinatorServer server(store, clock, so);
   write_file(opts.data_dir + "/address", server.address(), 0644);
+  coord::HttpOptions ho;
+  ho.listen = opts.http_listen;
+  ho.token = token;
+  ho.assets_dir = opts.dashboard_dir.empty() ? self_dir() + "/../dashboard/dist" : opts.dashboard_dir;
+  ho.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
+  coord::HttpServer http(store, clock, ho, server.triage());
+  write_file(opts.data_dir + "/http", http.url(), 0644);
 
   std::unique_ptr<AgentFleet> fleet;
   if (opts.agents > 0) {
@@ -192,6 +200,7 @@ int serve(const ServeOptions& opts) {
     vm_launcher = spawn_vm_launcher(server.address(), token_file, opts.data_dir, opts.vm_kernel, opts.vms);
   }
   std::printf("leapfrog coordinator listening on %s\n", server.address().c_str());
+  std::printf("  dashboard:  %s/\n", http.url().c_str());
   std::printf("  token file: %s\n", token_file.c_str());
   std::printf("  database:   %s\n", pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
   if (opts.agents > 0) std::printf("  agents:     %d local\n", opts.agents);
@@ -207,8 +216,10 @@ int serve(const ServeOptions& opts) {
     waitpid(vm_launcher, &status, 0);
   }
   if (fleet) fleet->stop();
+  http.shutdown();
   server.shutdown();
   std::remove((opts.data_dir + "/address").c_str());
+  std::remove((opts.data_dir + "/http").c_str());
   if (pg) pg->stop();
   return 0;
 }

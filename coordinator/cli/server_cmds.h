@@ -17,6 +17,10 @@ struct ServeOptions {
   std::string vm_kernel;
   int lease_ms = 10000;    // lease length without a heartbeat
   int heartbeat_ms = 2000; // how often agents heartbeat
+  // Dashboard and JSON API (HOST:PORT, port 0: a free one); written to <data_dir>/http.
+  std::string http_listen = "127.0.0.1:0";
+  // Built dashboard assets; empty: <folder of the executable>/../dashboard/dist.
+  std::string dashboard_dir;
 };
 
 // Runs until SIGINT/SIGTERM; returns the exit code. Throws on setup failure.

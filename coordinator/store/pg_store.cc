@@ -358,6 +358,64 @@ v1::JobState job_state(const std::string& s) {
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
+// OutcomeRecords of outcome rows (job_id, attempt, campaign_id, spec,
+// kernel_label, agent_id, outcome, reported_at), with their violations.
+std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::result& rows) {
+  std::vector<v1::OutcomeRecord> out;
+  std::map<std::pair<int64_t, uint32_t>, size_t> index;
+  std::vector<int64_t> job_ids;
+  std::vector<uint32_t> attempts;
+  for (const auto& r : rows) {
+    v1::OutcomeRecord o;
+    o.set_job_id(r[0].as<int64_t>());
+    o.set_attempt(r[1].as<uint32_t>());
+    o.set_campaign_id(r[2].as<int64_t>());
+    *o.mutable_spec() = parse<v1::ScenarioSpec>(r[3], "scenario spec");
+    o.set_kernel_label(r[4].as<std::string>());
+    o.set_agent_id(r[5].as<std::string>());
+    *o.mutable_outcome() = parse<v1::Outcome>(r[6], "outcome");
+    set_timestamp(o.mutable_reported_at(), r[7].as<int64_t>());
+    index[{o.job_id(), o.attempt()}] = out.size();
+    job_ids.push_back(o.job_id());
+    attempts.push_back(o.attempt());
+    out.push_back(std::move(o));
+  }
+  if (out.empty()) return out;
+  for (const auto& r :
+       txn.exec_prepared("outcome_violations", number_array(job_ids), number_array(attempts))) {
+    auto* v = out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})]
+                  .mutable_outcome()
+                  ->add_violations();
+    v->set_kind(r[2].as<std::string>());
+    v->set_actor(r[3].as<uint32_t>());
+    v->set_op(r[4].as<std::string>());
+    v->set_path(r[5].as<std::string>());
+    v->set_step(r[6].as<int32_t>());
+    v->set_component(r[7].as<std::string>());
+    v->set_object(r[8].as<std::string>());
+    v->set_observed(r[9].as<std::string>());
+    v->set_expected(r[10].as<std::string>());
+    v->set_invoke_ns(r[11].as<int64_t>());
+    v->set_complete_ns(r[12].as<int64_t>());
+    v->set_detail_json(r[13].as<std::string>());
+  }
+  return out;
+}
+
+v1::JobInfo job_info_from_row(const pqxx::row& r) {
+  v1::JobInfo j;
+  j.set_job_id(r[0].as<int64_t>());
+  j.set_campaign_id(r[1].as<int64_t>());
+  *j.mutable_spec() = parse<v1::ScenarioSpec>(r[2], "scenario spec");
+  j.set_kernel_label(r[3].as<std::string>());
+  j.set_state(job_state(r[4].as<std::string>()));
+  j.set_attempt(r[5].as<uint32_t>());
+  j.set_agent_id(r[6].as<std::string>());
+  j.set_verdict(static_cast<v1::Verdict>(r[7].as<int>()));
+  j.set_reason(r[8].as<std::string>());
+  return j;
+}
+
 v1::Schedule schedule_from_row(const pqxx::row& r) {
   v1::Schedule s;
   s.set_id(r[0].as<int64_t>());
@@ -903,45 +961,36 @@ std::vector<v1::OutcomeRecord> PgStore::list_outcomes(int64_t campaign_id, bool 
     const char* statement = outcomes_statement(campaign_id != 0, failed_only);
     pqxx::result rows = campaign_id != 0 ? txn.exec_prepared(statement, limit, campaign_id)
                                          : txn.exec_prepared(statement, limit);
-    std::vector<v1::OutcomeRecord> out;
-    std::map<std::pair<int64_t, uint32_t>, size_t> index;
-    std::vector<int64_t> job_ids;
-    std::vector<uint32_t> attempts;
-    for (const auto& r : rows) {
-      v1::OutcomeRecord o;
-      o.set_job_id(r[0].as<int64_t>());
-      o.set_attempt(r[1].as<uint32_t>());
-      o.set_campaign_id(r[2].as<int64_t>());
-      *o.mutable_spec() = parse<v1::ScenarioSpec>(r[3], "scenario spec");
-      o.set_kernel_label(r[4].as<std::string>());
-      o.set_agent_id(r[5].as<std::string>());
-      *o.mutable_outcome() = parse<v1::Outcome>(r[6], "outcome");
-      set_timestamp(o.mutable_reported_at(), r[7].as<int64_t>());
-      index[{o.job_id(), o.attempt()}] = out.size();
-      job_ids.push_back(o.job_id());
-      attempts.push_back(o.attempt());
-      out.push_back(std::move(o));
-    }
-    if (out.empty()) return out;
-    for (const auto& r :
-         txn.exec_prepared("outcome_violations", number_array(job_ids), number_array(attempts))) {
-      auto* v = out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})]
-                    .mutable_outcome()
-                    ->add_violations();
-      v->set_kind(r[2].as<std::string>());
-      v->set_actor(r[3].as<uint32_t>());
-      v->set_op(r[4].as<std::string>());
-      v->set_path(r[5].as<std::string>());
-      v->set_step(r[6].as<int32_t>());
-      v->set_component(r[7].as<std::string>());
-      v->set_object(r[8].as<std::string>());
-      v->set_observed(r[9].as<std::string>());
-      v->set_expected(r[10].as<std::string>());
-      v->set_invoke_ns(r[11].as<int64_t>());
-      v->set_complete_ns(r[12].as<int64_t>());
-      v->set_detail_json(r[13].as<std::string>());
-    }
-    return out;
+    return outcome_records(txn, rows);
+  });
+}
+
+std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
+  const uint32_t limit = f.limit ? f.limit : kDefaultOutcomeLimit;
+  return run_transaction(*pool_, "find_outcomes", [&](pqxx::work& txn) {
+    // Not prepared: each filter gets its own plan.
+    pqxx::result rows = txn.exec_params(
+        "SELECT o.job_id, o.attempt, o.campaign_id, j.spec, j.kernel_label, o.agent_id,"
+        "  o.outcome, lf_us(o.reported_at)"
+        " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
+        " WHERE ($2 = 0 OR o.campaign_id = $2) AND ($3 = 0 OR o.job_id = $3)"
+        "  AND ($4 = '' OR j.scenario = $4) AND (NOT $5 OR o.verdict <> " +
+            std::to_string(kPassVerdict) +
+            ")"
+            " ORDER BY o.seq DESC LIMIT $1",
+        limit, f.campaign_id, f.job_id, clean(f.scenario), f.failed_only);
+    return outcome_records(txn, rows);
+  });
+}
+
+std::optional<v1::JobInfo> PgStore::get_job(int64_t id) {
+  return run_transaction(*pool_, "get_job", [&](pqxx::work& txn) -> std::optional<v1::JobInfo> {
+    auto r = txn.exec_params(
+        "SELECT id, campaign_id, spec, kernel_label, state, attempt, coalesce(agent_id, ''),"
+        "  coalesce(verdict, 0), coalesce(reason, '') FROM jobs WHERE id = $1",
+        id);
+    if (r.empty()) return std::nullopt;
+    return job_info_from_row(r[0]);
   });
 }
 

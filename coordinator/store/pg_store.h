@@ -83,6 +83,8 @@ class PgStore : public Store {
 
   std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
                                                uint32_t limit) override;
+  std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override;
+  std::optional<v1::JobInfo> get_job(int64_t id) override;
 
   v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                             const v1::CampaignSpec& spec, TimePoint next_run) override;

@@ -582,6 +582,51 @@ TEST_F(PgStoreTest, ListOutcomesNewestFirstAndFailedOnly) {
   EXPECT_EQ(store_->get_campaign(c2)->by_verdict().at("kernel-crash"), 1u);
 }
 
+TEST_F(PgStoreTest, FindOutcomesFiltersByJobScenarioAndVerdict) {
+  std::vector<NewJob> js = {job("setattr-lookup", "tmpfs", 1), job("lookup-scale", "tmpfs", 2),
+                            job("lookup-scale", "tmpfs", 3)};
+  auto c = store_->create_campaign(campaign_spec("mixed"), js, 0, kT0);
+  std::vector<v1::Verdict> verdicts = {v1::VERDICT_VIOLATION, v1::VERDICT_PASS, v1::VERDICT_ERROR};
+  std::vector<int64_t> ids;
+  for (auto verdict : verdicts) {
+    auto j = lease("a", kT0);
+    ASSERT_TRUE(j);
+    ids.push_back(j->job_id());
+    v1::Outcome o = outcome(verdict);
+    if (verdict == v1::VERDICT_VIOLATION) o.add_violations()->set_kind("stale-grant");
+    ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0), ReportResult::Stored);
+  }
+  OutcomeFilter by_job;
+  by_job.job_id = ids[0];
+  auto one = store_->find_outcomes(by_job);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].job_id(), ids[0]);
+  ASSERT_EQ(one[0].outcome().violations_size(), 1);
+  EXPECT_EQ(one[0].outcome().violations(0).kind(), "stale-grant");
+
+  OutcomeFilter scale;
+  scale.scenario = "lookup-scale";
+  EXPECT_EQ(store_->find_outcomes(scale).size(), 2u);
+  scale.failed_only = true;
+  auto failed = store_->find_outcomes(scale);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].outcome().verdict(), v1::VERDICT_ERROR);
+
+  OutcomeFilter other;
+  other.campaign_id = c + 1;
+  EXPECT_TRUE(store_->find_outcomes(other).empty());
+  other.campaign_id = c;
+  other.limit = 2;
+  EXPECT_EQ(store_->find_outcomes(other).size(), 2u);
+
+  auto info = store_->get_job(ids[1]);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->spec().scenario(), "lookup-scale");
+  EXPECT_EQ(info->verdict(), v1::VERDICT_PASS);
+  EXPECT_EQ(info->state(), v1::JOB_STATE_DONE);
+  EXPECT_FALSE(store_->get_job(ids.back() + 100));
+}
+
 TEST_F(PgStoreTest, SchedulesAddListEnableRemove) {
   auto spec = campaign_spec("nightly");
   auto s = store_->add_schedule("nightly", "0 2 * * *", spec, kT0 + 1h);

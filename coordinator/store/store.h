@@ -42,6 +42,15 @@ struct AgentJob {
   uint32_t attempt = 0;
 };
 
+// Which outcomes find_outcomes returns; zero or empty fields do not filter.
+struct OutcomeFilter {
+  int64_t campaign_id = 0;
+  int64_t job_id = 0;
+  std::string scenario;
+  bool failed_only = false;
+  uint32_t limit = 0;  // 0 means 200
+};
+
 enum class ReportResult {
   Stored,      // the outcome was stored and the job is done
   Duplicate,   // this (job, attempt) was stored before; nothing changed
@@ -124,6 +133,11 @@ class Store {
   // back in each outcome, in the order reported.
   virtual std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
                                                        uint32_t limit) = 0;
+  // Outcomes matching every set field of `filter`, most recent first, with
+  // their violations (the dashboard's reads).
+  virtual std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) = 0;
+  // The job `id` with its state and verdict; nullopt if unknown.
+  virtual std::optional<v1::JobInfo> get_job(int64_t id) = 0;
 
   // ---- schedules ----
   virtual v1::Schedule add_schedule(const std::string& name, const std::string& cron,

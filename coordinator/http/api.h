@@ -1,0 +1,79 @@
+#pragma once
+// The pieces every group of JSON endpoints shares: the context handlers read,
+// the typed error they throw (answered with its status and {"error": ...}),
+// and route registration with the token check for actions.
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "coordinator/clock.h"
+#include "coordinator/store/store.h"
+
+namespace httplib {
+class Server;
+struct Request;
+}  // namespace httplib
+
+namespace leapfrog::coord {
+
+struct HttpOptions;
+namespace triage {
+class TriageEngine;
+}
+
+// An expected failure of a request: 400 bad body or parameter, 401 no or
+// wrong token, 404 unknown id, 409 conflict. Thrown by handlers.
+class HttpError : public std::runtime_error {
+ public:
+  HttpError(int status, const std::string& what) : std::runtime_error(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+// What handlers work with.
+struct ApiContext {
+  Store& store;
+  const Clock& clock;
+  const HttpOptions& options;
+};
+
+using Handler = std::function<nlohmann::json(const httplib::Request&)>;
+
+// Registers handlers on the server; each answers JSON (status 200 or the
+// HttpError's). Actions check the token before the handler runs. The
+// server and the token must outlive the handlers; the router need not.
+class ApiRouter {
+ public:
+  ApiRouter(httplib::Server& server, const std::string& token) : server_(server), token_(token) {}
+  void get(const std::string& pattern, Handler h);
+  void action(const std::string& method, const std::string& pattern, Handler h);
+
+ private:
+  httplib::Server& server_;
+  const std::string& token_;
+};
+
+// ---- request helpers ----
+// The body as a JSON object; 400 if it is not one.
+nlohmann::json json_body(const httplib::Request& req);
+// Path capture `i` as an id; 400 if it is not a positive integer.
+int64_t path_id(const httplib::Request& req, size_t i);
+// Query parameter as an unsigned number in [lo, hi], or `fallback` if absent; 400 otherwise.
+uint32_t query_uint(const httplib::Request& req, const std::string& name, uint32_t fallback,
+                    uint32_t lo, uint32_t hi);
+// Field `key` of `body` with the wanted JSON type; 400 naming the field otherwise.
+std::string body_string(const nlohmann::json& body, const std::string& key, bool required = true);
+
+// ---- endpoint groups ----
+// Overview, campaigns, jobs, agents, kernels, schedules, scaling (core_api.cc).
+void register_core_api(ApiRouter& router, ApiContext ctx);
+// Issues, their status and notes, replay/minimize/bisect (triage_api.cc).
+void register_triage_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine& engine);
+// GET /api/actions/{id}/reproducer.c: a file, not JSON.
+void register_triage_files(httplib::Server& server, triage::TriageEngine& engine);
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,259 @@
+#include "coordinator/http/api_json.h"
+
+#include <cctype>
+#include <ctime>
+
+#include "coordinator/http/api.h"
+
+namespace leapfrog::coord {
+
+using nlohmann::json;
+
+namespace {
+
+std::string format_time(int64_t seconds, int32_t nanos) {
+  const std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, nanos / 1'000'000);
+  return buf;
+}
+
+// "VERDICT_KERNEL_CRASH" with prefix "VERDICT_" -> "kernel-crash".
+std::string short_name(const std::string& full, const std::string& prefix) {
+  std::string name = full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
+  for (char& c : name)
+    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+double seconds_of(const google::protobuf::Duration& d) {
+  return static_cast<double>(d.seconds()) + d.nanos() / 1e9;
+}
+
+const json* field(const json& j, const std::string& key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::vector<std::string> string_list(const json& j, const std::string& key) {
+  std::vector<std::string> out;
+  const json* f = field(j, key);
+  if (!f) return out;
+  if (!f->is_array()) throw HttpError(400, "\"" + key + "\" must be a list of strings");
+  for (const auto& item : *f) {
+    if (!item.is_string()) throw HttpError(400, "\"" + key + "\" must be a list of strings");
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+uint64_t unsigned_field(const json& j, const std::string& key) {
+  const json* f = field(j, key);
+  if (!f) return 0;
+  if (!f->is_number_unsigned() && !(f->is_number_integer() && f->get<int64_t>() >= 0))
+    throw HttpError(400, "\"" + key + "\" must be a non-negative integer");
+  return f->get<uint64_t>();
+}
+
+}  // namespace
+
+json iso_time(const google::protobuf::Timestamp& ts) {
+  if (ts.seconds() == 0 && ts.nanos() == 0) return nullptr;
+  return format_time(ts.seconds(), ts.nanos());
+}
+
+std::string iso_time(TimePoint t) {
+  const int64_t us = t.time_since_epoch().count();
+  int64_t s = us / 1'000'000, rest = us % 1'000'000;
+  if (rest < 0) {
+    s -= 1;
+    rest += 1'000'000;
+  }
+  return format_time(s, static_cast<int32_t>(rest * 1000));
+}
+
+std::string verdict_name(v1::Verdict v) {
+  if (v == v1::VERDICT_UNSPECIFIED) return "";
+  return short_name(v1::Verdict_Name(v), "VERDICT_");
+}
+
+std::string job_state_name(v1::JobState s) {
+  return short_name(v1::JobState_Name(s), "JOB_STATE_");
+}
+
+json to_json(const v1::ScenarioSpec& s) {
+  json params = json::object();
+  for (const auto& [k, v] : s.params()) params[k] = v;
+  return json{{"scenario", s.scenario()},
+              {"seed", s.seed()},
+              {"fs", s.fs()},
+              {"duration_s", seconds_of(s.duration())},
+              {"iterations", s.iterations()},
+              {"observers", s.observers()},
+              {"params", params},
+              {"align", s.align().empty() ? "fuzzy" : s.align()}};
+}
+
+json to_json(const v1::CampaignSpec& s) {
+  json params = json::object();
+  for (const auto& [k, v] : s.params()) params[k] = v;
+  return json{{"name", s.name()},
+              {"scenarios", s.scenarios()},
+              {"kernels", s.kernels()},
+              {"filesystems", s.filesystems()},
+              {"seeds", s.seeds()},
+              {"first_seed", s.first_seed()},
+              {"duration_s", seconds_of(s.duration())},
+              {"iterations", s.iterations()},
+              {"observers", s.observers()},
+              {"params", params},
+              {"max_attempts", s.max_attempts()}};
+}
+
+json to_json(const v1::Campaign& c) {
+  json by_state = json::object(), by_verdict = json::object();
+  for (const auto& [k, v] : c.by_state()) by_state[k] = v;
+  for (const auto& [k, v] : c.by_verdict()) by_verdict[k] = v;
+  return json{{"id", c.id()},
+              {"name", c.spec().name()},
+              {"spec", to_json(c.spec())},
+              {"created_at", iso_time(c.created_at())},
+              {"state", c.state() == v1::CAMPAIGN_STATE_DONE ? "done" : "running"},
+              {"jobs", c.jobs()},
+              {"by_state", by_state},
+              {"by_verdict", by_verdict},
+              {"violations", c.violations()},
+              {"schedule_id", c.schedule_id()}};
+}
+
+json to_json(const v1::JobInfo& j) {
+  return json{{"id", j.job_id()},
+              {"campaign_id", j.campaign_id()},
+              {"spec", to_json(j.spec())},
+              {"kernel", j.kernel_label()},
+              {"state", job_state_name(j.state())},
+              {"attempt", j.attempt()},
+              {"agent_id", j.agent_id()},
+              {"verdict", verdict_name(j.verdict())},
+              {"reason", j.reason()}};
+}
+
+json to_json(const v1::Violation& v) {
+  json detail = json::parse(v.detail_json(), nullptr, false);
+  if (detail.is_discarded()) detail = nullptr;
+  return json{
+      {"kind", v.kind()},         {"actor", v.actor()},         {"op", v.op()},
+      {"path", v.path()},         {"invoke_ns", v.invoke_ns()}, {"complete_ns", v.complete_ns()},
+      {"step", v.step()},         {"component", v.component()}, {"object", v.object()},
+      {"observed", v.observed()}, {"expected", v.expected()},   {"detail", detail}};
+}
+
+json to_json(const v1::OutcomeRecord& r) {
+  const v1::Outcome& o = r.outcome();
+  json by_kind = json::object();
+  for (const auto& [k, v] : o.violations_by_kind()) by_kind[k] = v;
+  json violations = json::array();
+  for (const auto& v : o.violations()) violations.push_back(to_json(v));
+  json scale = json::array();
+  if (!o.outcome_json().empty()) {
+    json raw = json::parse(o.outcome_json(), nullptr, false);
+    if (raw.is_object() && raw.contains("scale") && raw["scale"].is_array()) scale = raw["scale"];
+  }
+  return json{{"job_id", r.job_id()},
+              {"attempt", r.attempt()},
+              {"campaign_id", r.campaign_id()},
+              {"spec", to_json(r.spec())},
+              {"kernel", r.kernel_label()},
+              {"agent_id", r.agent_id()},
+              {"reported_at", iso_time(r.reported_at())},
+              {"verdict", verdict_name(o.verdict())},
+              {"error", o.error()},
+              {"ops", o.ops()},
+              {"lookups_checked", o.lookups_checked()},
+              {"offsets_checked", o.offsets_checked()},
+              {"violation_count", o.violation_count()},
+              {"violations_by_kind", by_kind},
+              {"race_window_hits", o.race_window_hits()},
+              {"ops_per_sec", o.ops_per_sec()},
+              {"elapsed_s", seconds_of(o.elapsed())},
+              {"clock_source", o.clock_source()},
+              {"epsilon_ns", o.epsilon_ns()},
+              {"console_tail", o.console_tail()},
+              {"finished_at", iso_time(o.finished_at())},
+              {"scale", scale},
+              {"violations", violations}};
+}
+
+json to_json(const v1::AgentInfo& a) {
+  const auto& c = a.capabilities();
+  return json{{"id", a.agent_id()},
+              {"name", a.name()},
+              {"kernel", c.kernel_label()},
+              {"uname", c.uname()},
+              {"host", c.host()},
+              {"vm", c.vm()},
+              {"filesystems", c.filesystems()},
+              {"cpus", c.cpus()},
+              {"root", c.root()},
+              {"registered_at", iso_time(a.registered_at())},
+              {"last_seen", iso_time(a.last_seen())},
+              {"online", a.online()},
+              {"current_job", a.current_job()}};
+}
+
+json to_json(const v1::Schedule& s) {
+  return json{{"id", s.id()},
+              {"name", s.name()},
+              {"cron", s.cron()},
+              {"campaign", to_json(s.campaign())},
+              {"enabled", s.enabled()},
+              {"next_run", s.enabled() ? iso_time(s.next_run()) : json(nullptr)},
+              {"last_run", iso_time(s.last_run())}};
+}
+
+json to_json(const v1::Kernel& k) {
+  return json{{"label", k.label()},
+              {"version", k.version()},
+              {"sha256", k.sha256()},
+              {"source", k.source()},
+              {"added_at", iso_time(k.added_at())}};
+}
+
+v1::CampaignSpec campaign_spec_from_json(const json& j) {
+  if (!j.is_object()) throw HttpError(400, "\"campaign\" must be an object");
+  v1::CampaignSpec s;
+  if (const json* f = field(j, "name")) {
+    if (!f->is_string()) throw HttpError(400, "\"name\" must be a string");
+    s.set_name(f->get<std::string>());
+  }
+  for (auto& v : string_list(j, "scenarios")) s.add_scenarios(v);
+  for (auto& v : string_list(j, "kernels")) s.add_kernels(v);
+  for (auto& v : string_list(j, "filesystems")) s.add_filesystems(v);
+  s.set_seeds(static_cast<uint32_t>(unsigned_field(j, "seeds")));
+  s.set_first_seed(unsigned_field(j, "first_seed"));
+  s.set_iterations(unsigned_field(j, "iterations"));
+  s.set_observers(static_cast<uint32_t>(unsigned_field(j, "observers")));
+  s.set_max_attempts(static_cast<uint32_t>(unsigned_field(j, "max_attempts")));
+  if (const json* f = field(j, "duration_s")) {
+    if (!f->is_number() || f->get<double>() < 0)
+      throw HttpError(400, "\"duration_s\" must be a non-negative number");
+    const double secs = f->get<double>();
+    s.mutable_duration()->set_seconds(static_cast<int64_t>(secs));
+    s.mutable_duration()->set_nanos(
+        static_cast<int32_t>((secs - static_cast<double>(static_cast<int64_t>(secs))) * 1e9));
+  }
+  if (const json* f = field(j, "params")) {
+    if (!f->is_object()) throw HttpError(400, "\"params\" must be an object of integers");
+    for (const auto& [k, v] : f->items()) {
+      if (!v.is_number_integer())
+        throw HttpError(400, "parameter \"" + k + "\" must be an integer");
+      (*s.mutable_params())[k] = v.get<int64_t>();
+    }
+  }
+  return s;
+}
+
+}  // namespace leapfrog::coord

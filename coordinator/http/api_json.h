@@ -1,0 +1,42 @@
+#pragma once
+// The JSON shapes of the API (docs/api.md): stored messages as plain objects
+// with numbers as numbers, times as ISO 8601 UTC strings, verdicts and
+// states as short lowercase names.
+
+#include <google/protobuf/timestamp.pb.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "coordinator/clock.h"
+#include "leapfrog/v1/control.pb.h"
+
+namespace leapfrog::coord {
+
+// "2026-11-30T01:00:00.000Z"; null when unset (seconds and nanos 0).
+nlohmann::json iso_time(const google::protobuf::Timestamp& ts);
+std::string iso_time(TimePoint t);
+// "pass", "violation", "kernel-crash", ...; "" for UNSPECIFIED.
+std::string verdict_name(v1::Verdict v);
+// "queued", "leased", "done".
+std::string job_state_name(v1::JobState s);
+
+nlohmann::json to_json(const v1::ScenarioSpec& s);
+nlohmann::json to_json(const v1::CampaignSpec& s);
+nlohmann::json to_json(const v1::Campaign& c);
+nlohmann::json to_json(const v1::JobInfo& j);
+// The violation's fields, with "detail" parsed from detail_json (null if it
+// does not parse).
+nlohmann::json to_json(const v1::Violation& v);
+// Everything but the raw outcome_json; "scale" holds lookup-scale's points.
+nlohmann::json to_json(const v1::OutcomeRecord& o);
+// `online` is recomputed by the caller's notion of offline.
+nlohmann::json to_json(const v1::AgentInfo& a);
+nlohmann::json to_json(const v1::Schedule& s);
+nlohmann::json to_json(const v1::Kernel& k);
+
+// A campaign spec from the API's JSON shape (the inverse of to_json); throws
+// HttpError 400 naming the bad field.
+v1::CampaignSpec campaign_spec_from_json(const nlohmann::json& j);
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,241 @@
+// Endpoints over campaigns, jobs, outcomes, agents, kernels, schedules and
+// lookup-scale results (docs/api.md).
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "coordinator/campaign.h"
+#include "coordinator/control_service.h"
+#include "coordinator/http/api.h"
+#include "coordinator/http/api_json.h"
+#include "coordinator/http/http_server.h"
+
+namespace leapfrog::coord {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr uint32_t kTrendNights = 14;
+constexpr uint32_t kCampaignScan = 200;
+constexpr uint32_t kScaleScan = 500;
+constexpr const char* kScaleScenario = "lookup-scale";
+
+v1::Campaign campaign_or_404(Store& store, int64_t id) {
+  auto c = store.get_campaign(id);
+  if (!c) throw HttpError(404, "no campaign \"" + std::to_string(id) + "\"");
+  return std::move(*c);
+}
+
+// Scenario x kernel x file system of one campaign's jobs, with counts by
+// verdict (done jobs) or state (queued, leased).
+json matrix_of(const std::vector<v1::JobInfo>& jobs) {
+  using Key = std::tuple<std::string, std::string, std::string>;
+  std::map<Key, std::map<std::string, int>> cells;
+  std::set<std::string> scenarios, kernels, filesystems;
+  for (const auto& j : jobs) {
+    Key k{j.spec().scenario(), j.kernel_label(), j.spec().fs()};
+    scenarios.insert(j.spec().scenario());
+    kernels.insert(j.kernel_label());
+    filesystems.insert(j.spec().fs());
+    const std::string what =
+        j.state() == v1::JOB_STATE_DONE ? verdict_name(j.verdict()) : job_state_name(j.state());
+    cells[k][what]++;
+  }
+  json out_cells = json::array();
+  for (const auto& [k, counts] : cells) {
+    json c = json::object();
+    for (const auto& [what, n] : counts) c[what] = n;
+    out_cells.push_back(json{{"scenario", std::get<0>(k)},
+                             {"kernel", std::get<1>(k)},
+                             {"fs", std::get<2>(k)},
+                             {"counts", c}});
+  }
+  return json{{"scenarios", scenarios},
+              {"kernels", kernels},
+              {"filesystems", filesystems},
+              {"cells", out_cells}};
+}
+
+json trend_point(const v1::Campaign& c) {
+  json j = to_json(c);
+  return json{{"id", j["id"]},
+              {"name", j["name"]},
+              {"created_at", j["created_at"]},
+              {"state", j["state"]},
+              {"jobs", j["jobs"]},
+              {"by_verdict", j["by_verdict"]},
+              {"violations", j["violations"]}};
+}
+
+json overview(ApiContext& ctx) {
+  const auto campaigns = ctx.store.list_campaigns(kCampaignScan);
+  std::vector<const v1::Campaign*> nightly;
+  for (const auto& c : campaigns)
+    if (c.schedule_id() != 0) nightly.push_back(&c);
+  const bool scheduled = !nightly.empty();
+  if (!scheduled)
+    for (const auto& c : campaigns) nightly.push_back(&c);
+  json out{{"scheduled", scheduled}, {"campaign", nullptr}, {"matrix", nullptr}};
+  if (!nightly.empty()) {
+    out["campaign"] = to_json(*nightly.front());
+    out["matrix"] = matrix_of(ctx.store.list_jobs(nightly.front()->id()));
+  }
+  json trend = json::array();
+  for (size_t i = std::min<size_t>(nightly.size(), kTrendNights); i-- > 0;)
+    trend.push_back(trend_point(*nightly[i]));
+  out["trend"] = trend;
+  json running = json::array();
+  for (const auto& c : campaigns)
+    if (c.state() == v1::CAMPAIGN_STATE_RUNNING) running.push_back(to_json(c));
+  out["running"] = running;
+  return out;
+}
+
+json agents(ApiContext& ctx) {
+  const TimePoint now = ctx.clock.now();
+  json out = json::array();
+  for (const auto& a : ctx.store.list_agents(now - ctx.options.offline_after)) {
+    json j = to_json(a);
+    j["current_job"] = nullptr;
+    if (a.current_job() != 0) {
+      if (auto job = ctx.store.get_job(a.current_job())) j["current_job"] = to_json(*job);
+    }
+    out.push_back(std::move(j));
+  }
+  return json{{"now", iso_time(now)}, {"agents", out}};
+}
+
+v1::Schedule schedule_or_404(Store& store, int64_t id) {
+  for (auto& s : store.list_schedules())
+    if (s.id() == id) return s;
+  throw HttpError(404, "no schedule \"" + std::to_string(id) + "\"");
+}
+
+// Latest passing lookup-scale run per kernel (or only `kernels`), with its points.
+json scaling(ApiContext& ctx, const std::vector<std::string>& kernels) {
+  OutcomeFilter f;
+  f.scenario = kScaleScenario;
+  f.limit = kScaleScan;
+  std::map<std::string, json> latest;
+  std::set<std::string> available;
+  for (const auto& o : ctx.store.find_outcomes(f)) {
+    if (o.outcome().verdict() != v1::VERDICT_PASS) continue;
+    json j = to_json(o);
+    if (j["scale"].empty()) continue;
+    available.insert(o.kernel_label());
+    if (!kernels.empty() &&
+        std::find(kernels.begin(), kernels.end(), o.kernel_label()) == kernels.end())
+      continue;
+    if (latest.count(o.kernel_label())) continue;  // most recent first
+    latest[o.kernel_label()] = json{{"kernel", o.kernel_label()},      {"job_id", o.job_id()},
+                                    {"campaign_id", o.campaign_id()},  {"fs", o.spec().fs()},
+                                    {"reported_at", j["reported_at"]}, {"points", j["scale"]}};
+  }
+  json runs = json::array();
+  if (kernels.empty()) {
+    for (auto& [k, r] : latest) runs.push_back(r);
+  } else {
+    for (const auto& k : kernels) {
+      if (!latest.count(k))
+        throw HttpError(404, "no passing lookup-scale run on kernel \"" + k + "\"");
+      runs.push_back(latest[k]);
+    }
+  }
+  return json{{"kernels", available}, {"runs", runs}};
+}
+
+}  // namespace
+
+void register_core_api(ApiRouter& r, ApiContext ctx) {
+  r.get("/api/overview", [ctx](const httplib::Request&) mutable { return overview(ctx); });
+
+  r.get("/api/campaigns", [ctx](const httplib::Request& req) {
+    json out = json::array();
+    for (const auto& c : ctx.store.list_campaigns(query_uint(req, "limit", 50, 1, 1000)))
+      out.push_back(to_json(c));
+    return json{{"campaigns", out}};
+  });
+  r.get(R"(/api/campaigns/([^/]+))", [ctx](const httplib::Request& req) {
+    const v1::Campaign c = campaign_or_404(ctx.store, path_id(req, 1));
+    json jobs = json::array();
+    const auto all = ctx.store.list_jobs(c.id());
+    for (const auto& j : all) jobs.push_back(to_json(j));
+    return json{{"campaign", to_json(c)}, {"matrix", matrix_of(all)}, {"jobs", jobs}};
+  });
+
+  r.get(R"(/api/jobs/([^/]+))", [ctx](const httplib::Request& req) {
+    const int64_t id = path_id(req, 1);
+    auto job = ctx.store.get_job(id);
+    if (!job) throw HttpError(404, "no job \"" + std::to_string(id) + "\"");
+    OutcomeFilter f;
+    f.job_id = id;
+    json outcomes = json::array();
+    for (const auto& o : ctx.store.find_outcomes(f)) outcomes.push_back(to_json(o));
+    return json{{"job", to_json(*job)}, {"outcomes", outcomes}};
+  });
+
+  r.get("/api/outcomes", [ctx](const httplib::Request& req) {
+    OutcomeFilter f;
+    f.failed_only = req.has_param("failed") && req.get_param_value("failed") != "0";
+    f.scenario = req.get_param_value("scenario");
+    f.limit = query_uint(req, "limit", 200, 1, 2000);
+    if (req.has_param("campaign")) f.campaign_id = query_uint(req, "campaign", 0, 1, UINT32_MAX);
+    json out = json::array();
+    for (const auto& o : ctx.store.find_outcomes(f)) out.push_back(to_json(o));
+    return json{{"outcomes", out}};
+  });
+
+  r.get("/api/agents", [ctx](const httplib::Request&) mutable { return agents(ctx); });
+
+  r.get("/api/kernels", [ctx](const httplib::Request&) {
+    json out = json::array();
+    for (const auto& k : ctx.store.list_kernels()) out.push_back(to_json(k));
+    return json{{"kernels", out}};
+  });
+
+  r.get("/api/schedules", [ctx](const httplib::Request&) {
+    json out = json::array();
+    for (const auto& s : ctx.store.list_schedules()) out.push_back(to_json(s));
+    return json{{"schedules", out}};
+  });
+  r.action("POST", "/api/schedules", [ctx](const httplib::Request& req) {
+    const json body = json_body(req);
+    const std::string name = body_string(body, "name");
+    const std::string cron = body_string(body, "cron");
+    if (name.empty()) throw HttpError(400, "\"name\" is empty");
+    if (!body.contains("campaign")) throw HttpError(400, "\"campaign\" is missing");
+    const TimePoint next = next_firing(cron, ctx.clock.now());
+    const v1::CampaignSpec spec = normalize(campaign_spec_from_json(body["campaign"]));
+    const v1::Schedule s = ctx.store.add_schedule(name, cron, spec, next);
+    spdlog::info("schedule.add schedule={} cron=\"{}\" via=http", s.id(), cron);
+    return to_json(s);
+  });
+  r.action("POST", R"(/api/schedules/([^/]+)/enabled)", [ctx](const httplib::Request& req) {
+    const int64_t id = path_id(req, 1);
+    const json body = json_body(req);
+    if (!body.contains("enabled") || !body["enabled"].is_boolean())
+      throw HttpError(400, "\"enabled\" must be true or false");
+    const v1::Schedule old = schedule_or_404(ctx.store, id);
+    // Re-enabling starts from now: firings missed while disabled are skipped.
+    const TimePoint now = ctx.clock.now();
+    auto s = ctx.store.set_schedule_enabled(id, body["enabled"].get<bool>(),
+                                            next_firing(old.cron(), now));
+    if (!s) throw HttpError(404, "no schedule \"" + std::to_string(id) + "\"");
+    return to_json(*s);
+  });
+
+  r.get("/api/scaling", [ctx](const httplib::Request& req) mutable {
+    std::vector<std::string> kernels;
+    for (size_t i = 0; i < req.get_param_value_count("kernel"); ++i)
+      kernels.push_back(req.get_param_value("kernel", i));
+    return scaling(ctx, kernels);
+  });
+}
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,286 @@
+// Triage endpoints (docs/api.md "Triage"): issues, their status and notes,
+// and the replay, minimize and bisect actions, over the triage engine.
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "coordinator/http/api.h"
+#include "coordinator/http/api_json.h"
+#include "coordinator/triage/triage_engine.h"
+
+namespace leapfrog::coord {
+
+using nlohmann::json;
+namespace tr = triage;
+
+namespace {
+
+constexpr uint32_t kIssueScan = 1000;
+
+std::string lower_name(const std::string& full, const std::string& prefix) {
+  std::string name = full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
+  for (char& c : name)
+    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::string status_name(v1::IssueStatus s) {
+  return lower_name(v1::IssueStatus_Name(s), "ISSUE_STATUS_");
+}
+
+v1::IssueStatus parse_status(const std::string& name) {
+  std::string upper = "ISSUE_STATUS_";
+  for (char c : name)
+    upper += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  v1::IssueStatus s = v1::ISSUE_STATUS_UNSPECIFIED;
+  if (name.empty() || !v1::IssueStatus_Parse(upper, &s) || s == v1::ISSUE_STATUS_UNSPECIFIED)
+    throw HttpError(400, "bad status \"" + name +
+                             "\", want new, triaged, fixed, invalid, duplicate or regression");
+  return s;
+}
+
+json rate_json(const v1::ReproRate& r) {
+  return json{{"kernel", r.kernel_label()},
+              {"runs", r.runs()},
+              {"reproduced", r.reproduced()},
+              {"rate", r.rate()},
+              {"lower", r.lower()},
+              {"upper", r.upper()},
+              {"other_failures", r.other_failures()},
+              {"measured_at", iso_time(r.measured_at())},
+              {"action_id", r.action_id()}};
+}
+
+json action_json(const v1::Action& a) {
+  json j{{"id", a.id()},
+         {"kind", lower_name(v1::ActionKind_Name(a.kind()), "ACTION_KIND_")},
+         {"issue_id", a.issue_id()},
+         {"state", lower_name(v1::ActionState_Name(a.state()), "ACTION_STATE_")},
+         {"progress", a.progress()},
+         {"error", a.error()},
+         {"created_at", iso_time(a.created_at())},
+         {"updated_at", iso_time(a.updated_at())},
+         {"campaign_ids", a.campaign_ids()},
+         {"kernel", a.kernel_label()},
+         {"runs", a.runs()},
+         {"kernels", a.kernels()},
+         {"rate", a.has_rate() ? rate_json(a.rate()) : json(nullptr)},
+         {"bisect", nullptr},
+         {"minimize", nullptr}};
+  if (a.has_bisect()) {
+    const auto& b = a.bisect();
+    json steps = json::array();
+    for (const auto& s : b.steps())
+      steps.push_back(json{{"kernel", s.kernel_label()},
+                           {"verdict", s.verdict()},
+                           {"runs", s.runs()},
+                           {"reproduced", s.reproduced()},
+                           {"other_failures", s.other_failures()},
+                           {"campaign_id", s.campaign_id()}});
+    j["bisect"] =
+        json{{"first_bad", b.first_bad()},         {"last_good", b.last_good()}, {"rate", b.rate()},
+             {"runs_per_step", b.runs_per_step()}, {"skipped", b.skipped()},     {"steps", steps}};
+  }
+  if (a.has_minimize()) {
+    const auto& m = a.minimize();
+    j["minimize"] = json{{"minimal_spec", to_json(m.minimal_spec())},
+                         {"tried", m.tried()},
+                         {"kept", m.kept()},
+                         {"has_c_reproducer", !m.c_reproducer().empty()},
+                         {"c_reproducer_error", m.c_reproducer_error()},
+                         {"log", m.log()}};
+  }
+  return j;
+}
+
+json issue_json(const v1::Issue& i) {
+  json kernels = json::array(), notes = json::array(), rates = json::array(),
+       actions = json::array();
+  for (const auto& k : i.kernels())
+    kernels.push_back(json{{"kernel", k.kernel_label()},
+                           {"count", k.count()},
+                           {"first_seen", iso_time(k.first_seen())},
+                           {"last_seen", iso_time(k.last_seen())}});
+  for (const auto& n : i.notes())
+    notes.push_back(json{{"at", iso_time(n.at())}, {"text", n.text()}});
+  for (const auto& r : i.rates()) rates.push_back(rate_json(r));
+  for (const auto& a : i.actions()) actions.push_back(action_json(a));
+  return json{{"id", i.id()},
+              {"signature", i.signature()},
+              {"title", i.title()},
+              {"kind", i.kind()},
+              {"scenario", i.scenario()},
+              {"status", status_name(i.status())},
+              {"duplicate_of", i.duplicate_of()},
+              {"first_seen", iso_time(i.first_seen())},
+              {"last_seen", iso_time(i.last_seen())},
+              {"count", i.count()},
+              {"regressions", i.regressions()},
+              {"fixed_at", iso_time(i.fixed_at())},
+              {"kernels", kernels},
+              {"notes", notes},
+              {"example", json{{"job_id", i.example_job_id()},
+                               {"attempt", i.example_attempt()},
+                               {"kernel", i.example_kernel()}}},
+              {"example_violation",
+               i.has_example_violation() ? to_json(i.example_violation()) : json(nullptr)},
+              {"rates", rates},
+              {"actions", actions}};
+}
+
+// Runs `f`, turning the engine's typed errors into HTTP statuses.
+template <class F>
+auto guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const tr::TriageError& e) {
+    switch (e.code()) {
+      case tr::TriageError::Code::NotFound:
+        throw HttpError(404, e.what());
+      case tr::TriageError::Code::InvalidArgument:
+        throw HttpError(400, e.what());
+      case tr::TriageError::Code::FailedPrecondition:
+        throw HttpError(409, e.what());
+    }
+    throw;
+  }
+}
+
+uint32_t body_uint(const json& body, const std::string& key, uint32_t hi) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return 0;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > hi)
+    throw HttpError(400, "\"" + key + "\" must be an integer in 0.." + std::to_string(hi));
+  return static_cast<uint32_t>(it->get<int64_t>());
+}
+
+}  // namespace
+
+void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine) {
+  tr::TriageEngine* e = &engine;
+
+  r.get("/api/issues", [e](const httplib::Request& req) {
+    v1::ListIssuesRequest lr;
+    if (req.has_param("status")) lr.add_statuses(parse_status(req.get_param_value("status")));
+    lr.set_limit(kIssueScan);
+    const uint32_t limit = query_uint(req, "limit", 200, 1, kIssueScan);
+    const std::string scenario = req.get_param_value("scenario"),
+                      kernel = req.get_param_value("kernel"), kind = req.get_param_value("kind");
+    json out = json::array();
+    const v1::ListIssuesResponse found = guarded([&] { return e->list_issues(lr); });
+    for (const auto& i : found.issues()) {
+      if (!scenario.empty() && i.scenario() != scenario) continue;
+      if (!kind.empty() && i.kind() != kind) continue;
+      if (!kernel.empty() &&
+          std::none_of(i.kernels().begin(), i.kernels().end(),
+                       [&](const v1::IssueKernel& k) { return k.kernel_label() == kernel; }))
+        continue;
+      if (out.size() >= limit) break;
+      out.push_back(issue_json(i));
+    }
+    return json{{"issues", out}};
+  });
+
+  r.get(R"(/api/issues/([^/]+))", [e, ctx](const httplib::Request& req) {
+    const v1::Issue issue = guarded([&] { return e->get_issue(path_id(req, 1)); });
+    json example = nullptr;
+    if (issue.example_job_id() != 0) {
+      OutcomeFilter f;
+      f.job_id = issue.example_job_id();
+      for (const auto& o : ctx.store.find_outcomes(f))
+        if (o.attempt() == issue.example_attempt()) example = to_json(o);
+    }
+    return json{{"issue", issue_json(issue)}, {"example", example}};
+  });
+
+  r.get(R"(/api/actions/([^/]+))", [e](const httplib::Request& req) {
+    return action_json(guarded([&] { return e->get_action(path_id(req, 1)); }));
+  });
+
+  r.action("POST", R"(/api/issues/([^/]+)/status)", [e](const httplib::Request& req) {
+    const json body = json_body(req);
+    v1::SetIssueStatusRequest sr;
+    sr.set_id(path_id(req, 1));
+    sr.set_status(parse_status(body_string(body, "status")));
+    auto dup = body.find("duplicate_of");
+    if (dup != body.end() && !dup->is_null()) {
+      if (!dup->is_number_integer() || dup->get<int64_t>() < 0)
+        throw HttpError(400, "\"duplicate_of\" must be an issue id");
+      sr.set_duplicate_of(dup->get<int64_t>());
+    }
+    return issue_json(guarded([&] { return e->set_issue_status(sr); }));
+  });
+
+  r.action("POST", R"(/api/issues/([^/]+)/notes)", [e](const httplib::Request& req) {
+    const json body = json_body(req);
+    v1::AddIssueNoteRequest nr;
+    nr.set_id(path_id(req, 1));
+    nr.set_text(body_string(body, "text"));
+    if (nr.text().empty()) throw HttpError(400, "\"text\" is empty");
+    return issue_json(guarded([&] { return e->add_issue_note(nr); }));
+  });
+
+  r.action("POST", R"(/api/issues/([^/]+)/replay)", [e](const httplib::Request& req) {
+    const json body = json_body(req);
+    v1::StartReplayRequest rr;
+    rr.set_issue_id(path_id(req, 1));
+    rr.set_kernel_label(body_string(body, "kernel", false));
+    rr.set_runs(body_uint(body, "runs", 1000));
+    return action_json(guarded([&] { return e->start_replay(rr); }));
+  });
+
+  r.action("POST", R"(/api/issues/([^/]+)/minimize)", [e](const httplib::Request& req) {
+    const json body = json_body(req);
+    v1::StartMinimizeRequest mr;
+    mr.set_issue_id(path_id(req, 1));
+    mr.set_kernel_label(body_string(body, "kernel", false));
+    mr.set_max_runs(body_uint(body, "max_runs", 1000));
+    return action_json(guarded([&] { return e->start_minimize(mr); }));
+  });
+
+  r.action("POST", R"(/api/issues/([^/]+)/bisect)", [e](const httplib::Request& req) {
+    const json body = json_body(req);
+    v1::StartBisectRequest br;
+    br.set_issue_id(path_id(req, 1));
+    auto ks = body.find("kernels");
+    if (ks == body.end() || !ks->is_array())
+      throw HttpError(400, "\"kernels\" must be a list of kernel labels");
+    for (const auto& k : *ks) {
+      if (!k.is_string()) throw HttpError(400, "\"kernels\" must be a list of kernel labels");
+      br.add_kernels(k.get<std::string>());
+    }
+    br.set_max_runs(body_uint(body, "max_runs", 1000));
+    return action_json(guarded([&] { return e->start_bisect(br); }));
+  });
+}
+
+// The C reproducer is a file, not JSON: registered on the server directly.
+void register_triage_files(httplib::Server& server, tr::TriageEngine& engine) {
+  server.Get(R"(/api/actions/(\d+)/reproducer\.c)", [&engine](const httplib::Request& req,
+                                                              httplib::Response& res) {
+    try {
+      const v1::Action a = engine.get_action(std::stoll(req.matches[1]));
+      if (a.minimize().c_reproducer().empty()) {
+        res.status = 404;
+        res.set_content(
+            json{{"error", "action \"" + std::string(req.matches[1]) + "\" has no C reproducer"}}
+                .dump(),
+            "application/json");
+        return;
+      }
+      res.set_header("Content-Disposition",
+                     "attachment; filename=\"issue-" + std::to_string(a.issue_id()) + "-repro.c\"");
+      res.set_content(a.minimize().c_reproducer(), "text/x-c");
+    } catch (const tr::TriageError& e) {
+      res.status = e.code() == tr::TriageError::Code::NotFound ? 404 : 400;
+      res.set_content(json{{"error", e.what()}}.dump(), "application/json");
+    } catch (const std::exception& e) {
+      res.status = 500;
+      res.set_content(json{{"error", e.what()}}.dump(), "application/json");
+    }
+  });
+}
+
+}  // namespace leapfrog::coord

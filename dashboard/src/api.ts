@@ -1,0 +1,252 @@
+// The dashboard's only way to the coordinator: the JSON API of docs/api.md.
+
+const TOKEN_KEY = 'leapfrog.token';
+
+export class ApiError extends Error {
+  constructor(
+    public status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function token(): string {
+  return localStorage.getItem(TOKEN_KEY) ?? '';
+}
+
+export function setToken(t: string): void {
+  if (t) localStorage.setItem(TOKEN_KEY, t);
+  else localStorage.removeItem(TOKEN_KEY);
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (method !== 'GET') {
+    headers['Content-Type'] = 'application/json';
+    const t = token();
+    if (t) headers['Authorization'] = `Bearer ${t}`;
+  }
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  if (!res.ok) throw new ApiError(res.status, data.error ?? `HTTP ${res.status}`);
+  return data as T;
+}
+
+export const get = <T>(path: string) => call<T>('GET', path);
+export const post = <T>(path: string, body: unknown = {}) => call<T>('POST', path, body);
+
+export interface Counts {
+  [what: string]: number;
+}
+
+export interface Campaign {
+  id: number;
+  name: string;
+  created_at: string;
+  state: 'running' | 'done';
+  jobs: number;
+  by_state: Counts;
+  by_verdict: Counts;
+  violations: number;
+  schedule_id: number;
+  spec: CampaignSpec;
+}
+
+export interface CampaignSpec {
+  name: string;
+  scenarios: string[];
+  kernels: string[];
+  filesystems: string[];
+  seeds: number;
+  duration_s: number;
+  params: Record<string, number>;
+}
+
+export interface Matrix {
+  scenarios: string[];
+  kernels: string[];
+  filesystems: string[];
+  cells: { scenario: string; kernel: string; fs: string; counts: Counts }[];
+}
+
+export interface Job {
+  id: number;
+  campaign_id: number;
+  spec: { scenario: string; fs: string; seed: number; params: Record<string, number> };
+  kernel: string;
+  state: string;
+  attempt: number;
+  agent_id: string;
+  verdict: string;
+  reason: string;
+}
+
+export interface Version {
+  value: string;
+  from: number | null;
+  to: number | null;
+}
+
+export interface HistoryOp {
+  actor: number;
+  role: string;
+  op: string;
+  object: string;
+  value: string;
+  invoke: number;
+  complete: number;
+  err: number;
+}
+
+export interface ViolationDetail {
+  actor: number;
+  op: string;
+  path: string;
+  invoke: number;
+  complete: number;
+  epsilon_ns: number;
+  step: number;
+  component: string;
+  object: string;
+  observed: string;
+  expected: string;
+  versions: Version[];
+  steps: { step: number; component: string; object: string; versions: Version[] }[];
+  history?: HistoryOp[];
+}
+
+export interface Violation {
+  kind: string;
+  actor: number;
+  op: string;
+  path: string;
+  invoke_ns: number;
+  complete_ns: number;
+  step: number;
+  component: string;
+  object: string;
+  observed: string;
+  expected: string;
+  detail: ViolationDetail | null;
+}
+
+export interface ScalePoint {
+  test: string;
+  mode: string;
+  tasks: number;
+  ops_per_sec: number;
+}
+
+export interface Outcome {
+  job_id: number;
+  attempt: number;
+  campaign_id: number;
+  spec: Job['spec'];
+  kernel: string;
+  agent_id: string;
+  reported_at: string;
+  verdict: string;
+  error: string;
+  ops: number;
+  violation_count: number;
+  violations_by_kind: Counts;
+  ops_per_sec: number;
+  elapsed_s: number;
+  clock_source: string;
+  epsilon_ns: number;
+  console_tail: string;
+  violations: Violation[];
+  scale: ScalePoint[];
+}
+
+export interface Agent {
+  id: string;
+  name: string;
+  kernel: string;
+  uname: string;
+  host: string;
+  vm: boolean;
+  cpus: number;
+  filesystems: string[];
+  last_seen: string;
+  online: boolean;
+  current_job: Job | null;
+}
+
+export interface Schedule {
+  id: number;
+  name: string;
+  cron: string;
+  enabled: boolean;
+  next_run: string | null;
+  last_run: string | null;
+  campaign: CampaignSpec;
+}
+
+export interface Rate {
+  kernel: string;
+  runs: number;
+  reproduced: number;
+  rate: number;
+  lower: number;
+  upper: number;
+  other_failures: number;
+  measured_at: string | null;
+  action_id: number;
+}
+
+export interface Action {
+  id: number;
+  kind: 'replay' | 'minimize' | 'bisect';
+  issue_id: number;
+  state: 'running' | 'done' | 'failed';
+  progress: string;
+  error: string;
+  created_at: string;
+  updated_at: string;
+  campaign_ids: number[];
+  kernel: string;
+  runs: number;
+  kernels: string[];
+  rate: Rate | null;
+  bisect: {
+    first_bad: string;
+    last_good: string;
+    rate: number;
+    runs_per_step: number;
+    skipped: string[];
+    steps: { kernel: string; verdict: string; runs: number; reproduced: number; other_failures: number; campaign_id: number }[];
+  } | null;
+  minimize: {
+    minimal_spec: Job['spec'] & Record<string, unknown>;
+    tried: number;
+    kept: number;
+    has_c_reproducer: boolean;
+    c_reproducer_error: string;
+    log: string[];
+  } | null;
+}
+
+export interface Issue {
+  id: number;
+  signature: string;
+  title: string;
+  kind: string;
+  scenario: string;
+  status: string;
+  duplicate_of: number;
+  first_seen: string;
+  last_seen: string;
+  count: number;
+  kernels: { kernel: string; count: number; first_seen: string; last_seen: string }[];
+  notes: { at: string; text: string }[];
+  example: { job_id: number; attempt: number; kernel: string };
+  example_violation: Violation | null;
+  rates: Rate[];
+  actions: Action[];
+  fixed_at: string | null;
+  regressions: number;
+}
+
+export const ISSUE_STATUSES = ['new', 'triaged', 'fixed', 'invalid', 'duplicate', 'regression'];

@@ -1,0 +1,96 @@
+import { get, type Campaign, type Job, type Matrix, type Outcome } from '../api';
+import { ago, h, link, table, verdictBadge, when } from '../dom';
+import type { Page } from '../router';
+import { matrixTable, progress } from './overview';
+import { outcomeView } from './outcome_view';
+
+export const campaignsPage: Page = async (root) => {
+  const body = h('div', {});
+  root.append(h('h1', {}, 'Campaigns'), body);
+  const refresh = async () => {
+    const { campaigns } = await get<{ campaigns: Campaign[] }>('/api/campaigns?limit=100');
+    body.replaceChildren(
+      table(
+        ['id', 'name', 'created', 'schedule', 'progress', 'verdicts', 'violations'],
+        campaigns.map((c) => [
+          link(`#/campaigns/${c.id}`, `#${c.id}`),
+          c.name,
+          `${when(c.created_at)} (${ago(c.created_at)})`,
+          c.schedule_id ? `#${c.schedule_id}` : 'by hand',
+          progress(c),
+          Object.entries(c.by_verdict)
+            .map(([k, n]) => `${k} ${n}`)
+            .join(', '),
+          c.violations,
+        ]),
+        { id: 'campaigns' },
+      ),
+    );
+  };
+  await refresh();
+  const timer = setInterval(() => refresh().catch(() => undefined), 3000);
+  return () => clearInterval(timer);
+};
+
+export const campaignPage: Page = async (root, [id]) => {
+  const head = h('div', {});
+  const matrix = h('div', {});
+  const jobs = h('div', {});
+  root.append(h('h1', {}, `Campaign #${id}`), head, h('h2', {}, 'Matrix'), matrix, h('h2', {}, 'Jobs'), jobs);
+  const refresh = async () => {
+    const d = await get<{ campaign: Campaign; matrix: Matrix; jobs: Job[] }>(`/api/campaigns/${id}`);
+    const c = d.campaign;
+    head.replaceChildren(
+      h('p', {}, `${c.name}, created ${when(c.created_at)}, ${c.state}; `, c.schedule_id ? `schedule #${c.schedule_id}` : 'made by hand'),
+      progress(c),
+    );
+    matrix.replaceChildren(matrixTable(d.matrix, c.id));
+    jobs.replaceChildren(
+      table(
+        ['job', 'scenario', 'fs', 'kernel', 'seed', 'state', 'attempt', 'verdict', 'reason'],
+        d.jobs.map((j) => [
+          link(`#/jobs/${j.id}`, `#${j.id}`),
+          j.spec.scenario,
+          j.spec.fs,
+          j.kernel,
+          j.spec.seed,
+          j.state,
+          j.attempt,
+          verdictBadge(j.verdict),
+          j.reason,
+        ]),
+        { id: 'jobs' },
+      ),
+    );
+    return c.state;
+  };
+  let state = await refresh();
+  const timer = setInterval(async () => {
+    if (state === 'running') state = await refresh().catch(() => state);
+  }, 3000);
+  return () => clearInterval(timer);
+};
+
+export const jobPage: Page = async (root, [id]) => {
+  const d = await get<{ job: Job; outcomes: Outcome[] }>(`/api/jobs/${id}`);
+  const j = d.job;
+  root.append(
+    h('h1', {}, `Job #${j.id}`),
+    h(
+      'p',
+      {},
+      `${j.spec.scenario} on ${j.spec.fs}, kernel ${j.kernel}, seed ${j.spec.seed}; campaign `,
+      link(`#/campaigns/${j.campaign_id}`, `#${j.campaign_id}`),
+      `; ${j.state}, attempt ${j.attempt} `,
+      verdictBadge(j.verdict),
+    ),
+  );
+  const cleanups: (() => void)[] = [];
+  if (!d.outcomes.length) root.append(h('p', {}, 'No outcome yet.'));
+  for (const o of d.outcomes) {
+    const view = outcomeView(o);
+    root.append(view.element);
+    cleanups.push(view.dispose);
+  }
+  return () => cleanups.forEach((f) => f());
+};

@@ -1,0 +1,54 @@
+import { get, ISSUE_STATUSES, type Issue } from '../api';
+import { ago, h, link, table, when } from '../dom';
+import type { Page } from '../router';
+
+function bestRate(i: Issue): string {
+  if (!i.rates.length) return '—';
+  return i.rates.map((r) => `${r.kernel} ${(r.rate * 100).toFixed(0)} % [${(r.lower * 100).toFixed(0)}–${(r.upper * 100).toFixed(0)}]`).join(', ');
+}
+
+export const issuesPage: Page = async (root, _p, query) => {
+  const select = (name: string, options: string[]) => {
+    const s = h('select', { name, id: `filter-${name}` }, h('option', { value: '' }, `any ${name}`), ...options.map((o) => h('option', { value: o }, o))) as HTMLSelectElement;
+    s.value = query.get(name) ?? '';
+    return s;
+  };
+  const { issues } = await get<{ issues: Issue[] }>('/api/issues');
+  const uniq = (f: (i: Issue) => string[]) => [...new Set(issues.flatMap(f))].filter(Boolean).sort();
+  const filters = {
+    status: select('status', ISSUE_STATUSES),
+    scenario: select('scenario', uniq((i) => [i.scenario])),
+    kernel: select('kernel', uniq((i) => i.kernels.map((k) => k.kernel))),
+    kind: select('kind', uniq((i) => [i.kind])),
+  };
+  const body = h('div', {});
+  root.append(h('h1', {}, 'Issues'), h('div', { class: 'inline-form' }, ...Object.values(filters)), body);
+  const refresh = async () => {
+    const q = new URLSearchParams();
+    for (const [k, s] of Object.entries(filters)) if (s.value) q.set(k, s.value);
+    history.replaceState(null, '', `#/issues${q.toString() ? `?${q}` : ''}`);
+    const { issues } = await get<{ issues: Issue[] }>(`/api/issues?${q}`);
+    body.replaceChildren(
+      issues.length
+        ? table(
+            ['id', 'status', 'kind', 'scenario', 'title', 'count', 'first seen', 'last seen', 'kernels', 'reproduction rate'],
+            issues.map((i) => [
+              link(`#/issues/${i.id}`, `#${i.id}`),
+              h('span', { class: `badge s-${i.status}` }, i.status),
+              i.kind,
+              i.scenario,
+              link(`#/issues/${i.id}`, i.title),
+              i.count,
+              when(i.first_seen),
+              ago(i.last_seen),
+              i.kernels.map((k) => k.kernel).join(', '),
+              bestRate(i),
+            ]),
+            { id: 'issues' },
+          )
+        : h('p', {}, 'No issue matches.'),
+    );
+  };
+  for (const s of Object.values(filters)) s.addEventListener('change', () => refresh());
+  await refresh();
+};

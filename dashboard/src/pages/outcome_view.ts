@@ -1,0 +1,91 @@
+// One outcome: numbers, error, console tail, and for violations the timeline
+// of the chosen one with its stale step spelled out.
+import type { Outcome, Violation } from '../api';
+import { h, table, verdictBadge, when } from '../dom';
+import { drawTimeline, explanation } from '../timeline';
+
+export function violationView(v: Violation, index: number): { element: HTMLElement; dispose: () => void } {
+  const chartBox = h('div', { class: 'chart timeline', id: 'timeline' });
+  const d = v.detail;
+  const stale = h(
+    'div',
+    {
+      class: 'stale-step',
+      id: 'stale-step',
+      'data-index': index,
+      'data-kind': v.kind,
+      'data-actor': v.actor,
+      'data-step': v.step,
+      'data-object': v.object,
+      'data-invoke': v.invoke_ns,
+      'data-complete': v.complete_ns,
+    },
+    h('b', {}, `${v.kind}: actor ${v.actor} ${v.op} ${v.path}, step ${v.step} (${v.component}, ${v.object})`),
+    h('div', {}, `observed: ${v.observed}`),
+    h('div', {}, `any linearization allows: ${v.expected}`),
+    h('div', { class: 'why' }, explanation(v)),
+  );
+  const steps = d
+    ? table(
+        ['step', 'component', 'object', 'possible versions in the window'],
+        d.steps.map((s) => [
+          s.step,
+          s.component,
+          s.object,
+          s.versions.map((x) => `${x.value} [${x.from ?? 'start'}, ${x.to ?? 'end'}]`).join('; '),
+        ]),
+        { class: 'steps' },
+      )
+    : h('p', {}, 'The report carries no detail.');
+  if (d) {
+    const rows = steps.querySelectorAll('tbody tr');
+    d.steps.forEach((s, i) => {
+      if (s.step === v.step) rows[i]?.classList.add('stale');
+    });
+  }
+  const element = h('div', { class: 'violation' }, stale, chartBox, h('h4', {}, 'The walk'), steps);
+  let chart: ReturnType<typeof drawTimeline> = null;
+  // Drawn once in the document, so the chart knows its size.
+  requestAnimationFrame(() => {
+    chart = drawTimeline(chartBox, v);
+    if (chart) chartBox.setAttribute('data-drawn', 'true');
+  });
+  return { element, dispose: () => chart?.dispose() };
+}
+
+// `first`: the violation shown first (an issue shows its own signature's).
+export function outcomeView(o: Outcome, first?: Violation | null): { element: HTMLElement; dispose: () => void } {
+  const box = h(
+    'section',
+    { class: 'outcome' },
+    h('h3', {}, `Attempt ${o.attempt} `, verdictBadge(o.verdict), ` reported ${when(o.reported_at)} by ${o.agent_id}`),
+    h(
+      'p',
+      {},
+      `${o.ops} ops, ${o.violation_count} violations, ${Math.round(o.ops_per_sec)} ops/s, ${o.elapsed_s.toFixed(2)} s, clock ${o.clock_source || '?'}, ε ${o.epsilon_ns} ns`,
+    ),
+  );
+  if (o.error) box.append(h('p', { class: 'error-text' }, `error: ${o.error}`));
+  if (o.console_tail) box.append(h('h4', {}, 'Console tail'), h('pre', { class: 'console' }, o.console_tail));
+  let dispose = () => {};
+  if (o.violations.length) {
+    const holder = h('div', {});
+    const pick = h(
+      'select',
+      { id: 'violation-pick' },
+      ...o.violations.map((v, i) => h('option', { value: i }, `${i + 1}: ${v.kind} actor ${v.actor} ${v.op} ${v.path}`)),
+    ) as HTMLSelectElement;
+    const show = (i: number) => {
+      dispose();
+      const view = violationView(o.violations[i], i);
+      holder.replaceChildren(view.element);
+      dispose = view.dispose;
+    };
+    pick.addEventListener('change', () => show(Number(pick.value)));
+    box.append(h('h4', {}, `Violations (${o.violations.length} reported of ${o.violation_count})`), pick, holder);
+    const i = first ? o.violations.findIndex((v) => v.invoke_ns === first.invoke_ns && v.actor === first.actor && v.step === first.step) : 0;
+    pick.value = String(Math.max(i, 0));
+    show(Math.max(i, 0));
+  }
+  return { element: box, dispose: () => dispose() };
+}

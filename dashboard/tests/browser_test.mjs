@@ -1,0 +1,334 @@
+// End-to-end test of the dashboard in a real browser (Debian's chromium, driven
+// by playwright-core) against a real `leapfrog up`: embedded PostgreSQL, the
+// coordinator and local agents, filled by real campaigns including the
+// positive control (setattr-lookup on fuse-cached gives stale-grant
+// violations). Screenshots of every page go to the artifacts folder.
+//
+// usage: node tests/browser_test.mjs --leapfrog BUILD/bin/leapfrog --artifacts DIR
+// Needs root (scenarios mount file systems). Prints "N passed, M failed".
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { Leapfrog, waitFor } from './harness.mjs';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
+);
+const artifacts = path.resolve(args.artifacts ?? 'artifacts');
+fs.mkdirSync(artifacts, { recursive: true });
+
+const results = [];
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    results.push([name, null]);
+    console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    results.push([name, e]);
+    console.log(`FAIL ${name}: ${e.stack ?? e}`);
+  }
+}
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+const lf = new Leapfrog(args.leapfrog);
+let context;
+try {
+  await lf.start();
+  console.log(`leapfrog up: ${lf.http}, data in ${lf.data}`);
+  // A second agent that stands in for another kernel build, for the scaling overlay.
+  lf.startAgent('k2-agent', 'k2');
+
+  // ---- fill the database for real ----
+  // A nightly: a schedule firing every minute, disabled once it fired.
+  const spec = {
+    name: 'nightly-e2e',
+    scenarios: ['setattr-lookup'],
+    filesystems: ['fuse-cached', 'tmpfs'],
+    duration_s: 2,
+  };
+  const sched = await lf.api('POST', '/api/schedules', { name: 'nightly-e2e', cron: '* * * * *', campaign: spec }, lf.token);
+  assert(sched.status === 200, `add schedule: ${sched.status} ${JSON.stringify(sched.body)}`);
+  const nightlyId = await waitFor('the schedule to fire', 90_000, async () => {
+    const { body } = await lf.api('GET', '/api/campaigns');
+    return body.campaigns.find((c) => c.schedule_id === sched.body.id)?.id;
+  });
+  await lf.api('POST', `/api/schedules/${sched.body.id}/enabled`, { enabled: false }, lf.token);
+  // lookup-scale on two kernels (host and the k2 stand-in), by the CLI.
+  lf.cli(['campaign', 'run', '--name', 'scale-e2e', '--scenario', 'lookup-scale', '--kernel', 'host', '--kernel', 'k2',
+    '--fs', 'tmpfs', '--param', 'point_ms=40', '--param', 'mode=0', '--param', 'test=0', '--param', 'max_tasks=2', '--wait']);
+  const nightly = await waitFor('the nightly campaign to finish', 180_000, async () => {
+    const { body } = await lf.api('GET', `/api/campaigns/${nightlyId}`);
+    return body.campaign.state === 'done' && body;
+  });
+  const violatingJob = nightly.jobs.find((j) => j.spec.fs === 'fuse-cached' && j.verdict === 'violation');
+  assert(violatingJob, `the positive control did not fire: ${JSON.stringify(nightly.jobs)}`);
+  // A kernel-crash outcome whose console holds markup, written into the real
+  // database the way a VM agent's report lands (a crash needs a VM here).
+  const hostile = '[   12.5] BUG: <script>window.__xss=1</script><img src=x onerror="window.__xss=2"> & more';
+  const crashJob = lf.insertCrashOutcome(hostile);
+
+  // ---- the API itself ----
+  await check('api: unknown ids are 404', async () => {
+    for (const p of ['/api/campaigns/999999', '/api/jobs/999999', '/api/nothing-here']) {
+      const r = await lf.api('GET', p);
+      assert(r.status === 404 && r.body.error, `${p}: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+  });
+  await check('api: actions without the right token are 401', async () => {
+    const body = { name: 'x', cron: '0 2 * * *', campaign: spec };
+    for (const tok of [undefined, 'wrong']) {
+      const r = await lf.api('POST', '/api/schedules', body, tok);
+      assert(r.status === 401 && r.body.error, `token ${tok}: ${r.status}`);
+    }
+    const r = await lf.api('POST', `/api/schedules/${sched.body.id}/enabled`, { enabled: true });
+    assert(r.status === 401, `enable without token: ${r.status}`);
+  });
+  await check('api: bad bodies are 400 with a message', async () => {
+    const cases = [
+      ['not json', /not JSON/],
+      [JSON.stringify({ name: 'x', cron: 'every night', campaign: spec }), /cron|field/i],
+      [JSON.stringify({ name: 'x', cron: '0 2 * * *', campaign: { ...spec, scenarios: ['no-such'] } }), /no-such|scenario/],
+      [JSON.stringify({ name: 'x', cron: '0 2 * * *', campaign: { ...spec, params: { a: 'b' } } }), /parameter/],
+    ];
+    for (const [raw, want] of cases) {
+      const r = await lf.rawPost('/api/schedules', raw, lf.token);
+      assert(r.status === 400 && want.test(r.body.error), `${raw}: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+  });
+
+  // ---- the browser ----
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'leapfrog-chromium-'));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1400, height: 1000 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const consoleErrors = [];
+  page.on('console', (m) => m.type() === 'error' && consoleErrors.push(`${page.url()}: ${m.text()}`));
+  page.on('pageerror', (e) => consoleErrors.push(`${page.url()}: ${e.message}`));
+  const visit = async (hash, shot) => {
+    console.log(`  visit #${hash}`);
+    await page.goto(`${lf.http}/#${hash}`);
+    await page.waitForSelector('.page[data-ready]', { timeout: 20_000 });
+    await page.waitForLoadState('networkidle');
+    if (shot) await page.screenshot({ path: path.join(artifacts, `${shot}.png`), fullPage: true });
+  };
+
+  await check('every page loads with no console errors', async () => {
+    const pages = [
+      ['/', 'overview'],
+      ['/campaigns', 'campaigns'],
+      [`/campaigns/${nightlyId}`, 'campaign'],
+      [`/jobs/${violatingJob.id}`, 'job-violation'],
+      [`/jobs/${crashJob}`, 'job-crash'],
+      ['/issues', 'issues'],
+      ['/scaling', 'scaling'],
+      ['/agents', 'agents'],
+      ['/schedules', 'schedules'],
+    ];
+    for (const [hash, name] of pages) {
+      await visit(hash, name);
+      const err = await page.$('#page-error');
+      assert(!err, `${hash}: ${err && (await err.textContent())}`);
+    }
+    assert(consoleErrors.length === 0, `console errors:\n${consoleErrors.join('\n')}`);
+  });
+
+  await check('the overview matrix shows the violation cell', async () => {
+    await visit('/');
+    const cell = page.locator('td.cell[data-scenario="setattr-lookup"][data-fs="fuse-cached"]');
+    assert((await cell.getAttribute('data-state')) === 'violation', `cell state ${await cell.getAttribute('data-state')}`);
+    assert(/violation \d+/.test(await cell.textContent()), 'no violation count in the cell');
+    const clean = page.locator('td.cell[data-scenario="setattr-lookup"][data-fs="tmpfs"]');
+    assert((await clean.getAttribute('data-state')) === 'pass', 'the tmpfs cell is not pass');
+    assert(/last nightly/.test(await page.textContent('#verdict-summary')), 'the overview does not show the nightly');
+  });
+
+  await check('a job page draws the timeline of the stored violation', async () => {
+    const { body } = await lf.api('GET', `/api/jobs/${violatingJob.id}`);
+    const stored = body.outcomes[0].violations[0];
+    await visit(`/jobs/${violatingJob.id}`);
+    await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
+    await sameStep(page, stored);
+    assert(stored.detail.history.length > 0, 'the stored violation has no history excerpt');
+  });
+
+  await check('console text with <script> is shown as text', async () => {
+    await visit(`/jobs/${crashJob}`);
+    const text = await page.textContent('pre.console');
+    assert(text.includes('<script>window.__xss=1</script>'), `console shows ${JSON.stringify(text)}`);
+    assert((await page.$$('pre.console *')).length === 0, 'the console tail became elements');
+    assert((await page.evaluate(() => window.__xss)) === undefined, 'injected code ran');
+  });
+
+  await check('scaling overlays two kernels with a before/after table', async () => {
+    await visit('/scaling?kernel=host&kernel=k2', 'scaling');
+    await page.waitForSelector('#scaling-chart canvas');
+    const rows = await page.$$eval('#scaling-compare tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert(rows.length >= 2, `compare rows ${JSON.stringify(rows)}`);
+    for (const r of rows) assert(/^[+-]\d+\.\d %$/.test(r[3]), `change column ${r[3]}`);
+  });
+
+  await check('agents show kernel, place and heartbeat', async () => {
+    await visit('/agents');
+    const text = await page.textContent('#agents');
+    assert(text.includes('k2-agent') && text.includes('k2') && text.includes('local-0'), text);
+    assert(/online/.test(text), 'no agent online');
+  });
+
+  await check('schedules: an action without the token is refused, with it it works', async () => {
+    await page.evaluate(() => localStorage.removeItem('leapfrog.token'));
+    await visit('/schedules');
+    await page.fill('#schedule-form input[name=name]', 'ui-nightly');
+    await page.fill('#schedule-form input[name=scenarios]', 'setattr-lookup');
+    await page.fill('#schedule-form input[name=filesystems]', 'tmpfs');
+    await page.click('#schedule-form button[type=submit]');
+    await page.waitForFunction(() => /Refused/.test(document.querySelector('#schedule-message')?.textContent ?? ''));
+    assert(/token/.test(await page.textContent('#schedule-message')), 'the refusal does not name the token');
+    let { body } = await lf.api('GET', '/api/schedules');
+    assert(!body.schedules.some((s) => s.name === 'ui-nightly'), 'the schedule was added without a token');
+    await page.fill('#token', lf.token);
+    await page.click('#save-token');
+    await page.click('#schedule-form button[type=submit]');
+    await page.waitForFunction(() => /Saved/.test(document.querySelector('#schedule-message')?.textContent ?? ''));
+    ({ body } = await lf.api('GET', '/api/schedules'));
+    const added = body.schedules.find((s) => s.name === 'ui-nightly');
+    assert(added && added.enabled && added.next_run, 'the schedule was not added');
+    await page.click(`button[data-schedule="${added.id}"]`);
+    await page.waitForFunction((id) => document.querySelector(`button[data-schedule="${id}"]`)?.textContent === 'Enable', added.id);
+    ({ body } = await lf.api('GET', '/api/schedules'));
+    assert(!body.schedules.find((s) => s.id === added.id).enabled, 'disable did not persist');
+    await page.screenshot({ path: path.join(artifacts, 'schedules.png'), fullPage: true });
+  });
+
+  await triageChecks({ lf, page, visit, check, assert, sameStep, artifacts, violatingJob, crashJob, hostile });
+
+  await check('no console errors over the whole run', async () => {
+    // The refused actions above make the browser log their 401 responses.
+    const unexpected = consoleErrors.filter((e) => !/status of 401/.test(e));
+    assert(unexpected.length === 0, `console errors:\n${unexpected.join('\n')}`);
+  });
+} catch (e) {
+  results.push(['setup', e]);
+  console.log(`FAIL setup: ${e.stack ?? e}`);
+} finally {
+  if (context) await context.close().catch(() => undefined);
+  await lf.stop();
+}
+
+// The highlighted step on the page is the stored violation's.
+async function sameStep(page, stored) {
+  const el = page.locator('#stale-step');
+  const attr = async (n) => el.getAttribute(`data-${n}`);
+  assert((await attr('kind')) === stored.kind, `kind ${await attr('kind')} vs ${stored.kind}`);
+  assert(Number(await attr('actor')) === stored.actor, 'actor differs');
+  assert(Number(await attr('step')) === stored.step, `step ${await attr('step')} vs ${stored.step}`);
+  assert((await attr('object')) === stored.object, `object ${await attr('object')} vs ${stored.object}`);
+  assert(Number(await attr('invoke')) === stored.invoke_ns, 'invoke differs');
+  assert(Number(await attr('complete')) === stored.complete_ns, 'complete differs');
+  const text = await el.textContent();
+  assert(text.includes(stored.observed) && text.includes(stored.object), `stale step text: ${text}`);
+  const staleRow = await page.$$eval('table.steps tr.stale td:first-child', (tds) => tds.map((t) => Number(t.textContent)));
+  assert(staleRow.length > 0 && staleRow.every((s) => s === stored.step), `highlighted walk rows ${staleRow}`);
+}
+
+// Triage pages: the issue of the positive control, its timeline, status,
+// notes and a replay, all through the page.
+async function triageChecks({ lf, page, visit, check, assert, sameStep, artifacts, crashJob }) {
+  const issue = await waitFor('the violation grouped into an issue', 60_000, async () => {
+    const { body } = await lf.api('GET', '/api/issues?scenario=setattr-lookup&kind=violation');
+    return body.issues.find((i) => i.title.startsWith('stale-grant'));
+  });
+  await visit('/issues', 'issues');
+  await check('the issues list shows the issue and filters it', async () => {
+    assert((await page.textContent('#issues')).includes(issue.title), 'the issue is not listed');
+    await page.selectOption('#filter-kind', 'violation');
+    await page.waitForSelector('#issues');
+    await page.selectOption('#filter-status', 'fixed');
+    await page.waitForFunction(() => !document.querySelector('#issues'));
+  });
+
+  await check('the issue page draws the timeline of the stored violation', async () => {
+    const { body } = await lf.api('GET', `/api/issues/${issue.id}`);
+    assert(body.example && body.issue.example_violation, 'the issue has no example violation');
+    await visit(`/issues/${issue.id}`);
+    await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
+    await sameStep(page, body.issue.example_violation);
+    await page.screenshot({ path: path.join(artifacts, 'issue.png'), fullPage: true });
+  });
+
+  await check('a status change without the token is refused', async () => {
+    await page.evaluate(() => localStorage.removeItem('leapfrog.token'));
+    await visit(`/issues/${issue.id}`);
+    await page.selectOption('#status', 'invalid');
+    await page.click('#save-status');
+    await page.waitForFunction(() => /refused/.test(document.querySelector('#action-message')?.textContent ?? ''));
+    const { body } = await lf.api('GET', `/api/issues/${issue.id}`);
+    assert(body.issue.status === issue.status, `status changed to ${body.issue.status}`);
+  });
+
+  await check('a status change persists across a reload', async () => {
+    await page.evaluate((t) => localStorage.setItem('leapfrog.token', t), lf.token);
+    await visit(`/issues/${issue.id}`);
+    await page.selectOption('#status', 'triaged');
+    await page.click('#save-status');
+    await page.waitForFunction(() => document.querySelector('#issue-status')?.textContent === 'triaged');
+    await page.reload();
+    await page.waitForSelector('.page[data-ready]');
+    assert((await page.textContent('#issue-status')) === 'triaged', 'the status did not persist');
+    assert((await page.inputValue('#status')) === 'triaged', 'the status picker does not show it');
+  });
+
+  await check('a note with markup is shown as text', async () => {
+    const note = '<b>bold?</b><script>window.__xss=3</script>';
+    await page.fill('#note-text', note);
+    await page.click('#add-note');
+    await page.waitForFunction((n) => [...document.querySelectorAll('.note-text')].some((e) => e.textContent === n), note);
+    assert((await page.$$('.note-text *')).length === 0, 'the note became elements');
+    assert((await page.evaluate(() => window.__xss)) === undefined, 'injected code ran');
+  });
+
+  await check('replay starts a job and shows its rate when it finishes', async () => {
+    await page.fill('#replay-runs', '2');
+    await page.click('#replay');
+    const action = await waitFor('the replay action', 20_000, async () => {
+      const { body } = await lf.api('GET', `/api/issues/${issue.id}`);
+      return body.issue.actions.find((a) => a.kind === 'replay');
+    });
+    assert(action.campaign_ids.length > 0 || action.state === 'running', 'the replay queued nothing');
+    await page.waitForSelector(`#action-${action.id}[data-kind=replay]`, { timeout: 10_000 });
+    const done = await waitFor('the replay to finish', 300_000, async () => {
+      const { body } = await lf.api('GET', `/api/actions/${action.id}`);
+      return body.state !== 'running' && body;
+    }, 1000);
+    assert(done.state === 'done' && done.rate, `replay ended ${done.state}: ${done.error}`);
+    await page.waitForSelector(`#action-${action.id} .rate`, { timeout: 10_000 });
+    const shown = Number(await page.getAttribute(`#action-${action.id} .rate`, 'data-rate'));
+    assert(shown === done.rate.rate, `page rate ${shown} vs stored ${done.rate.rate}`);
+    assert(done.rate.runs === 2, `runs ${done.rate.runs}`);
+    await page.screenshot({ path: path.join(artifacts, 'issue-replayed.png'), fullPage: true });
+  });
+
+  await check('a crash issue shows its console tail as text', async () => {
+    const { body } = await lf.api('GET', '/api/issues');
+    const crash = body.issues.find((i) => i.example.job_id === crashJob);
+    assert(crash, `the crash outcome of job ${crashJob} was not grouped: ${JSON.stringify(body.issues.map((i) => i.title))}`);
+    await visit(`/issues/${crash.id}`, 'issue-crash');
+    const text = await page.textContent('pre.console');
+    assert(text.includes('<script>window.__xss=1</script>'), `console shows ${JSON.stringify(text)}`);
+    assert((await page.$$('pre.console *')).length === 0, 'the console tail became elements');
+    assert((await page.evaluate(() => window.__xss)) === undefined, 'injected code ran');
+  });
+}
+
+const failed = results.filter(([, e]) => e).length;
+console.log(`${results.length - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,133 @@
+// A real `leapfrog up` in a temp data folder for the browser test: start,
+// talk to its HTTP API and CLI, add agents, write into its database, stop.
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+// Polls `probe` until it returns something truthy; throws after `ms`.
+export async function waitFor(what, ms, probe, every = 250) {
+  const deadline = Date.now() + ms;
+  let last;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+// Protocol buffer wire format, just enough for the rows insertCrashOutcome writes.
+function varint(n) {
+  const out = [];
+  while (n > 127) {
+    out.push((n & 127) | 128);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
+const pbString = (field, s) => {
+  const b = Buffer.from(s, 'utf8');
+  return Buffer.concat([varint((field << 3) | 2), varint(b.length), b]);
+};
+const pbVarint = (field, n) => Buffer.concat([varint(field << 3), varint(n)]);
+
+export class Leapfrog {
+  constructor(exe) {
+    if (!exe || !fs.existsSync(exe)) throw new Error(`no leapfrog executable "${exe}"`);
+    this.exe = path.resolve(exe);
+    this.agentExe = path.join(path.dirname(this.exe), 'leapfrog-agent');
+    this.children = [];
+  }
+
+  async start() {
+    this.data = fs.mkdtempSync('/var/tmp/leapfrog-dash-');
+    fs.chmodSync(this.data, 0o755);
+    const log = fs.openSync(path.join(this.data, 'up.log'), 'w');
+    this.up = spawn(this.exe, ['--data-dir', this.data, 'up', '--agents', '2', '--heartbeat-ms', '500'], {
+      stdio: ['ignore', log, log],
+    });
+    this.upExit = new Promise((resolve) => this.up.on('exit', resolve));
+    let exited = false;
+    this.upExit.then(() => (exited = true));
+    await waitFor('leapfrog up to write its addresses', 60_000, () => {
+      if (exited) throw new Error(`leapfrog up exited:\n${fs.readFileSync(path.join(this.data, 'up.log'), 'utf8')}`);
+      return fs.existsSync(path.join(this.data, 'http')) && fs.existsSync(path.join(this.data, 'address'));
+    });
+    this.http = fs.readFileSync(path.join(this.data, 'http'), 'utf8').trim();
+    this.address = fs.readFileSync(path.join(this.data, 'address'), 'utf8').trim();
+    this.token = fs.readFileSync(path.join(this.data, 'token'), 'utf8').trim();
+    await waitFor('two local agents', 30_000, async () => (await this.api('GET', '/api/agents')).body.agents.filter((a) => a.online).length >= 2);
+  }
+
+  // An extra agent advertising kernel `label` (standing in for another build).
+  startAgent(name, label) {
+    const child = spawn(this.agentExe, ['connect', '--coordinator', this.address, '--token-file', path.join(this.data, 'token'),
+      '--name', name, '--kernel-label', label, '--spool', path.join(this.data, `spool-${name}`), '--die-with-parent'], {
+      stdio: ['ignore', 'ignore', fs.openSync(path.join(this.data, `${name}.log`), 'w')],
+    });
+    this.children.push(child);
+    return child;
+  }
+
+  cli(args) {
+    return execFileSync(this.exe, ['--data-dir', this.data, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  }
+
+  async api(method, p, body, token) {
+    const headers = {};
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const res = await fetch(this.http + p, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.status, body: await res.json().catch(() => null) };
+  }
+
+  async rawPost(p, raw, token) {
+    const res = await fetch(this.http + p, { method: 'POST', headers: { Authorization: `Bearer ${token}` }, body: raw });
+    return { status: res.status, body: await res.json().catch(() => null) };
+  }
+
+  psql(sql) {
+    const pg = path.join(this.data, 'postgres');
+    const port = fs.readFileSync(path.join(pg, 'leapfrog.port'), 'utf8').trim();
+    const password = fs.readFileSync(path.join(pg, 'leapfrog.password'), 'utf8').trim();
+    const url = `postgresql://leapfrog:${encodeURIComponent(password)}@127.0.0.1:${port}/leapfrog`;
+    return execFileSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-q', '-At', '-c', sql], { encoding: 'utf8' }).trim();
+  }
+
+  // Stores a done job whose outcome is a kernel crash with `console` as its
+  // console tail, as a VM agent's report would be stored; returns the job id.
+  insertCrashOutcome(console) {
+    const campaign = Buffer.concat([pbString(1, 'console-e2e'), pbString(2, 'setattr-lookup'), pbString(3, 'host'), pbString(4, 'tmpfs')]);
+    const spec = Buffer.concat([pbString(1, 'setattr-lookup'), pbVarint(2, 7), pbString(3, 'tmpfs')]);
+    const outcome = Buffer.concat([pbVarint(1, 5), pbString(2, 'kernel crashed'), pbString(15, console)]);
+    const hex = (b) => `decode('${b.toString('hex')}', 'hex')`;
+    const out = this.psql(`
+      WITH c AS (INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)
+                 VALUES ('console-e2e', ${hex(campaign)}, 0, 1, now()) RETURNING id),
+           a AS (SELECT id FROM agents ORDER BY name LIMIT 1),
+           j AS (INSERT INTO jobs (campaign_id, scenario, fs, kernel_label, spec, state, attempt, max_attempts,
+                                   agent_id, verdict, finished_at)
+                 SELECT c.id, 'setattr-lookup', 'tmpfs', 'host', ${hex(spec)}, 'done', 1, 3, a.id, 5, now()
+                 FROM c, a RETURNING id, campaign_id, agent_id)
+      INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked,
+                            violation_count, race_window_hits, error, outcome, reported_at)
+      SELECT id, 1, campaign_id, agent_id, 5, 0, 0, 0, 0, 0, 'kernel crashed', ${hex(outcome)}, now() FROM j
+      RETURNING job_id`);
+    return Number(out.split('\n')[0]);
+  }
+
+  async stop() {
+    for (const c of this.children) if (c.exitCode === null) c.kill('SIGTERM');
+    if (this.up && this.up.exitCode === null) {
+      this.up.kill('SIGTERM');
+      const timeout = new Promise((r) => setTimeout(() => r('timeout'), 30_000));
+      if ((await Promise.race([this.upExit, timeout])) === 'timeout') this.up.kill('SIGKILL');
+    }
+    if (this.data && !process.env.LEAPFROG_KEEP_DATA) fs.rmSync(this.data, { recursive: true, force: true });
+  }
+}
