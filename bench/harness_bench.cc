@@ -1,11 +1,19 @@
 // Harness overhead: lookups per second of the recorded observer loop (the real
-// race engine: clock reads, shared-memory record, loop bookkeeping) divided by
-// a bare loop of the same syscalls, measured side by side, interleaved, in one
-// run on tmpfs. Needs root (it runs in a sandbox like the agent).
+// race engine in free-running alignment: clock read, shared-memory record, loop
+// bookkeeping) divided by a bare loop of the same syscalls, measured side by
+// side, interleaved, in one run on tmpfs. Needs root (it runs in a sandbox like
+// the agent).
+//
+// Rates are lookups per second of the observer's own CPU time (user + system,
+// from its first lookup to its last), the figure the target is judged on: on a
+// shared machine the wall clock mostly measures how long the observer waited
+// for a CPU. The wall-clock ratio is printed beside it.
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +22,7 @@
 
 #include "scenarios/catalogue/common.h"
 #include "scenarios/clock.h"
+#include "scenarios/lookup_race.h"
 #include "scenarios/race.h"
 #include "scenarios/shared_region.h"
 #include "scenarios/sys/posix_ops.h"
@@ -21,28 +30,60 @@
 namespace leapfrog {
 namespace {
 
-constexpr uint64_t kIterations = 400'000;
-constexpr int kRounds = 5;
+constexpr uint64_t kIterations = 200'000;
+constexpr int kRounds = 13;
 const Cred kObserver{65534, 65534, {}};
 
-// The three lookups of the query mix, without any recording (with_clock: plus
-// the two CLOCK_MONOTONIC reads every record needs, and nothing else).
-double bare_loop(const std::string& cwd, const std::string& file, uint64_t seed, bool with_clock) {
-  SharedRegion result(sizeof(double));
+struct Rate {
+  double cpu;   // lookups per CPU second
+  double wall;  // lookups per wall-clock second
+};
+
+TimeNs thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The race engine pins its actor 0 to the first CPU it may use; the bare loop
+// runs on the same CPU.
+void pin_first_cpu() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      sched_setaffinity(0, sizeof one, &one);
+      return;
+    }
+  }
+}
+
+// The three lookups of the query mix, without any recording (clocks: plus that
+// many CLOCK_MONOTONIC reads per lookup, and nothing else).
+Rate bare_loop(const std::string& cwd, const std::string& file, uint64_t seed, int clocks) {
+  SharedRegion result(sizeof(Rate));
   const pid_t pid = fork();
   if (pid == 0) {
     if (chdir(cwd.c_str()) != 0) _exit(3);
     sys::drop_privileges(kObserver);
+    pin_first_cpu();
     Rng rng = Rng(seed).fork(0);
     const char* path = file.c_str();
     struct stat st;
     TimeNs sink = 0;
-    const TimeNs start = now_ns();
+    const TimeNs cpu_start = thread_cpu_ns(), start = now_ns();
     for (uint64_t i = 0; i < kIterations; ++i) {
-      if (with_clock) sink += now_ns();
+      if (clocks > 1) sink += now_ns();
       switch (rng.below(3)) {
-        case 0: fstatat(AT_FDCWD, path, &st, 0); break;
-        case 1: faccessat(AT_FDCWD, path, R_OK, 0); break;
+        case 0:
+          fstatat(AT_FDCWD, path, &st, 0);
+          break;
+        case 1:
+          faccessat(AT_FDCWD, path, R_OK, 0);
+          break;
         default: {
           const int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
           if (fd >= 0) {
@@ -51,21 +92,23 @@ double bare_loop(const std::string& cwd, const std::string& file, uint64_t seed,
           }
         }
       }
-      if (with_clock) sink += now_ns();
+      if (clocks > 0) sink += now_ns();
     }
+    const TimeNs wall = now_ns() - start, cpu = thread_cpu_ns() - cpu_start;
     if (sink == 42) std::printf(" ");
-    *static_cast<double*>(result.data()) = static_cast<double>(kIterations) / (static_cast<double>(now_ns() - start) / 1e9);
+    const double n = static_cast<double>(kIterations);
+    *static_cast<Rate*>(result.data()) =
+        Rate{n / (static_cast<double>(cpu) / 1e9), n / (static_cast<double>(wall) / 1e9)};
     _exit(0);
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  return *static_cast<double*>(result.data());
+  return *static_cast<Rate*>(result.data());
 }
 
-// The same mix through the race engine's observer loop (free-running).
-double median(std::vector<double> v);
-
-double recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries, uint64_t seed) {
+// The same mix through the race engine's observer loop (free-running), with
+// the observer step the lookup scenarios use.
+Rate recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries, uint64_t seed) {
   ActorSpec observer;
   observer.role = ActorRole::Observer;
   observer.prepare = [cwd] {
@@ -74,11 +117,7 @@ double recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries
   };
   observer.step = [&queries](ActorEnv& env, uint32_t round) {
     const uint32_t q = static_cast<uint32_t>(env.rng().below(queries.size()));
-    RawRecord r{};
-    r.op = q;
-    r.round = round;
-    queries[q].run(r);
-    env.push(r);
+    observe(env, queries[q], q, round, /*chained=*/true);
   };
   RaceConfig cfg;
   cfg.iterations = kIterations;
@@ -88,10 +127,12 @@ double recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries
   RaceResult r = run_race({observer}, cfg, seed);
   if (!r.error.empty()) {
     std::fprintf(stderr, "error: %s\n", r.error.c_str());
-    return 0;
+    return Rate{0, 0};
   }
   const auto& recs = r.records[0];
-  return static_cast<double>(recs.size()) / (static_cast<double>(recs.back().complete - recs.front().invoke) / 1e9);
+  const double n = static_cast<double>(recs.size());
+  return Rate{n / r.cpu_s[0],
+              n / (static_cast<double>(recs.back().complete - recs.front().invoke) / 1e9)};
 }
 
 double median(std::vector<double> v) {
@@ -100,19 +141,30 @@ double median(std::vector<double> v) {
 }
 
 struct Figures {
-  double bare, clock, recorded;
+  double bare, clock, recorded;  // lookups per CPU second, medians
+  double ratio;  // recorded/bare: median of the per-round ratios (each pair measured back to back)
+  double clock_ratio;  // the same for the bare loop with one clock read
+  double wall_ratio;   // recorded/bare by the wall clock, median of the per-round ratios
 };
 
 Figures measure(const std::string& root, const std::string& file) {
-  std::vector<QueryTemplate> queries = {catalogue::stat_query(0, file), catalogue::access_query(0, file),
+  std::vector<QueryTemplate> queries = {catalogue::stat_query(0, file),
+                                        catalogue::access_query(0, file),
                                         catalogue::open_query(0, file)};
-  std::vector<double> bare, clock, recorded;
+  std::vector<double> bare, clock, recorded, ratio, clock_ratio, wall_ratio;
   for (int round = 0; round < kRounds; ++round) {
-    bare.push_back(bare_loop(root, file, 42, false));
-    clock.push_back(bare_loop(root, file, 42, true));
-    recorded.push_back(recorded_loop(root, queries, 42));
+    const Rate b = bare_loop(root, file, 42, 0);
+    const Rate c = bare_loop(root, file, 42, 1);
+    const Rate r = recorded_loop(root, queries, 42);
+    bare.push_back(b.cpu);
+    clock.push_back(c.cpu);
+    recorded.push_back(r.cpu);
+    ratio.push_back(r.cpu / b.cpu);
+    clock_ratio.push_back(c.cpu / b.cpu);
+    wall_ratio.push_back(r.wall / b.wall);
   }
-  return Figures{median(bare), median(clock), median(recorded)};
+  return Figures{median(bare),  median(clock),       median(recorded),
+                 median(ratio), median(clock_ratio), median(wall_ratio)};
 }
 
 int bench(const std::string& workdir) {
@@ -125,18 +177,25 @@ int bench(const std::string& workdir) {
     if (i == 2) disk.file(path + "/f", 0644, "f");
   }
   disk.file(path + "/f", 0644, "f");
-  std::printf("harness overhead on tmpfs: stat/access/open mix, %llu lookups x %d interleaved rounds, medians\n",
-              static_cast<unsigned long long>(kIterations), kRounds);
-  std::printf("  %-12s %14s %18s %14s %16s %14s\n", "path", "bare/s", "bare+2 clocks/s", "recorded/s",
-              "recorded/bare", "clock share");
+  std::printf(
+      "harness overhead on tmpfs: stat/access/open mix, %llu lookups x %d interleaved rounds;\n"
+      "lookups per second of the observer's CPU time (medians), ratios are medians of the "
+      "per-round ratios\n",
+      static_cast<unsigned long long>(kIterations), kRounds);
+  std::printf("  %-9s %12s %16s %12s %15s %13s %12s\n", "path", "bare/s", "bare+1 clock/s",
+              "recorded/s", "recorded/bare", "clock share", "wall ratio");
   for (const std::string& file : {std::string("d0/d1/d2/f"), path + "/f"}) {
     const Figures f = measure(ws->lookup_root(), file);
-    const double overhead = 1 / f.recorded - 1 / f.bare, clock_cost = 1 / f.clock - 1 / f.bare;
-    std::printf("  depth %-6zu %14.0f %18.0f %14.0f %16.3f %13.0f%%\n", static_cast<size_t>(std::count(file.begin(), file.end(), '/')),
-                f.bare, f.clock, f.recorded, f.recorded / f.bare, 100 * clock_cost / overhead);
+    const double overhead = 1 - f.ratio, clock_cost = 1 - f.clock_ratio;
+    std::printf("  depth %-3zu %12.0f %16.0f %12.0f %15.3f %12.0f%% %12.3f\n",
+                static_cast<size_t>(std::count(file.begin(), file.end(), '/')), f.bare, f.clock,
+                f.recorded, f.ratio, overhead > 0 ? 100 * clock_cost / overhead : 0.0,
+                f.wall_ratio);
   }
-  std::printf("  target: recorded/bare >= 0.95; 'clock share' is the part of the overhead that the two\n"
-              "  CLOCK_MONOTONIC reads per record (required by the design) cost on their own\n");
+  std::printf(
+      "  target: recorded/bare >= 0.95. A free-running observer reads CLOCK_MONOTONIC once per\n"
+      "  lookup (its invoke time is its previous completion); 'clock share' is the part of the\n"
+      "  overhead that this one read costs on its own\n");
   return 0;
 }
 
@@ -145,7 +204,8 @@ int bench(const std::string& workdir) {
 
 int main() {
   try {
-    return leapfrog::fs::run_sandboxed([](const std::string& workdir) { return leapfrog::bench(workdir); });
+    return leapfrog::fs::run_sandboxed(
+        [](const std::string& workdir) { return leapfrog::bench(workdir); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

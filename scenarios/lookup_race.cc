@@ -16,8 +16,10 @@ namespace leapfrog {
 void identify(TreeModel& model, NodeId n, const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0)
-    throw fs::SetupError("cannot stat \"" + path + "\" to record its identity: " + std::strerror(errno));
-  model.set_identity(n, NodeIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), false});
+    throw fs::SetupError("cannot stat \"" + path +
+                         "\" to record its identity: " + std::strerror(errno));
+  model.set_identity(
+      n, NodeIdentity{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), false});
 }
 
 Outcome begin_outcome(const RunContext& ctx) {
@@ -38,10 +40,14 @@ static RaceConfig race_config(const RunContext& ctx) {
   cfg.iterations = ctx.opts.iterations;
   cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
   cfg.fuzzy = ctx.opts.fuzzy;
-  cfg.warmup = ctx.opts.iterations ? static_cast<uint32_t>(std::min<uint64_t>(256, ctx.opts.iterations / 8)) : 256;
+  cfg.warmup = ctx.opts.iterations
+                   ? static_cast<uint32_t>(std::min<uint64_t>(256, ctx.opts.iterations / 8))
+                   : 256;
   // Enough records for the run: one per round, or a generous rate bound.
-  const uint64_t by_time = static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
-  cfg.capacity = std::min<uint64_t>(ctx.opts.iterations ? ctx.opts.iterations + 16 : by_time, 32u << 20);
+  const uint64_t by_time =
+      static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
+  cfg.capacity =
+      std::min<uint64_t>(ctx.opts.iterations ? ctx.opts.iterations + 16 : by_time, 32u << 20);
   return cfg;
 }
 
@@ -67,7 +73,8 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
     std::ofstream f(ctx.opts.history_path);
     if (!f) throw UsageError("cannot write history file \"" + ctx.opts.history_path + "\"");
     write_history(h, f);
-    if (!f.flush()) throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
+    if (!f.flush())
+      throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
   }
   if (out.ops == 0) {
     out.verdict = "error";
@@ -77,7 +84,8 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
   out.check = check_history(h);
   out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
   if (out.check.unjudged)
-    out.notes.push_back(std::to_string(out.check.unjudged) + " records had results outside the model and were not judged");
+    out.notes.push_back(std::to_string(out.check.unjudged) +
+                        " records had results outside the model and were not judged");
   out.verdict = out.check.violation_count ? "violation" : "pass";
 }
 
@@ -117,13 +125,9 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     if (i < plan.observer_queries.size()) mine = plan.observer_queries[i];
     if (mine.empty())
       for (uint32_t q = 0; q < plan.queries.size(); ++q) mine.push_back(q);
-    o.step = [&plan, mine](ActorEnv& env, uint32_t round) {
+    o.step = [&plan, mine, chained = !ctx.opts.fuzzy](ActorEnv& env, uint32_t round) {
       const uint32_t q = mine.size() == 1 ? mine[0] : mine[env.rng().below(mine.size())];
-      RawRecord r{};
-      r.op = q;
-      r.round = round;
-      plan.queries[q].run(r);
-      env.push(r);
+      observe(env, plan.queries[q], q, round, chained);
     };
     actors.push_back(std::move(o));
   }
@@ -144,11 +148,13 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     const bool is_mutator = has_mutator && a == 0;
     for (const RawRecord& r : race.records[a]) {
       if (is_mutator) {
-        h.mutations.push_back(MutationRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round});
+        h.mutations.push_back(
+            MutationRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round});
         if (mutation_in_round.size() <= r.round) mutation_in_round.resize(r.round + 1, {0, -1});
         mutation_in_round[r.round] = {r.invoke, r.complete};
       } else {
-        h.lookups.push_back(LookupRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round, r.a, r.b});
+        h.lookups.push_back(LookupRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete,
+                                         r.err, r.round, r.a, r.b});
       }
     }
   }

@@ -15,10 +15,12 @@
 
 namespace leapfrog {
 
-// Runs `call` between two clock reads; fills invoke, complete and err.
+// Runs `call` between two clock reads; fills invoke, complete and err. A caller
+// that already holds a time read before the call (see observe()) may preset
+// r.invoke to it; a non-zero invoke is kept and only the completion is read.
 template <typename Call>
 inline void timed(RawRecord& r, Call&& call) {
-  r.invoke = now_ns();
+  if (r.invoke == 0) r.invoke = now_ns();
   const int rc = call();
   r.complete = now_ns();
   r.err = rc;
@@ -39,6 +41,29 @@ struct QueryTemplate {
   // success the observed st_dev/st_ino into a/b (left 0 when not observable).
   std::function<void(RawRecord&)> run;
 };
+
+// One observer operation: runs `q` (template index `op`) and pushes its record.
+//
+// chained (free-running alignment only): the record's invoke is the completion
+// time of the actor's previous record instead of a fresh clock read, so each
+// lookup costs one clock read, not two. That time was read before this call
+// was issued, so the window [invoke, complete] still contains the whole call;
+// it only grows by the few instructions between two calls (the untimed tail
+// of the previous query, drawing the next one). The oracle's verdict is
+// monotone in the windows: a wider window admits more versions of every
+// object, never fewer, so a legal run stays legal (no false violation), and a
+// stale result that no version in the wider window explains is still caught.
+// Under fuzzy alignment the actors wait at a barrier and a swept delay between
+// calls; chaining would stretch every window over that wait, so it is off.
+inline void observe(ActorEnv& env, const QueryTemplate& q, uint32_t op, uint32_t round,
+                    bool chained) {
+  RawRecord r{};
+  r.op = op;
+  r.round = round;
+  if (chained && env.recorded() > 0) r.invoke = env.last().complete;
+  q.run(r);
+  env.push(r);
+}
 
 struct RacePlan {
   TreeModel model;

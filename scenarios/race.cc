@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 #include <exception>
 #include <memory>
+#include <vector>
 
 #include "scenarios/clock.h"
 #include "scenarios/shared_region.h"
@@ -22,9 +22,12 @@ namespace leapfrog {
 
 const char* to_string(ActorRole r) {
   switch (r) {
-    case ActorRole::Mutator: return "mutator";
-    case ActorRole::Observer: return "observer";
-    case ActorRole::Peer: return "peer";
+    case ActorRole::Mutator:
+      return "mutator";
+    case ActorRole::Observer:
+      return "observer";
+    case ActorRole::Peer:
+      return "peer";
   }
   return "?";
 }
@@ -49,6 +52,7 @@ struct RaceControl {
     std::atomic<int64_t> sum_ns{0};
     std::atomic<int64_t> n{0};
     uint64_t count = 0;  // records written (read by the parent after exit)
+    int64_t cpu_ns = 0;  // CPU time of the actor's loop (read by the parent after exit)
   } stat[kMaxActors];
   std::atomic<uint32_t> ready{0};  // actors set up and about to race
   std::atomic<uint32_t> error_set{0};
@@ -57,7 +61,15 @@ struct RaceControl {
 
 namespace {
 
-inline void cpu_relax() { __builtin_ia32_pause(); }
+inline void cpu_relax() {
+  __builtin_ia32_pause();
+}
+
+TimeNs thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 // Spins until `done()`; yields the CPU after a short spin so that more actors
 // than cores still make progress. Returns false if the run was aborted.
@@ -79,7 +91,8 @@ bool barrier_stop(RaceControl* c) {
   const uint32_t gen = c->generation.load(std::memory_order_acquire);
   if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_actors) {
     c->arrived.store(0, std::memory_order_relaxed);
-    c->decided_stop.store(c->stop_requested.load(std::memory_order_acquire) | c->abort.load(std::memory_order_acquire),
+    c->decided_stop.store(c->stop_requested.load(std::memory_order_acquire) |
+                              c->abort.load(std::memory_order_acquire),
                           std::memory_order_relaxed);
     c->generation.store(gen + 1, std::memory_order_release);
   } else if (!spin_until(c, [&] { return c->generation.load(std::memory_order_acquire) != gen; })) {
@@ -106,9 +119,15 @@ Delays compute_delays(RaceControl* c, TimingStats& t) {
     const int64_t n = c->stat[i].n.load();
     const TimeNs mean = n ? c->stat[i].sum_ns.load() / n : 0;
     switch (c->roles[i]) {
-      case ActorRole::Mutator: mut = std::max(mut, mean); break;
-      case ActorRole::Observer: obs = std::max(obs, mean); break;
-      case ActorRole::Peer: peer = std::max(peer, mean); break;
+      case ActorRole::Mutator:
+        mut = std::max(mut, mean);
+        break;
+      case ActorRole::Observer:
+        obs = std::max(obs, mean);
+        break;
+      case ActorRole::Peer:
+        peer = std::max(peer, mean);
+        break;
     }
   }
   t.mutator_mean_ns = mut;
@@ -164,7 +183,10 @@ void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
         const TimeNs until = now_ns() + delay;
         while (now_ns() < until) cpu_relax();
       }
-    } else if (c->stop_requested.load(std::memory_order_relaxed) || env.full()) {
+    } else if (env.full() ||
+               ((round & 31) == 0 && c->stop_requested.load(std::memory_order_relaxed))) {
+      // Free-running: the stop flag is polled every 32 rounds, so that most
+      // rounds touch no shared page but the actor's own records.
       break;
     }
     spec.step(env, round);
@@ -173,12 +195,17 @@ void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
 }
 
 // Faults in the first part of an actor's record buffer before the race, so the
-// hot path does not take page faults.
+// hot path does not take page faults. Every page is also written once from the
+// actor itself: under a hypervisor that shadows the guest's page tables (PVM),
+// the first user access to a page traps to the host even when
+// MADV_POPULATE_WRITE has already mapped it, and on the hot path that trap
+// cost ~190 ns per record, half the harness overhead (bench/harness_bench.cc).
 void prefault(RawRecord* records, uint64_t capacity) {
   constexpr size_t kMaxPrefault = size_t{32} << 20;
   const size_t bytes = std::min<size_t>(capacity * sizeof(RawRecord), kMaxPrefault);
 #ifdef MADV_POPULATE_WRITE
-  if (madvise(records, bytes, MADV_POPULATE_WRITE) == 0) return;
+  madvise(records, bytes,
+          MADV_POPULATE_WRITE);  // one call instead of a fault per page; best effort
 #endif
   auto* p = reinterpret_cast<volatile char*>(records);
   for (size_t off = 0; off < bytes; off += 4096) p[off] = 0;
@@ -199,11 +226,15 @@ void pin_to_cpu(uint32_t actor) {
   sched_setaffinity(0, sizeof one, &one);
 }
 
-int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
 
 }  // namespace
 
-void ActorEnv::request_stop() { ctl_->stop_requested.store(1, std::memory_order_release); }
+void ActorEnv::request_stop() {
+  ctl_->stop_requested.store(1, std::memory_order_release);
+}
 
 bool ActorEnv::peer_barrier() {
   RaceControl* c = ctl_;
@@ -237,7 +268,8 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     if (actors[i].role == ActorRole::Peer) ++ctl->n_peers;
   }
   auto records_of = [&](uint32_t i) {
-    return reinterpret_cast<RawRecord*>(static_cast<char*>(region.data()) + ctl_bytes + per_actor * i);
+    return reinterpret_cast<RawRecord*>(static_cast<char*>(region.data()) + ctl_bytes +
+                                        per_actor * i);
   };
 
   Rng root(seed);
@@ -260,13 +292,17 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
         // After any setuid in prepare(), which clears the death signal.
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(4);
-        prefault(records_of(i), cfg.capacity);
         if (cfg.pin_cpus) pin_to_cpu(i);
+        prefault(records_of(i), cfg.capacity);
         ctl->ready.fetch_add(1, std::memory_order_release);
-        ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, &ctl->stat[i].count, ctl);
+        ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, ctl);
+        const TimeNs cpu_start = thread_cpu_ns();
         actor_loop(actors[i], env, cfg);
+        ctl->stat[i].cpu_ns = thread_cpu_ns() - cpu_start;
+        ctl->stat[i].count = env.recorded();
       } catch (const std::exception& e) {
-        set_error(ctl, std::string(to_string(actors[i].role)) + " " + std::to_string(i) + ": " + e.what());
+        set_error(ctl, std::string(to_string(actors[i].role)) + " " + std::to_string(i) + ": " +
+                           e.what());
         ctl->abort.store(1);
         code = 3;
       }
@@ -278,9 +314,11 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
 
   // The race's time starts when every actor is set up (forked, privileges
   // dropped, buffers faulted in), not when the first was forked.
-  const uint32_t forked = static_cast<uint32_t>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
+  const uint32_t forked =
+      static_cast<uint32_t>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
   const TimeNs setup_deadline = start + cfg.stuck_grace;
-  while (ctl->ready.load(std::memory_order_acquire) < forked && !ctl->abort.load() && now_ns() < setup_deadline) {
+  while (ctl->ready.load(std::memory_order_acquire) < forked && !ctl->abort.load() &&
+         now_ns() < setup_deadline) {
     std::vector<pollfd> fds;
     for (uint32_t i = 0; i < n; ++i)
       if (pids[i] > 0) fds.push_back(pollfd{pidfds[i], POLLIN, 0});
@@ -305,7 +343,8 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
           kill(pids[i], SIGKILL);
           if (result.error.empty())
             result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) +
-                           " did not finish its operation within " + std::to_string(cfg.stuck_grace / 1'000'000'000) +
+                           " did not finish its operation within " +
+                           std::to_string(cfg.stuck_grace / 1'000'000'000) +
                            " s of the end of the run";
         }
       }
@@ -315,7 +354,8 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     for (uint32_t i = 0; i < n; ++i)
       if (pids[i] > 0) fds.push_back(pollfd{pidfds[i], POLLIN, 0});
     const TimeNs next = stop_sent ? kill_at : stop_at;
-    const int timeout_ms = static_cast<int>(std::clamp<TimeNs>((next - now) / 1'000'000 + 1, 1, 1000));
+    const int timeout_ms =
+        static_cast<int>(std::clamp<TimeNs>((next - now) / 1'000'000 + 1, 1, 1000));
     poll(fds.data(), fds.size(), timeout_ms);
     for (uint32_t i = 0; i < n; ++i) {
       if (pids[i] <= 0) continue;
@@ -332,11 +372,11 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
           if (ctl->error_set.load())
             result.error = ctl->error;
           else if (WIFSIGNALED(status))
-            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) + " was killed by signal " +
-                           std::to_string(WTERMSIG(status));
+            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) +
+                           " was killed by signal " + std::to_string(WTERMSIG(status));
           else
-            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) + " exited with status " +
-                           std::to_string(WEXITSTATUS(status));
+            result.error = std::string(to_string(actors[i].role)) + " " + std::to_string(i) +
+                           " exited with status " + std::to_string(WEXITSTATUS(status));
         }
       }
     }
@@ -345,6 +385,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
   TimeNs first = kTimeMax, last = kTimeMin;
   result.records.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
+    result.cpu_s.push_back(static_cast<double>(ctl->stat[i].cpu_ns) / 1e9);
     const uint64_t count = std::min<uint64_t>(ctl->stat[i].count, cfg.capacity);
     const RawRecord* base = records_of(i);
     result.records[i].assign(base, base + count);
