@@ -204,6 +204,8 @@ CREATE TABLE triage_actions (
 );
 CREATE INDEX triage_actions_running ON triage_actions (id) WHERE state = 1;
 CREATE INDEX triage_actions_issue ON triage_actions (issue_id, id);
+)sql";
+
 // Built kernels carry patches, a build status and a log: the whole
 // v1.Kernel goes into `details`; `status` is what campaigns and pages filter on.
 const char* const kKernelDetails = R"sql(
