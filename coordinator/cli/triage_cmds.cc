@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "coordinator/triage/actions.h"
 #include "leapfrog/v1/triage.grpc.pb.h"
 
 namespace leapfrog::cli {
@@ -63,19 +64,6 @@ std::string state_name(v1::ActionState s) {
   }
 }
 
-std::string kind_name(v1::ActionKind k) {
-  switch (k) {
-    case v1::ACTION_KIND_REPLAY:
-      return "replay";
-    case v1::ACTION_KIND_MINIMIZE:
-      return "minimize";
-    case v1::ACTION_KIND_BISECT:
-      return "bisect";
-    default:
-      return "?";
-  }
-}
-
 std::string kernels_of(const v1::Issue& i) {
   std::string s;
   for (const auto& k : i.kernels()) s += (s.empty() ? "" : ",") + k.kernel_label();
@@ -94,7 +82,7 @@ std::string rate_text(const v1::ReproRate& r) {
 
 void print_action(const v1::Action& a) {
   std::printf("action %lld: %s of issue %lld, %s\n", static_cast<long long>(a.id()),
-              kind_name(a.kind()).c_str(), static_cast<long long>(a.issue_id()),
+              coord::triage::action_kind_name(a.kind()).c_str(), static_cast<long long>(a.issue_id()),
               state_name(a.state()).c_str());
   std::printf("  progress: %s\n", a.progress().c_str());
   if (!a.error().empty()) std::printf("  error:    %s\n", a.error().c_str());
@@ -269,7 +257,7 @@ class Commands : public TriageCommands {
       std::printf("  note %s: %s\n", when(n.at()).c_str(), n.text().c_str());
     for (const auto& a : i.actions())
       std::printf("  action %lld %s %s: %s\n", static_cast<long long>(a.id()),
-                  kind_name(a.kind()).c_str(), state_name(a.state()).c_str(), a.progress().c_str());
+                  coord::triage::action_kind_name(a.kind()).c_str(), state_name(a.state()).c_str(), a.progress().c_str());
     return 0;
   }
 
@@ -366,7 +354,7 @@ class Commands : public TriageCommands {
     std::printf("%-6s %-9s %-6s %-8s %s\n", "ID", "KIND", "ISSUE", "STATE", "PROGRESS");
     for (const auto& a : resp.actions())
       std::printf("%-6lld %-9s %-6lld %-8s %s\n", static_cast<long long>(a.id()),
-                  kind_name(a.kind()).c_str(), static_cast<long long>(a.issue_id()),
+                  coord::triage::action_kind_name(a.kind()).c_str(), static_cast<long long>(a.issue_id()),
                   state_name(a.state()).c_str(), a.progress().c_str());
     return 0;
   }
