@@ -82,6 +82,7 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
     return;
   }
   out.check = check_history(h);
+  note_detection(out, h);
   out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
   if (out.check.unjudged)
     out.notes.push_back(std::to_string(out.check.unjudged) +

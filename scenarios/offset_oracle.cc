@@ -57,6 +57,7 @@ class OffsetChecker {
   void flag(size_t i, const std::string& observed, const std::string& expected, const OffsetRecord* other) {
     ++out_.violation_count;
     ++out_.by_kind[static_cast<size_t>(ViolationKind::TornOffset)];
+    out_.first_violation_at = std::min(out_.first_violation_at, rec(i).complete);
     if (out_.violations.size() >= opts_.max_reported) return;
     const OffsetRecord& r = rec(i);
     Violation v;

@@ -620,6 +620,7 @@ class Checker {
     }
     ++out_.violation_count;
     ++out_.by_kind[static_cast<size_t>(kind)];
+    out_.first_violation_at = std::min(out_.first_violation_at, r.complete);
     if (!detailed) return;
 
     Violation v;

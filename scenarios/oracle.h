@@ -73,6 +73,9 @@ struct CheckResult {
   uint64_t offsets_checked = 0;
   uint64_t unjudged = 0;  // records the oracle cannot judge (errno outside the model)
   uint64_t violation_count = 0;
+  // Completion time of the earliest violating operation (kTimeMax: none),
+  // over all violations, not only the reported ones: detection power.
+  TimeNs first_violation_at = kTimeMax;
   std::array<uint64_t, kViolationKinds> by_kind{};
   std::vector<Violation> violations;  // the first `max_reported`, with full detail
   std::vector<std::string> notes;     // warnings about the history itself

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "scenarios/outcome.h"
 #include "scenarios/tree_model.h"
 
 namespace leapfrog {
@@ -91,6 +92,32 @@ TEST(Oracle, StaticTreeIsClean) {
   auto r = h.check();
   EXPECT_EQ(r.violation_count, 0u);
   EXPECT_EQ(r.lookups_checked, 2u);
+}
+
+// Detection power: the first violation ends at the stale lookup's completion,
+// counted from the first recorded operation, after the lookups completed by then.
+TEST(Oracle, DetectionTimeIsTheFirstViolationsCompletion) {
+  Chain t;
+  Hist h(t.tree);
+  h.lookup("a/b/c/f", 50, 60, 0, t.f);  // before the revoke: fine
+  h.mutate(t.tree.chmod(t.b, kClosed), 100, 200);
+  h.lookup("a/b/c/f", 700, 800, 0, t.f);  // stale, but later
+  h.lookup("a/b/c/f", 300, 400, 0, t.f);  // stale, the first one
+  const auto r = h.check();
+  ASSERT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(r.first_violation_at, 400);
+  Outcome o;
+  o.check = r;
+  note_detection(o, h.history());
+  EXPECT_EQ(o.first_violation_ns, 350);
+  EXPECT_EQ(o.ops_to_first_violation, 2u);
+  Chain clean;
+  Hist g(clean.tree);
+  g.lookup("a/b/c/f", 10, 20, 0, clean.f);
+  Outcome none;
+  none.check = g.check();
+  note_detection(none, g.history());
+  EXPECT_EQ(none.first_violation_ns, -1);
 }
 
 TEST(Oracle, GrantAfterCompletedRevokeIsStaleGrant) {

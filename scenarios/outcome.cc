@@ -1,5 +1,6 @@
 #include "scenarios/outcome.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -45,6 +46,23 @@ json to_json(const Violation& v) {
               {"history", history}};
 }
 
+void note_detection(Outcome& o, const History& h) {
+  o.first_violation_ns = -1;
+  o.ops_to_first_violation = 0;
+  const TimeNs at = o.check.first_violation_at;
+  if (at >= kTimeMax) return;
+  TimeNs start = at;
+  for (const auto& m : h.mutations) start = std::min(start, m.invoke);
+  for (const auto& l : h.lookups) start = std::min(start, l.invoke);
+  for (const auto& r : h.offsets) start = std::min(start, r.invoke);
+  o.first_violation_ns = at - start;
+  uint64_t n = 0;
+  for (const auto& l : h.lookups) n += l.complete <= at;
+  if (h.lookups.empty())
+    for (const auto& r : h.offsets) n += r.complete <= at;
+  o.ops_to_first_violation = n;
+}
+
 json to_json(const Outcome& o) {
   json by_kind = json::object();
   for (int k = 0; k < kViolationKinds; ++k)
@@ -72,6 +90,8 @@ json to_json(const Outcome& o) {
          {"violations_by_kind", by_kind},
          {"violations", violations},
          {"race_window_hits", o.race_window_hits},
+         {"first_violation_ns", o.first_violation_ns},
+         {"ops_to_first_violation", o.ops_to_first_violation},
          {"duration_s", o.duration_s},
          {"ops_per_sec", o.ops_per_sec},
          {"clock_source", o.clock_source},
@@ -117,6 +137,12 @@ std::string to_text(const Outcome& o) {
       first = false;
     }
     s << ")\n";
+    if (o.first_violation_ns >= 0) {
+      std::snprintf(buf, sizeof buf, "  first violation after %.3f ms and %llu operations\n",
+                    static_cast<double>(o.first_violation_ns) / 1e6,
+                    static_cast<unsigned long long>(o.ops_to_first_violation));
+      s << buf;
+    }
     for (size_t i = 0; i < o.check.violations.size() && i < 3; ++i) {
       const Violation& v = o.check.violations[i];
       s << "  - " << to_string(v.kind) << ": actor " << v.actor << " " << v.op << " " << v.path << " ["

@@ -41,9 +41,18 @@ struct Outcome {
   TimeNs epsilon_ns = 0;
   TimingStats timing;
   CheckResult check;
+  // Detection power: time from the first recorded operation to the end of the
+  // first violating one (-1: no violation), and the lookups (or offset
+  // operations) completed by then.
+  TimeNs first_violation_ns = -1;
+  uint64_t ops_to_first_violation = 0;
   std::vector<ScalePoint> scale;
   std::vector<std::string> notes;
 };
+
+// Fills first_violation_ns and ops_to_first_violation from o.check and the
+// judged history.
+void note_detection(Outcome& o, const History& h);
 
 nlohmann::json to_json(const Outcome& o);
 nlohmann::json to_json(const Violation& v);
