@@ -14,3 +14,6 @@ echo "== coordinator: lease throughput and ingest =="
 echo
 echo "== VMs: boot to agent registered vs bare boot; guest vs host throughput =="
 "$build/bin/leapfrog_vm_bench"
+echo
+echo "== planted kernel bug: time and lookups to the first violation =="
+"$build/bin/leapfrog_detect_bench"

@@ -1,0 +1,318 @@
+// The whole pipeline against a real kernel bug: `leapfrog kernel build` turns
+// Debian's linux-source-6.1 plus the patch series in tests/planted/ into
+// kernels, `leapfrog vm run` boots them under QEMU with the agent inside, a
+// campaign runs the scenario that targets the planted race, the oracle judges
+// it, triage groups it and `leapfrog bisect` names the build that brought it.
+//
+// Builds are cached by their inputs under LEAPFROG_KBUILD_CACHE (outside the
+// checkout, so a fresh CI clone reuses them): a cold run builds the kernel
+// once (about 5 min on 2 cores) and each other series incrementally.
+// Needs root, qemu-system-x86, busybox-static, linux-source-6.1 and the kernel
+// build tools (deploy/install-deps.sh installs them).
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coordinator/pg/embedded_postgres.h"
+#include "coordinator/pg/test_dir.h"
+#include "tests/process_util.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace leapfrog::testing;
+using leapfrog::coord::EmbeddedPostgres;
+using leapfrog::coord::EmbeddedPostgresOptions;
+using leapfrog::coord::testing::TestDir;
+namespace stdfs = std::filesystem;
+
+using Rows = std::vector<std::vector<std::string>>;
+
+constexpr const char* kSource = "/usr/src/linux-source-6.1.tar.xz";
+const std::string kPlanted = std::string(LEAPFROG_SOURCE_DIR) + "/tests/planted/";
+const std::string kHarmless = kPlanted + "0000-harmless-namei-comment.patch";
+const std::string kBug = kPlanted + "0001-namei-per-cpu-search-grant-cache-PLANTED.patch";
+const std::string kHarmless2 = kPlanted + "0002-harmless-open-comment.patch";
+// Rounds per job: on the planted kernel under TCG most rounds of
+// setattr-lookup see the stale grant; on a correct kernel none may.
+constexpr const char* kIterations = "2000";
+
+Rows sql(const std::string& url, const std::string& query) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    const std::string err = PQerrorMessage(conn);
+    PQfinish(conn);
+    throw std::runtime_error("cannot connect: " + err);
+  }
+  PGresult* r = PQexec(conn, query.c_str());
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    const std::string err = PQresultErrorMessage(r);
+    PQclear(r);
+    PQfinish(conn);
+    throw std::runtime_error("query failed: " + query + ": " + err);
+  }
+  Rows rows;
+  for (int i = 0; i < PQntuples(r); ++i) {
+    std::vector<std::string> row;
+    for (int j = 0; j < PQnfields(r); ++j) row.push_back(PQgetisnull(r, i, j) ? "" : PQgetvalue(r, i, j));
+    rows.push_back(std::move(row));
+  }
+  PQclear(r);
+  PQfinish(conn);
+  return rows;
+}
+
+class KernelE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root";
+    ASSERT_TRUE(stdfs::exists(kSource)) << kSource << " is missing: run deploy/install-deps.sh";
+    dir_ = std::make_unique<TestDir>();
+    logs_ = *dir_ / "logs";
+    stdfs::create_directories(logs_);
+    token_file_ = *dir_ / "token";
+    std::random_device rd;
+    std::ofstream(token_file_) << std::hex << rd() << rd() << rd() << rd() << "\n";
+    EmbeddedPostgresOptions o;
+    o.for_tests = true;
+    pg_ = std::make_unique<EmbeddedPostgres>(o);
+    pg_->start(*dir_ / "pg");
+    data_dir_ = *dir_ / "coord";
+    serve_ = spawn("serve", {LEAPFROG, "serve", "--database", pg_->url(), "--listen", "127.0.0.1:0",
+                             "--lease-ms", "20000", "--heartbeat-ms", "1000", "--data-dir", data_dir_,
+                             "--token-file", token_file_});
+    ASSERT_TRUE(poll_until([&] { return !slurp(data_dir_ + "/address").empty() || serve_->exited(); }, 30s))
+        << tail_of(serve_->err_file());
+    address_ = slurp(data_dir_ + "/address");
+    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' ')) address_.pop_back();
+    ASSERT_FALSE(address_.empty()) << tail_of(serve_->err_file());
+  }
+
+  void TearDown() override {
+    if (!dir_) return;
+    for (auto* l : launchers_) l->signal(SIGTERM);
+    for (auto* l : launchers_) l->stop(30s);
+    for (auto& p : procs_) p->stop();
+    if (HasFailure() || std::getenv("LEAPFROG_E2E_LOGS")) {
+      for (const auto& e : stdfs::recursive_directory_iterator(*dir_ / "coord")) {
+        if (!e.is_regular_file() || e.path().string().find("console") == std::string::npos) continue;
+        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().c_str(), tail_of(e.path(), 3000).c_str());
+      }
+      for (const auto& e : stdfs::directory_iterator(logs_)) {
+        if (stdfs::file_size(e.path()) == 0) continue;
+        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(), tail_of(e.path(), 5000).c_str());
+      }
+    }
+    procs_.clear();
+    pg_.reset();
+    dir_.reset();
+  }
+
+  Proc* spawn(const std::string& name, std::vector<std::string> argv) {
+    procs_.push_back(
+        std::make_unique<Proc>(std::move(argv), logs_ + "/" + name + ".out", logs_ + "/" + name + ".err"));
+    return procs_.back().get();
+  }
+
+  Result cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 600s) {
+    std::vector<std::string> argv = {LEAPFROG, "--coordinator", address_, "--token-file", token_file_,
+                                     "--data-dir", data_dir_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_to_end(argv, logs_, timeout);
+  }
+
+  json cli_json(std::vector<std::string> args, std::chrono::milliseconds timeout = 600s) {
+    args.push_back("--json");
+    const Result r = cli(args, timeout);
+    EXPECT_EQ(r.exit, 0) << r.out << r.err;
+    if (r.exit != 0) throw std::runtime_error("leapfrog failed: " + r.err);
+    return json::parse(r.out);
+  }
+
+  // `leapfrog kernel build LABEL` from Debian's source with `patches`; a cold
+  // build takes minutes, a cached one a second.
+  json build(const std::string& label, const std::vector<std::string>& patches,
+             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"kernel", "build", label, "--source", kSource, "--cache-dir",
+                                     LEAPFROG_KBUILD_CACHE};
+    for (const auto& p : patches) args.insert(args.end(), {"--patch", p});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto started = Clock::now();
+    json k = cli_json(args, 3000s);
+    std::printf("kernel %s: %s, %zu patches, %.0f s (build_seconds %.0f)\n", label.c_str(),
+                k.value("release", "").c_str(), k["patches"].size(),
+                std::chrono::duration<double>(Clock::now() - started).count(), k.value("build_seconds", 0.0));
+    return k;
+  }
+
+  // One VM with two vCPUs for `label`: the race needs the observer and the
+  // mutator on different CPUs.
+  void boot(const std::string& label) {
+    launchers_.push_back(spawn("launcher-" + label,
+                               {LEAPFROG, "--coordinator", address_, "--token-file", token_file_, "--data-dir",
+                                data_dir_, "vm", "run", "--kernel", label, "--count", "1", "--cpus", "2",
+                                "--cache-dir", LEAPFROG_KBUILD_CACHE}));
+  }
+
+  // A setattr-lookup campaign on tmpfs on `label`, waited for; the campaign JSON.
+  json night(const std::string& label) {
+    return cli_json({"campaign", "run", "--name", "planted", "--scenario", "setattr-lookup", "--fs", "tmpfs",
+                     "--kernel", label, "--iterations", kIterations, "--first-seed", "7", "--wait"},
+                    900s);
+  }
+
+  // Verdict and violation kinds of the campaign's outcomes.
+  Rows results(int64_t campaign) {
+    return sql(pg_->url(),
+               "SELECT o.verdict, coalesce(string_agg(DISTINCT v.kind::text, ','), ''), o.error "
+               "FROM outcomes o LEFT JOIN violations v ON v.job_id = o.job_id AND v.attempt = o.attempt "
+               "WHERE o.campaign_id = " +
+                   std::to_string(campaign) + " GROUP BY o.seq, o.verdict, o.error ORDER BY o.seq");
+  }
+
+  std::string logs() const {
+    std::string all;
+    for (const auto* l : launchers_) all += tail_of(l->err_file(), 3000);
+    return all;
+  }
+
+  std::unique_ptr<TestDir> dir_;
+  std::unique_ptr<EmbeddedPostgres> pg_;
+  std::vector<std::unique_ptr<Proc>> procs_;
+  std::vector<Proc*> launchers_;
+  Proc* serve_ = nullptr;
+  std::string logs_, token_file_, data_dir_, address_;
+};
+
+// A patch that does not apply against Debian's source: a clear error naming
+// the stage with the tool's output, the label kept as a build-failure with its
+// patch list, and the shared source tree left fit for the next series.
+TEST_F(KernelE2E, APatchThatDoesNotApplyIsABuildFailureNotACrash) {
+  const std::string bad = *dir_ / "0001-does-not-apply.patch";
+  std::ofstream(bad) << "From: Leapfrog <leapfrog@localhost>\n"
+                        "Subject: [PATCH] namei: context that is not there\n"
+                        "---\n"
+                        "--- a/fs/namei.c\n"
+                        "+++ b/fs/namei.c\n"
+                        "@@ -1,3 +1,4 @@\n"
+                        " this line is not in namei.c\n"
+                        "+int leapfrog_never;\n"
+                        " nor is this one\n"
+                        " or this\n";
+  const Result r = cli({"kernel", "build", "broken", "--source", kSource, "--cache-dir", LEAPFROG_KBUILD_CACHE,
+                        "--patch", kHarmless, "--patch", bad, "--retry-failed"},
+                       3000s);
+  EXPECT_EQ(r.exit, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("patch stage"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0001-does-not-apply.patch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("FAILED"), std::string::npos) << r.err;  // patch's own words, from the log tail
+  const json kernels = cli_json({"kernels"});
+  json broken;
+  for (const auto& k : kernels)
+    if (k["label"] == "broken") broken = k;
+  ASSERT_FALSE(broken.is_null()) << kernels.dump();
+  EXPECT_EQ(broken["status"], "build-failure") << broken.dump();
+  ASSERT_EQ(broken["patches"].size(), 2u) << broken.dump();
+  EXPECT_EQ(broken["patches"][1]["name"], "0001-does-not-apply.patch");
+  EXPECT_FALSE(broken.value("build_log_tail", std::string()).empty()) << broken.dump();
+  // A VM of a kernel that did not build is refused with the reason.
+  const Result vm = cli({"vm", "run", "--kernel", "broken", "--cache-dir", LEAPFROG_KBUILD_CACHE}, 60s);
+  EXPECT_NE(vm.exit, 0);
+  EXPECT_NE(vm.err.find("build-failure"), std::string::npos) << vm.err;
+  // The tree is not left half patched: the next series builds.
+  const json k = build("harmless", {kHarmless});
+  EXPECT_EQ(k["status"], "ready") << k.dump();
+}
+
+// One build, booted with the bug on and with it off (leapfrog_planted=0):
+// the scenario that targets it sees stale grants on the first and nothing on
+// the second. The built kernel runs the agent with its own uname.
+TEST_F(KernelE2E, PlantedRaceIsCaughtWithTheBugOnAndCleanWithItOff) {
+  const json on = build("planted", {kHarmless, kBug});
+  ASSERT_EQ(on["status"], "ready") << on.dump();
+  ASSERT_EQ(on["patches"].size(), 2u);
+  EXPECT_EQ(on["patches"][1]["name"], "0001-namei-per-cpu-search-grant-cache-PLANTED.patch");
+  EXPECT_NE(on["patches"][1]["subject"].get<std::string>().find("PLANTED BUG"), std::string::npos);
+  const std::string release = on["release"];
+  EXPECT_NE(release.find("-lf"), std::string::npos) << release;
+  // The same inputs never build twice: the clean twin comes from the cache.
+  const json off = build("planted-off", {kHarmless, kBug}, {"--cmdline", "leapfrog_planted=0"});
+  ASSERT_EQ(off["status"], "ready") << off.dump();
+  EXPECT_EQ(off["sha256"], on["sha256"]);
+  EXPECT_EQ(off["inputs_hash"], on["inputs_hash"]);
+  EXPECT_EQ(off.value("build_seconds", -1.0), 0.0);
+  EXPECT_EQ(off["cmdline"], "leapfrog_planted=0");
+
+  boot("planted");
+  boot("planted-off");
+  const json bad = night("planted");
+  const json good = night("planted-off");
+
+  const Rows bad_rows = results(std::stoll(bad["id"].get<std::string>()));
+  ASSERT_EQ(bad_rows.size(), 1u) << logs();
+  EXPECT_EQ(bad_rows[0][0], "2") << bad_rows[0][2];  // VERDICT_VIOLATION
+  EXPECT_NE(bad_rows[0][1].find("stale-grant"), std::string::npos) << bad_rows[0][1];
+  const Rows good_rows = results(std::stoll(good["id"].get<std::string>()));
+  ASSERT_EQ(good_rows.size(), 1u) << logs();
+  EXPECT_EQ(good_rows[0][0], "1") << good_rows[0][1] << " " << good_rows[0][2];  // VERDICT_PASS
+
+  // Both agents ran on the built kernel, not on the host or Debian's.
+  const json agents = cli_json({"agents"});
+  ASSERT_EQ(agents.size(), 2u) << agents.dump();
+  for (const auto& a : agents) EXPECT_EQ(a["capabilities"]["uname"].get<std::string>().rfind(release, 0), 0u) << a.dump();
+}
+
+// Four builds in order: clean, + a harmless patch, + the planted bug, + another
+// harmless patch. Bisect from a failure on the last one names the planted
+// build as the first bad kernel.
+TEST_F(KernelE2E, BisectNamesThePlantedBuild) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> series = {
+      {"k1-clean", {}},
+      {"k2-harmless", {kHarmless}},
+      {"k3-planted", {kHarmless, kBug}},
+      {"k4-planted-harmless", {kHarmless, kBug, kHarmless2}},
+  };
+  std::string labels;
+  for (const auto& [label, patches] : series) {
+    const json k = build(label, patches);
+    ASSERT_EQ(k["status"], "ready") << k.dump();
+    ASSERT_EQ(k["patches"].size(), patches.size());
+    labels += (labels.empty() ? "" : ",") + label;
+    boot(label);
+  }
+  const json night4 = night("k4-planted-harmless");
+  ASSERT_GE(night4.value("by_verdict", json::object()).value("violation", 0), 1) << night4.dump() << logs();
+
+  // The failure becomes an issue once the maintenance step grouped it.
+  std::string id;
+  ASSERT_TRUE(poll_until(
+      [&] {
+        const json j = cli_json({"issues"});
+        for (const auto& i : j.value("issues", json::array())) {
+          if (i["signature"].get<std::string>().find("stale-grant") != std::string::npos) {
+            id = i["id"].get<std::string>();
+            return true;
+          }
+        }
+        return false;
+      },
+      60s, 500ms));
+  const json b = cli_json({"bisect", id, "--kernels", labels, "--wait"}, 2400s);
+  std::printf("bisect: %s\n", b.dump().c_str());
+  ASSERT_EQ(b["state"], "ACTION_STATE_DONE") << b.dump() << logs();
+  EXPECT_EQ(b["bisect"]["first_bad"], "k3-planted") << b.dump();
+  EXPECT_EQ(b["bisect"]["last_good"], "k2-harmless") << b.dump();
+  EXPECT_EQ(b["bisect"].value("skipped", json::array()).size(), 0u) << b.dump();
+}
+
+}  // namespace
