@@ -105,7 +105,7 @@ int main() {
     std::fprintf(stderr, "detect bench: campaign failed: %s%s\n", c.out.c_str(), c.err.c_str());
     return 1;
   }
-  const std::string campaign = json::parse(c.out).at("id").get<std::string>();
+  const std::string campaign = std::to_string(json::parse(c.out).at("campaign").get<int64_t>());
   const Result o = b.cli({"outcomes", "--campaign", campaign, "--json"});
   std::map<std::pair<std::string, std::string>, Row> rows;  // (scenario, kernel)
   for (const auto& rec : json::parse(o.exit == 0 ? o.out : "[]")) {

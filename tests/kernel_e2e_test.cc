@@ -258,11 +258,15 @@ TEST_F(KernelE2E, PlantedRaceIsCaughtWithTheBugOnAndCleanWithItOff) {
   const json bad = night("planted");
   const json good = night("planted-off");
 
-  const Rows bad_rows = results(std::stoll(bad["id"].get<std::string>()));
+  const Rows bad_rows = results(bad.at("campaign").get<int64_t>());
   ASSERT_EQ(bad_rows.size(), 1u) << logs();
   EXPECT_EQ(bad_rows[0][0], "2") << bad_rows[0][2];  // VERDICT_VIOLATION
   EXPECT_NE(bad_rows[0][1].find("stale-grant"), std::string::npos) << bad_rows[0][1];
-  const Rows good_rows = results(std::stoll(good["id"].get<std::string>()));
+  std::printf("bug on: verdict %s kinds %s\n", bad_rows.empty() ? "-" : bad_rows[0][0].c_str(),
+              bad_rows.empty() ? "-" : bad_rows[0][1].c_str());
+  const Rows good_rows = results(good.at("campaign").get<int64_t>());
+  std::printf("bug off: verdict %s kinds %s\n", good_rows.empty() ? "-" : good_rows[0][0].c_str(),
+              good_rows.empty() ? "-" : good_rows[0][1].c_str());
   ASSERT_EQ(good_rows.size(), 1u) << logs();
   EXPECT_EQ(good_rows[0][0], "1") << good_rows[0][1] << " " << good_rows[0][2];  // VERDICT_PASS
 
