@@ -63,6 +63,8 @@ v1::Outcome outcome_from_json(const std::string& text) {
   o.mutable_elapsed()->set_nanos(static_cast<int32_t>((secs - static_cast<double>(static_cast<int64_t>(secs))) * 1e9));
   o.set_clock_source(j.value("clock_source", ""));
   o.set_epsilon_ns(j.value("epsilon_ns", int64_t{0}));
+  o.set_first_violation_ns(j.value("first_violation_ns", int64_t{-1}));
+  o.set_ops_to_first_violation(j.value("ops_to_first_violation", uint64_t{0}));
   o.set_outcome_json(text);
   stamp(o);
   return o;

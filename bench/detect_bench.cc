@@ -110,20 +110,14 @@ int main() {
   std::map<std::pair<std::string, std::string>, Row> rows;  // (scenario, kernel)
   for (const auto& rec : json::parse(o.exit == 0 ? o.out : "[]")) {
     const json& out = rec.at("outcome");
-    json agent;
-    try {
-      agent = json::parse(out.value("outcome_json", std::string("{}")));
-    } catch (const std::exception&) {
-      continue;
-    }
     Row& r = rows[{rec.at("spec").value("scenario", ""), rec.value("kernel_label", "")}];
     ++r.runs;
-    r.lookups += agent.value("lookups_checked", uint64_t{0});
-    const int64_t ns = agent.value("first_violation_ns", int64_t{-1});
-    if (ns < 0) continue;
+    r.lookups += std::stoull(out.value("lookups_checked", std::string("0")));
+    const int64_t ns = std::stoll(out.value("first_violation_ns", std::string("-1")));
+    if (ns <= 0 || out.value("verdict", "") != "VERDICT_VIOLATION") continue;
     ++r.detected;
     r.ms.push_back(static_cast<double>(ns) / 1e6);
-    r.ops.push_back(static_cast<double>(agent.value("ops_to_first_violation", uint64_t{0})));
+    r.ops.push_back(static_cast<double>(std::stoull(out.value("ops_to_first_violation", std::string("0")))));
   }
   std::printf("planted per-CPU grant cache (one build, bug on / off), TCG, 2 vCPUs, tmpfs, 2000 rounds, %d seeds\n",
               kSeeds);
