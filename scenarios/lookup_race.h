@@ -77,6 +77,9 @@ struct RacePlan {
   std::vector<std::vector<uint32_t>> observer_queries;
   std::vector<Cred> observers;  // one entry per observer
   std::string observer_cwd;     // observers chdir here (the lookup root)
+  // Which lookups add_query_mix adds: 1 stat, 2 access, 4 open (the "ops"
+  // parameter of the scenarios that take it).
+  uint32_t query_ops = 7;
 };
 
 // Sets the identity of `n` from lstat(path) (as seen through the lookup view).

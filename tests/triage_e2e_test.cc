@@ -227,6 +227,8 @@ TEST_F(TriageE2E, IssuesReplayBisectMinimizeAndRegression) {
   EXPECT_EQ(minimal["scenario"], "setattr-lookup");
   EXPECT_LE(std::stoull(minimal.value("iterations", std::string("0"))), std::stoull(kIterations));
   EXPECT_EQ(minimal.value("observers", 0), 1) << min.dump();  // from the scenario's default
+  // The operation mix narrowed to the lookup that failed (stat: bit 1).
+  EXPECT_EQ(minimal["params"].value("ops", std::string()), "1") << min.dump();
   EXPECT_GE(min["minimize"].value("kept", 0), 1) << min.dump();
   ASSERT_TRUE(stdfs::exists(repro));
   std::printf("minimize: %s\n", min["minimize"]["log"].dump().c_str());

@@ -207,6 +207,14 @@ void step_bisect(const ActionContext& ctx, v1::Action& a, json& m) {
 
 // ---- minimize ----
 
+// The "ops" parameter bit of a lookup operation (0: not in the mix).
+int64_t op_mask(const std::string& op) {
+  if (op == "stat" || op == "fstatat") return 1;
+  if (op == "access" || op == "faccessat") return 2;
+  if (op == "open" || op == "openat") return 4;
+  return 0;
+}
+
 // The next smaller candidate of `best` along dimension `dim`, or nullopt when
 // that dimension cannot shrink further. Dimensions: 0 observers, 1 scenario
 // parameters (each to its minimum: tree depth, optional operations), 2
@@ -235,6 +243,16 @@ std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOp
       if (p.min < 0 || p.name == "mutate_pct") continue;
       const auto it = best.params().find(p.name);
       const int64_t cur = it == best.params().end() ? p.def : it->second;
+      if (p.name == "ops") {
+        // The operation mix narrows to the lookup the issue's violation used
+        // (its minimum would be an arbitrary op).
+        const std::string op = m.value("op", std::string());
+        const int64_t want = op_mask(op);
+        if (want == 0 || cur == want) continue;
+        (*c.mutable_params())[p.name] = want;
+        return std::make_pair(c, "operations " + std::to_string(cur) + " -> " + std::to_string(want) +
+                                     " (only " + op + ")");
+      }
       if (cur <= p.min) continue;
       (*c.mutable_params())[p.name] = p.min;
       return std::make_pair(c, p.name + " " + std::to_string(cur) + " -> " + std::to_string(p.min));
@@ -319,6 +337,7 @@ void step_minimize(const ActionContext& ctx, v1::Action& a, json& m) {
     m["n"] = runs_for_confidence(sizing_rate(t), kConfidence, a.runs());
     m["phase"] = "candidate";
     m["dim"] = 0;
+    if (auto issue = ctx.triage.get_issue(a.issue_id())) m["op"] = issue->example_violation().op();
     r->add_log("measured: " + describe(t) + "; " + std::to_string(m["n"].get<uint32_t>()) +
                " runs per candidate");
   } else {

@@ -27,7 +27,7 @@ class AclExecDeny : public Scenario {
     return {{"depth", 3, 3, 8, "directories between the root and the file"},
             {"static", 0, 0, 1,
              "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
-            mutate_pct_param()};
+            mutate_pct_param(), ops_param()};
   }
   uint32_t default_observers() const override { return 2; }
 

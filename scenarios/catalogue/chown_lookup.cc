@@ -20,7 +20,7 @@ class ChownLookup : public Scenario {
            "bits) vs lookups";
   }
   std::vector<ParamSpec> params() const override {
-    return {{"depth", 3, 3, 8, "directories between the root and the file"}, mutate_pct_param()};
+    return {{"depth", 3, 3, 8, "directories between the root and the file"}, mutate_pct_param(), ops_param()};
   }
   Outcome run(RunContext& ctx) const override {
     const int depth = static_cast<int>(ctx.param("depth"));

@@ -92,9 +92,14 @@ QueryTemplate open_query(NodeId start, const std::string& path, int dirfd) {
 }
 
 void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd) {
-  plan.queries.push_back(stat_query(start, path, dirfd));
-  plan.queries.push_back(access_query(start, path, dirfd));
-  plan.queries.push_back(open_query(start, path, dirfd));
+  if (plan.query_ops & kOpStat) plan.queries.push_back(stat_query(start, path, dirfd));
+  if (plan.query_ops & kOpAccess) plan.queries.push_back(access_query(start, path, dirfd));
+  if (plan.query_ops & kOpOpen) plan.queries.push_back(open_query(start, path, dirfd));
+}
+
+ParamSpec ops_param() {
+  return {"ops", kOpStat | kOpAccess | kOpOpen, 1, kOpStat | kOpAccess | kOpOpen,
+          "lookups in the observers' mix, a bitmask: 1 stat, 2 access, 4 open"};
 }
 
 ParamSpec mutate_pct_param() {
@@ -104,6 +109,7 @@ ParamSpec mutate_pct_param() {
 RacePlan new_plan(const RunContext& ctx) {
   RacePlan plan{TreeModel(mode_attr(0755)), {}, 1.0, {}, {}, {}, {}};
   plan.mutate_probability = static_cast<double>(ctx.param("mutate_pct")) / 100.0;
+  if (ctx.params.count("ops")) plan.query_ops = static_cast<uint32_t>(ctx.param("ops"));
   return plan;
 }
 

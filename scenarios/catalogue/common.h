@@ -33,8 +33,11 @@ class DiskTree {
 QueryTemplate stat_query(NodeId start, const std::string& path, int dirfd = -1);
 QueryTemplate access_query(NodeId start, const std::string& path, int dirfd = -1);  // R_OK
 QueryTemplate open_query(NodeId start, const std::string& path, int dirfd = -1);    // O_RDONLY
-// stat, access and open of the same path.
+// stat, access and open of the same path, those of plan.query_ops.
 void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd = -1);
+// The query mix as a parameter (minimization narrows it to the op that fails).
+inline constexpr uint32_t kOpStat = 1, kOpAccess = 2, kOpOpen = 4;
+ParamSpec ops_param();
 
 // The parameter every lookup race takes: how often the mutator acts.
 ParamSpec mutate_pct_param();

@@ -18,7 +18,7 @@ class DirfdLookup : public Scenario {
   const char* summary() const override {
     return "chmod a directory below a held dirfd vs openat(dirfd, \"a/b/f\")";
   }
-  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param(), ops_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
     RacePlan plan = new_plan(ctx);

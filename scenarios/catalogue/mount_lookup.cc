@@ -24,7 +24,7 @@ class MountLookup : public Scenario {
     return "mount/umount a tmpfs (0700 root, or 0755 with a marker) over a directory on the path "
            "vs lookups";
   }
-  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param(), ops_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
     RacePlan plan = new_plan(ctx);

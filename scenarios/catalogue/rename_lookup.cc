@@ -19,7 +19,7 @@ class RenameLookup : public Scenario {
   }
   std::vector<ParamSpec> params() const override {
     return {{"exchange", 1, 0, 1, "also swap two directories with RENAME_EXCHANGE"},
-            mutate_pct_param()};
+            mutate_pct_param(), ops_param()};
   }
   Outcome run(RunContext& ctx) const override {
     const bool exchange = ctx.param("exchange") != 0;

@@ -20,7 +20,7 @@ class SetattrLookup : public Scenario {
     return {
         {"depth", 3, 3, 8, "directories between the root and the file"},
         {"target", -1, -1, 7, "which directory on the path is chmod'ed (-1: chosen by the seed)"},
-        mutate_pct_param()};
+        mutate_pct_param(), ops_param()};
   }
   Outcome run(RunContext& ctx) const override {
     const int depth = static_cast<int>(ctx.param("depth"));

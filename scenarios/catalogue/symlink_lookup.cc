@@ -18,7 +18,7 @@ class SymlinkLookup : public Scenario {
     return "replace a symlink (rename onto it) between targets in a searchable and an unsearchable "
            "directory";
   }
-  std::vector<ParamSpec> params() const override { return {mutate_pct_param()}; }
+  std::vector<ParamSpec> params() const override { return {mutate_pct_param(), ops_param()}; }
   Outcome run(RunContext& ctx) const override {
     DiskTree disk(ctx.ws);
     RacePlan plan = new_plan(ctx);
