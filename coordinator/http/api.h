@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "coordinator/clock.h"
 #include "coordinator/store/store.h"
@@ -75,5 +76,9 @@ void register_core_api(ApiRouter& router, ApiContext ctx);
 void register_triage_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine& engine);
 // GET /api/actions/{id}/reproducer.c: a file, not JSON.
 void register_triage_files(httplib::Server& server, triage::TriageEngine& engine);
+// One kernel with its build log and findings (kernels_api.cc); `engine` may be null.
+void register_kernel_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine* engine);
+// {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
+nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
 
 }  // namespace leapfrog::coord
