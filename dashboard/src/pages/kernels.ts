@@ -19,6 +19,14 @@ function buildTime(k: Kernel): string {
   return s < 60 ? `${k.build_seconds.toFixed(1)} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
+// A build log as text, lines that say what went wrong marked so the eye lands on them.
+const problem = /error:|\*\*\*|FAILED|Hunk #|failed|does not apply|No such file/;
+function logView(text: string, id?: string, tail = false): HTMLElement {
+  const pre = h('pre', { class: `log${tail ? ' tail' : ''}`, id });
+  for (const line of text.replace(/\n$/, '').split('\n')) pre.append(problem.test(line) ? h('span', { class: 'log-problem' }, line) : line, '\n');
+  return pre;
+}
+
 const short = (sha: string) => (sha ? sha.slice(0, 12) : '—');
 
 function patchTable(k: Kernel, id?: string): HTMLElement {
@@ -55,7 +63,7 @@ export const kernelsPage: Page = async (root) => {
   const failed = kernels.filter((k) => k.status === 'build-failure').length;
   root.append(
     h('h1', {}, 'Kernels'),
-    h('p', {}, `${kernels.length} registered, ${failed} failed to build. Register with `, h('code', {}, 'leapfrog kernel add'), ' or build with ', h('code', {}, 'leapfrog kernel build LABEL --source DIR --patch F…'), '.'),
+    h('p', {}, `${kernels.length} registered, ${failed} failed to build. Register with `, h('code', {}, 'leapfrog kernel add'), ' or build with ', h('code', {}, 'leapfrog kernel build LABEL --source DIR --patch F…')),
     kernels.length
       ? table(
           ['kernel', 'status', 'release', 'patches', 'build time', 'source', 'added'],
@@ -81,7 +89,7 @@ export const kernelPage: Page = async (root, [raw]) => {
   const facts: [string, Node | string][] = [
     ['status', kernelStatusBadge(k)],
     ['release', k.release || '—'],
-    ['version', k.version || '—'],
+    k.status === 'build-failure' ? ['failure', h('span', { class: 'error-text' }, k.version || '—')] : ['version', k.version || '—'],
     ['boot cmdline', k.cmdline ? h('code', {}, k.cmdline) : '—'],
     ['source', k.source || '—'],
     ['build time', buildTime(k)],
@@ -99,8 +107,8 @@ export const kernelPage: Page = async (root, [raw]) => {
   if (k.status === 'build-failure') {
     root.append(
       h('h2', {}, 'Why the build failed'),
-      h('p', { class: 'error-text', id: 'build-failure-reason' }, k.version || 'the build failed'),
-      k.build_log_tail ? h('pre', { class: 'log', id: 'build-log-tail' }, k.build_log_tail) : h('p', { class: 'muted' }, 'The build left no log.'),
+      h('p', { class: 'error-text', id: 'build-failure-reason' }, k.version || 'the build failed', k.build_log_tail ? ' — the end of the build log:' : ''),
+      k.build_log_tail ? logView(k.build_log_tail, 'build-log-tail', true) : h('p', { class: 'muted' }, 'The build left no log.'),
     );
   }
   const log = d.build_log;
@@ -111,7 +119,7 @@ export const kernelPage: Page = async (root, [raw]) => {
         'details',
         { class: 'build-log', id: 'build-log' },
         h('summary', {}, summary),
-        log.readable ? h('pre', { class: 'log' }, log.text) : h('p', { class: 'muted' }, log.error),
+        log.readable ? logView(log.text) : h('p', { class: 'muted' }, log.error),
       ),
     );
   }
