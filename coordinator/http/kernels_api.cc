@@ -16,16 +16,6 @@ namespace leapfrog::coord {
 
 using nlohmann::json;
 
-namespace {
-
-// The build log is served whole up to this size; past it, its last part.
-constexpr uintmax_t kBuildLogCap = 256 * 1024;
-constexpr uint32_t kOutcomeScan = 2000;
-constexpr size_t kRecentOutcomes = 50;
-constexpr uint32_t kIssueScan = 1000;
-
-// The build log at `path` on this machine: {"path", "readable", "size",
-// "truncated", "text", "error"}. A log on another host is just not readable.
 json build_log(const std::string& path) {
   json out{{"path", path},       {"readable", false}, {"size", 0},
            {"truncated", false}, {"text", ""},        {"error", ""}};
@@ -55,6 +45,12 @@ json build_log(const std::string& path) {
   out["text"] = text;  // the reply replaces bytes that are not UTF-8
   return out;
 }
+
+namespace {
+
+constexpr uint32_t kOutcomeScan = 2000;
+constexpr size_t kRecentOutcomes = 50;
+constexpr uint32_t kIssueScan = 1000;
 
 // One outcome as a row of the kernel page: no violations, no console.
 json outcome_row(const v1::OutcomeRecord& o) {
