@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -39,6 +40,17 @@ nlohmann::json to_json(const v1::Kernel& k) {
           {"cmdline", k.cmdline()},       {"inputs_hash", k.inputs_hash()}, {"patches", patches},
           {"build_seconds", k.build_seconds()}, {"build_log", k.build_log_path()},
           {"build_log_tail", k.build_log_tail()}};
+}
+
+// The "Subject:" header of a patch file before its first diff; "" if none.
+std::string patch_subject(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Subject: ", 0) == 0) return line.substr(9);
+    if (line.rfind("--- ", 0) == 0) break;
+  }
+  return "";
 }
 
 }  // namespace
@@ -112,6 +124,12 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
     for (const auto& p : spec.patches) {
       auto* kp = k.add_patches();
       kp->set_name(std::filesystem::path(p).filename().string());
+      // The series is recorded as fully as for a good build, so the failure can be read.
+      try {
+        kp->set_sha256(kbuild::sha256_of_file(p));
+      } catch (const std::exception&) {  // unreadable now: the name still says which
+      }
+      kp->set_subject(patch_subject(p));
     }
     k.set_status("build-failure");
     k.set_version(std::string(e.stage()) + " failed: " + e.what());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "coordinator/clock.h"
 #include "coordinator/store/store.h"
@@ -75,5 +76,14 @@ void register_core_api(ApiRouter& router, ApiContext ctx);
 void register_triage_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine& engine);
 // GET /api/actions/{id}/reproducer.c: a file, not JSON.
 void register_triage_files(httplib::Server& server, triage::TriageEngine& engine);
+// One kernel with its build log and findings (kernels_api.cc); `engine` may be null.
+void register_kernel_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine* engine);
+// {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
+nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
+// The build log at `path` on this machine: {"path", "readable", "size", "truncated",
+// "text", "error"}; past kBuildLogCap bytes only its last whole lines. A log on
+// another host is just not readable.
+constexpr uintmax_t kBuildLogCap = 256 * 1024;
+nlohmann::json build_log(const std::string& path);
 
 }  // namespace leapfrog::coord

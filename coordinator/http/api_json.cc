@@ -215,11 +215,23 @@ json to_json(const v1::Schedule& s) {
 }
 
 json to_json(const v1::Kernel& k) {
+  json patches = json::array();
+  for (const auto& p : k.patches())
+    patches.push_back(json{{"name", p.name()}, {"sha256", p.sha256()}, {"subject", p.subject()}});
   return json{{"label", k.label()},
               {"version", k.version()},
               {"sha256", k.sha256()},
               {"source", k.source()},
-              {"added_at", iso_time(k.added_at())}};
+              {"added_at", iso_time(k.added_at())},
+              {"cmdline", k.cmdline()},
+              // Kernels registered before builds existed have no status: ready.
+              {"status", k.status().empty() ? "ready" : k.status()},
+              {"patches", patches},
+              {"inputs_hash", k.inputs_hash()},
+              {"release", k.release()},
+              {"build_seconds", k.build_seconds()},
+              {"build_log_tail", k.build_log_tail()},
+              {"build_log_path", k.build_log_path()}};
 }
 
 v1::CampaignSpec campaign_spec_from_json(const json& j) {

@@ -177,7 +177,9 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     f.job_id = id;
     json outcomes = json::array();
     for (const auto& o : ctx.store.find_outcomes(f)) outcomes.push_back(to_json(o));
-    return json{{"job", to_json(*job)}, {"outcomes", outcomes}};
+    return json{{"job", to_json(*job)},
+                {"outcomes", outcomes},
+                {"kernels", kernels_by_label(ctx.store, {job->kernel_label()})}};
   });
 
   r.get("/api/outcomes", [ctx](const httplib::Request& req) {

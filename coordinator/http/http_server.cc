@@ -160,6 +160,7 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
     register_triage_api(router, ctx, *triage);
     register_triage_files(*server_, *triage);
   }
+  register_kernel_api(router, ctx, triage);
   // Unknown API paths answer JSON, not the static 404 page.
   server_->Get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
     send_error(res, 404, "no endpoint \"" + req.path + "\"");

@@ -192,7 +192,13 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
       for (const auto& o : ctx.store.find_outcomes(f))
         if (o.attempt() == issue.example_attempt()) example = to_json(o);
     }
-    return json{{"issue", issue_json(issue)}, {"example", example}};
+    // The build record (patch series) of every kernel it was found on.
+    std::vector<std::string> labels;
+    for (const auto& k : issue.kernels()) labels.push_back(k.kernel_label());
+    if (!issue.example_kernel().empty()) labels.push_back(issue.example_kernel());
+    return json{{"issue", issue_json(issue)},
+                {"example", example},
+                {"kernels", kernels_by_label(ctx.store, labels)}};
   });
 
   r.get(R"(/api/actions/([^/]+))", [e](const httplib::Request& req) {

@@ -250,3 +250,36 @@ export interface Issue {
 }
 
 export const ISSUE_STATUSES = ['new', 'triaged', 'fixed', 'invalid', 'duplicate', 'regression'];
+
+export interface KernelPatch {
+  name: string;
+  sha256: string;
+  subject: string;
+}
+
+export interface Kernel {
+  label: string;
+  version: string;
+  sha256: string;
+  source: string;
+  added_at: string | null;
+  cmdline: string;
+  status: 'ready' | 'build-failure' | string;
+  patches: KernelPatch[];
+  inputs_hash: string;
+  release: string;
+  build_seconds: number;
+  build_log_tail: string;
+  build_log_path: string;
+}
+
+// GET /api/kernels/{label}.
+export interface KernelDetail {
+  kernel: Kernel;
+  build_log: { path: string; readable: boolean; size: number; truncated: boolean; text: string; error: string } | null;
+  outcomes: { job_id: number; attempt: number; campaign_id: number; scenario: string; fs: string; seed: number; verdict: string; violation_count: number; error: string; reported_at: string }[];
+  issues: { id: number; title: string; kind: string; scenario: string; count: number; first_seen: string; last_seen: string }[];
+}
+
+// The `kernels` map of finding views: null for a label no kernel was registered under.
+export type KernelsByLabel = Record<string, Kernel | null>;

@@ -6,6 +6,7 @@ import { agentsPage } from './pages/agents';
 import { campaignPage, campaignsPage, jobPage } from './pages/campaigns';
 import { issuePage } from './pages/issue';
 import { issuesPage } from './pages/issues';
+import { kernelPage, kernelsPage } from './pages/kernels';
 import { overviewPage } from './pages/overview';
 import { scalingPage } from './pages/scaling';
 import { schedulesPage } from './pages/schedules';
@@ -20,6 +21,8 @@ const routes: Route[] = [
   { pattern: /^\/scaling$/, page: scalingPage },
   { pattern: /^\/agents$/, page: agentsPage },
   { pattern: /^\/schedules$/, page: schedulesPage },
+  { pattern: /^\/kernels$/, page: kernelsPage },
+  { pattern: /^\/kernels\/([^/]+)$/, page: kernelPage },
 ];
 
 const nav: [string, string][] = [
@@ -29,6 +32,7 @@ const nav: [string, string][] = [
   ['#/scaling', 'Scaling'],
   ['#/agents', 'Agents'],
   ['#/schedules', 'Schedules'],
+  ['#/kernels', 'Kernels'],
 ];
 
 const app = document.getElementById('app')!;

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { Leapfrog, waitFor } from './harness.mjs';
+import { kernelBuild, sha256File, writeToyKernel } from './toy_kernel.mjs';
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
@@ -35,6 +36,8 @@ function assert(cond, message) {
   if (!cond) throw new Error(message);
 }
 
+const PATCHED = 'lf-patched';
+const BROKEN = 'lf-broken';
 const lf = new Leapfrog(args.leapfrog);
 let context;
 try {
@@ -43,12 +46,25 @@ try {
   // A second agent that stands in for another kernel build, for the scaling overlay.
   lf.startAgent('k2-agent', 'k2');
 
+  // ---- kernels with patch series, by the real `leapfrog kernel build` ----
+  const toy = writeToyKernel(path.join(lf.data, 'ktoy'));
+  const kcache = path.join(lf.data, 'kcache');
+  const goodSeries = [toy.patches.p1, toy.patches.p2];
+  const badSeries = [toy.patches.p1, toy.patches.p3];
+  const built = kernelBuild(lf, PATCHED, toy.tree, goodSeries, kcache, ['--cmdline', 'lf.toy=1']);
+  assert(built.status === 0, `kernel build ${PATCHED}: exit ${built.status}\n${built.stderr}`);
+  const broken = kernelBuild(lf, BROKEN, toy.tree, badSeries, kcache);
+  assert(broken.status === 2, `kernel build ${BROKEN} should fail with 2: exit ${broken.status}\n${broken.stderr}`);
+  // The nightly's findings are made on the patched kernel: an agent advertises it.
+  lf.startAgent('patched-agent', PATCHED);
+
   // ---- fill the database for real ----
   // A nightly: a schedule firing every minute, disabled once it fired.
   const spec = {
     name: 'nightly-e2e',
     scenarios: ['setattr-lookup'],
     filesystems: ['fuse-cached', 'tmpfs'],
+    kernels: [PATCHED],
     duration_s: 2,
   };
   const sched = await lf.api('POST', '/api/schedules', { name: 'nightly-e2e', cron: '* * * * *', campaign: spec }, lf.token);
@@ -74,11 +90,43 @@ try {
 
   // ---- the API itself ----
   await check('api: unknown ids are 404', async () => {
-    for (const p of ['/api/campaigns/999999', '/api/jobs/999999', '/api/nothing-here']) {
+    for (const p of ['/api/campaigns/999999', '/api/jobs/999999', '/api/nothing-here', '/api/kernels/no-such-kernel']) {
       const r = await lf.api('GET', p);
       assert(r.status === 404 && r.body.error, `${p}: ${r.status} ${JSON.stringify(r.body)}`);
     }
   });
+  await check('api: kernels carry their patch series and build record', async () => {
+    const { body } = await lf.api('GET', '/api/kernels');
+    const byLabel = Object.fromEntries(body.kernels.map((k) => [k.label, k]));
+    const good = byLabel[PATCHED], bad = byLabel[BROKEN];
+    assert(good && bad, `kernels listed: ${Object.keys(byLabel)}`);
+    assert(good.status === 'ready' && bad.status === 'build-failure', `statuses ${good.status} ${bad.status}`);
+    for (const [k, series] of [[good, goodSeries], [bad, badSeries]]) {
+      assert(k.patches.length === series.length, `${k.label}: ${k.patches.length} patches`);
+      k.patches.forEach((p, i) => {
+        assert(p.name === path.basename(series[i]), `${k.label} patch ${i}: ${p.name}`);
+        assert(p.sha256 === sha256File(series[i]), `${k.label} patch ${i}: sha256 ${p.sha256}`);
+        assert(fs.readFileSync(series[i], 'utf8').includes(`Subject: ${p.subject}\n`) && p.subject, `${k.label} patch ${i}: subject ${p.subject}`);
+      });
+    }
+    assert(/^6\.1\.0-lf[0-9a-f]{8}$/.test(good.release) && good.build_seconds > 0 && good.sha256 && good.cmdline === 'lf.toy=1', `ready kernel ${JSON.stringify(good)}`);
+    assert(bad.build_log_tail.includes("error: 'BREAK_BUILD' undeclared"), `failure tail ${JSON.stringify(bad.build_log_tail)}`);
+    const one = await lf.api('GET', `/api/kernels/${BROKEN}`);
+    assert(one.status === 200 && one.body.kernel.label === BROKEN, `GET /api/kernels/${BROKEN}: ${one.status}`);
+    const log = one.body.build_log;
+    assert(log && log.readable && log.text.includes("error: 'BREAK_BUILD' undeclared") && log.text.includes('$ patch -p1'), `whole log ${JSON.stringify(log)}`);
+    assert(log.text === fs.readFileSync(log.path, 'utf8'), 'the whole log differs from the file');
+  });
+
+  await check('api: a finding carries the patch series of its kernel', async () => {
+    const { body } = await lf.api('GET', `/api/jobs/${violatingJob.id}`);
+    assert(violatingJob.kernel === PATCHED, `the violation was found on ${violatingJob.kernel}`);
+    const k = body.kernels[PATCHED];
+    assert(k && k.patches.map((p) => p.name).join() === goodSeries.map((p) => path.basename(p)).join(), `job kernels ${JSON.stringify(body.kernels)}`);
+    const crash = await lf.api('GET', `/api/jobs/${crashJob}`);
+    assert(crash.body.kernels.host === null, `an unregistered kernel is ${JSON.stringify(crash.body.kernels)}`);
+  });
+
   await check('api: actions without the right token are 401', async () => {
     const body = { name: 'x', cron: '0 2 * * *', campaign: spec };
     for (const tok of [undefined, 'wrong']) {
@@ -133,6 +181,9 @@ try {
       ['/scaling', 'scaling'],
       ['/agents', 'agents'],
       ['/schedules', 'schedules'],
+      ['/kernels', 'kernels'],
+      [`/kernels/${PATCHED}`, 'kernel-ready'],
+      [`/kernels/${BROKEN}`, 'kernel-build-failure'],
     ];
     for (const [hash, name] of pages) {
       await visit(hash, name);
@@ -209,7 +260,47 @@ try {
     await page.screenshot({ path: path.join(artifacts, 'schedules.png'), fullPage: true });
   });
 
-  await triageChecks({ lf, page, visit, check, assert, sameStep, artifacts, violatingJob, crashJob, hostile });
+  await check('the kernels page shows status badges, releases and patch counts', async () => {
+    await visit('/kernels');
+    const rows = await page.$$eval('#kernels tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent.trim())));
+    const row = (l) => rows.find((r) => r[0] === l);
+    assert(row(PATCHED) && row(PATCHED)[1] === 'ready' && /^6\.1\.0-lf/.test(row(PATCHED)[2]) && row(PATCHED)[3] === '2', `row ${row(PATCHED)}`);
+    assert(row(BROKEN) && row(BROKEN)[1] === 'build-failure' && row(BROKEN)[3] === '2', `row ${row(BROKEN)}`);
+    assert(await page.$(`#kernels .badge.k-build-failure`), 'no build-failure badge');
+    await page.click(`#kernels a[href="#/kernels/${BROKEN}"]`);
+    await page.waitForSelector(`.page[data-page="/kernels/${BROKEN}"][data-ready]`);
+  });
+
+  await check('a failed kernel shows its series and the log tail', async () => {
+    await visit(`/kernels/${BROKEN}`);
+    await patchSeriesShown(page, '#patches', badSeries);
+    const tail = await page.textContent('#build-log-tail');
+    assert(tail.includes("fs/namei.c:3:9: error: 'BREAK_BUILD' undeclared"), `tail ${JSON.stringify(tail)}`);
+    assert((await page.textContent('h1 .badge')) === 'build-failure', 'no failure badge in the title');
+    await page.click('#build-log summary');
+    assert((await page.textContent('#build-log pre')).includes('$ patch -p1'), 'the whole log is not shown');
+    await page.click('#build-log summary');
+    await page.screenshot({ path: path.join(artifacts, 'kernel-build-failure.png'), fullPage: true });
+  });
+
+  await triageChecks({ lf, page, visit, check, assert, sameStep, artifacts, violatingJob, crashJob, hostile, goodSeries });
+
+  await check('a ready kernel shows its series and what was found on it', async () => {
+    await visit(`/kernels/${PATCHED}`);
+    await patchSeriesShown(page, '#patches', goodSeries);
+    assert(!(await page.$('#build-log-tail')), 'a ready kernel shows a failure tail');
+    assert((await page.textContent('#kernel-facts')).includes('lf.toy=1'), 'no cmdline');
+    assert((await page.textContent('#kernel-issues')).includes('stale-grant'), 'the issue found on it is not listed');
+    assert(await page.$(`#kernel-outcomes a[href="#/jobs/${violatingJob.id}"]`), 'the violating job is not listed');
+    await page.screenshot({ path: path.join(artifacts, 'kernel-ready.png'), fullPage: true });
+  });
+
+  await check('a job page shows the patch series of its kernel', async () => {
+    await visit(`/jobs/${violatingJob.id}`);
+    await patchSeriesShown(page, `#job-kernel .kernel-card[data-kernel="${PATCHED}"] table.patches`, goodSeries);
+    await visit(`/jobs/${crashJob}`);
+    assert((await page.getAttribute('#job-kernel .kernel-card', 'data-registered')) === 'false', 'the host kernel shows as registered');
+  });
 
   await check('no console errors over the whole run', async () => {
     // The refused actions above make the browser log their 401 responses.
@@ -222,6 +313,17 @@ try {
 } finally {
   if (context) await context.close().catch(() => undefined);
   await lf.stop();
+}
+
+// The patch table at `sel` lists `series` in order, with names and subjects.
+async function patchSeriesShown(page, sel, series) {
+  const rows = await page.$$eval(`${sel} tbody tr`, (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent.trim())));
+  assert(rows.length === series.length, `${sel}: ${rows.length} rows for ${series.length} patches`);
+  series.forEach((p, i) => {
+    const subject = /^Subject: (.*)$/m.exec(fs.readFileSync(p, 'utf8'))[1];
+    assert(rows[i][0] === String(i + 1) && rows[i][1] === path.basename(p) && rows[i][2] === subject, `${sel} row ${i}: ${rows[i]}`);
+    assert(sha256File(p).startsWith(rows[i][3]) && rows[i][3].length === 12, `${sel} row ${i} sha ${rows[i][3]}`);
+  });
 }
 
 // The highlighted step on the page is the stored violation's.
@@ -242,7 +344,7 @@ async function sameStep(page, stored) {
 
 // Triage pages: the issue of the positive control, its timeline, status,
 // notes and a replay, all through the page.
-async function triageChecks({ lf, page, visit, check, assert, sameStep, artifacts, crashJob }) {
+async function triageChecks({ lf, page, visit, check, assert, sameStep, artifacts, crashJob, goodSeries }) {
   const issue = await waitFor('the violation grouped into an issue', 60_000, async () => {
     const { body } = await lf.api('GET', '/api/issues?scenario=setattr-lookup&kind=violation');
     return body.issues.find((i) => i.title.startsWith('stale-grant'));
@@ -263,6 +365,16 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
     await sameStep(page, body.issue.example_violation);
     await page.screenshot({ path: path.join(artifacts, 'issue.png'), fullPage: true });
+  });
+
+  await check('the issue page shows the patch series of the kernel it was found on', async () => {
+    await visit(`/issues/${issue.id}`);
+    const card = `#issue-kernels .kernel-card[data-kernel="${PATCHED}"]`;
+    await patchSeriesShown(page, `${card} table.patches`, goodSeries);
+    assert((await page.textContent(`${card} .badge`)) === 'ready', 'no ready badge on the card');
+    await page.locator('#issue-kernels').screenshot({ path: path.join(artifacts, 'issue-found-on.png') });
+    await page.click(`${card} a[href="#/kernels/${PATCHED}"]`);
+    await page.waitForSelector(`.page[data-page="/kernels/${PATCHED}"][data-ready]`);
   });
 
   await check('a status change without the token is refused', async () => {

@@ -1,7 +1,8 @@
-import { get, type Campaign, type Job, type Matrix, type Outcome } from '../api';
+import { get, type Campaign, type Job, type KernelsByLabel, type Matrix, type Outcome } from '../api';
 import { ago, h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 import { matrixTable, progress } from './overview';
+import { kernelCard, kernelHref } from './kernels';
 import { outcomeView } from './outcome_view';
 
 export const campaignsPage: Page = async (root) => {
@@ -72,18 +73,21 @@ export const campaignPage: Page = async (root, [id]) => {
 };
 
 export const jobPage: Page = async (root, [id]) => {
-  const d = await get<{ job: Job; outcomes: Outcome[] }>(`/api/jobs/${id}`);
+  const d = await get<{ job: Job; outcomes: Outcome[]; kernels: KernelsByLabel }>(`/api/jobs/${id}`);
   const j = d.job;
   root.append(
     h('h1', {}, `Job #${j.id}`),
     h(
       'p',
       {},
-      `${j.spec.scenario} on ${j.spec.fs}, kernel ${j.kernel}, seed ${j.spec.seed}; campaign `,
+      `${j.spec.scenario} on ${j.spec.fs}, kernel `,
+      d.kernels[j.kernel] ? link(kernelHref(j.kernel), j.kernel) : j.kernel,
+      `, seed ${j.spec.seed}; campaign `,
       link(`#/campaigns/${j.campaign_id}`, `#${j.campaign_id}`),
       `; ${j.state}, attempt ${j.attempt} `,
       verdictBadge(j.verdict),
     ),
+    h('div', { id: 'job-kernel' }, kernelCard(j.kernel, d.kernels[j.kernel] ?? null)),
   );
   const cleanups: (() => void)[] = [];
   if (!d.outcomes.length) root.append(h('p', {}, 'No outcome yet.'));

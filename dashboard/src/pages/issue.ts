@@ -1,6 +1,7 @@
-import { get, ISSUE_STATUSES, post, type Action, type Issue, type Outcome, type Rate } from '../api';
+import { get, ISSUE_STATUSES, post, type Action, type Issue, type KernelsByLabel, type Outcome, type Rate } from '../api';
 import { h, link, table, when } from '../dom';
 import type { Page } from '../router';
+import { kernelCard, kernelHref } from './kernels';
 import { outcomeView } from './outcome_view';
 
 const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
@@ -43,6 +44,7 @@ function actionView(a: Action, issueId: number): HTMLElement {
 export const issuePage: Page = async (root, [id]) => {
   const head = h('div', {});
   const example = h('div', {});
+  const foundOn = h('div', { id: 'issue-kernels' });
   const message = h('p', { class: 'message', id: 'action-message' });
   const actions = h('div', { id: 'actions' });
   const rates = h('div', {});
@@ -71,16 +73,18 @@ export const issuePage: Page = async (root, [id]) => {
   };
 
   const refresh = async () => {
-    const d = await get<{ issue: Issue; example: Outcome | null }>(`/api/issues/${id}`);
+    const d = await get<{ issue: Issue; example: Outcome | null; kernels: KernelsByLabel }>(`/api/issues/${id}`);
     const first = !issue;
     issue = d.issue;
     head.replaceChildren(
       h('p', {}, h('span', { class: `badge s-${issue.status}`, id: 'issue-status' }, issue.status), ` ${issue.kind} in ${issue.scenario}; seen ${issue.count} times, first ${when(issue.first_seen)}, last ${when(issue.last_seen)}`, issue.duplicate_of ? h('span', {}, ', duplicate of ', link(`#/issues/${issue.duplicate_of}`, `#${issue.duplicate_of}`)) : '', issue.regressions ? `, reopened ${issue.regressions}×` : ''),
       h('p', { class: 'signature' }, `signature: ${issue.signature}`),
-      table(['kernel', 'count', 'first seen', 'last seen'], issue.kernels.map((k) => [k.kernel, k.count, when(k.first_seen), when(k.last_seen)])),
+      table(['kernel', 'count', 'first seen', 'last seen'], issue.kernels.map((k) => [d.kernels[k.kernel] ? link(kernelHref(k.kernel), k.kernel) : k.kernel, k.count, when(k.first_seen), when(k.last_seen)])),
     );
     if (first) {
       statusSel.value = issue.status;
+      const labels = [...new Set([...issue.kernels.map((k) => k.kernel), issue.example.kernel].filter(Boolean))];
+      foundOn.replaceChildren(...labels.map((l) => kernelCard(l, d.kernels[l] ?? null)));
       replayKernel.replaceChildren(...issue.kernels.map((k) => h('option', { value: k.kernel }, k.kernel)));
       if (d.example) {
         const view = outcomeView(d.example, issue.example_violation);
@@ -99,6 +103,8 @@ export const issuePage: Page = async (root, [id]) => {
   root.append(
     h('h1', {}, `Issue #${id}`),
     head,
+    h('h2', {}, 'Found on'),
+    foundOn,
     h('h2', {}, 'What happened'),
     example,
     h('h2', {}, 'Status and notes'),

@@ -1,0 +1,91 @@
+// The kernel JSON and the build log the kernel page serves: whole, capped to
+// its last whole lines, and absent.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "coordinator/http/api.h"
+#include "coordinator/http/api_json.h"
+
+namespace leapfrog::coord {
+namespace {
+
+class BuildLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/leapfrog-http-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(BuildLogTest, ASmallLogIsServedWhole) {
+  const std::string text = "  CC fs/namei.o\nfs/namei.c:3:9: error: 'X' undeclared\n";
+  const auto j = build_log(write("build.log", text));
+  EXPECT_TRUE(j["readable"].get<bool>());
+  EXPECT_FALSE(j["truncated"].get<bool>());
+  EXPECT_EQ(j["size"].get<uint64_t>(), text.size());
+  EXPECT_EQ(j["text"].get<std::string>(), text);
+}
+
+TEST_F(BuildLogTest, ABigLogKeepsItsLastWholeLines) {
+  std::string text;
+  for (int i = 0; text.size() < 3 * kBuildLogCap; ++i) text += "line " + std::to_string(i) + "\n";
+  text += "make: *** [Makefile:7: bzImage] Error 1\n";
+  const auto j = build_log(write("big.log", text));
+  const std::string served = j["text"].get<std::string>();
+  EXPECT_TRUE(j["truncated"].get<bool>());
+  EXPECT_EQ(j["size"].get<uint64_t>(), text.size());
+  EXPECT_LE(served.size(), kBuildLogCap);
+  EXPECT_GT(served.size(), kBuildLogCap - 64);
+  EXPECT_EQ(served.rfind("line ", 0), 0u) << "starts mid-line: " << served.substr(0, 40);
+  EXPECT_EQ(text.compare(text.size() - served.size(), served.size(), served), 0)
+      << "not the end of the log";
+}
+
+TEST_F(BuildLogTest, AMissingLogIsNotReadableAndSaysWhy) {
+  const std::string path = dir_ + "/elsewhere/build.log";
+  const auto j = build_log(path);
+  EXPECT_FALSE(j["readable"].get<bool>());
+  EXPECT_EQ(j["text"].get<std::string>(), "");
+  EXPECT_NE(j["error"].get<std::string>().find(path), std::string::npos) << j.dump();
+}
+
+TEST(KernelJson, CarriesTheBuildRecordAndDefaultsToReady) {
+  v1::Kernel k;
+  k.set_label("lf-patched");
+  auto* p = k.add_patches();
+  p->set_name("0001-a.patch");
+  p->set_sha256("ab12");
+  p->set_subject("[PATCH] a");
+  k.set_release("6.1.0-lf1");
+  k.set_build_seconds(12.5);
+  nlohmann::json j = to_json(k);
+  EXPECT_EQ(j["status"], "ready") << "a kernel registered before builds had no status";
+  ASSERT_EQ(j["patches"].size(), 1u);
+  EXPECT_EQ(j["patches"][0]["name"], "0001-a.patch");
+  EXPECT_EQ(j["patches"][0]["subject"], "[PATCH] a");
+  EXPECT_EQ(j["release"], "6.1.0-lf1");
+  EXPECT_EQ(j["build_seconds"].get<double>(), 12.5);
+  k.set_status("build-failure");
+  k.set_build_log_tail("error: x\n");
+  j = to_json(k);
+  EXPECT_EQ(j["status"], "build-failure");
+  EXPECT_EQ(j["build_log_tail"], "error: x\n");
+}
+
+}  // namespace
+}  // namespace leapfrog::coord

@@ -1,0 +1,144 @@
+// Kernels: the registered kernels with their build status, one kernel's patch
+// series, build record and log, and the card that finding views show for the
+// kernel a finding was made on.
+import { get, type Kernel, type KernelDetail } from '../api';
+import { h, link, table, verdictBadge, when } from '../dom';
+import type { Page } from '../router';
+
+export const kernelHref = (label: string) => `#/kernels/${encodeURIComponent(label)}`;
+
+export function kernelStatusBadge(k: Kernel): HTMLElement {
+  return h('span', { class: `badge k-${k.status}`, 'data-status': k.status }, k.status);
+}
+
+// "4 min 12 s"; a build from the cache took 0 s; a plain image was never built here.
+function buildTime(k: Kernel): string {
+  if (!k.inputs_hash && !k.build_seconds) return k.status === 'build-failure' ? '—' : 'not built here';
+  if (!k.build_seconds) return k.status === 'build-failure' ? '—' : 'from the build cache';
+  const s = Math.round(k.build_seconds);
+  return s < 60 ? `${k.build_seconds.toFixed(1)} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+// A build log as text, lines that say what went wrong marked so the eye lands on them.
+const problem = /error:|\*\*\*|FAILED|Hunk #|failed|does not apply|No such file/;
+function logView(text: string, id?: string, tail = false): HTMLElement {
+  const pre = h('pre', { class: `log${tail ? ' tail' : ''}`, id });
+  for (const line of text.replace(/\n$/, '').split('\n')) pre.append(problem.test(line) ? h('span', { class: 'log-problem' }, line) : line, '\n');
+  return pre;
+}
+
+const short = (sha: string) => (sha ? sha.slice(0, 12) : '—');
+
+function patchTable(k: Kernel, id?: string): HTMLElement {
+  if (!k.patches.length) return h('p', { class: 'muted' }, 'No patches: the source as it is.');
+  const t = table(
+    ['#', 'patch', 'subject', 'sha256'],
+    k.patches.map((p, i) => [i + 1, h('span', { class: 'patch-name' }, p.name), p.subject ? h('span', { class: 'patch-subject' }, p.subject) : h('span', { class: 'muted' }, 'no Subject: header'), h('code', { title: p.sha256 }, short(p.sha256))]),
+    { class: 'patches', id },
+  );
+  return t;
+}
+
+// The kernel a finding was made on, with its patch series; `k` null when no
+// kernel of that label is registered (e.g. the host's own kernel).
+export function kernelCard(label: string, k: Kernel | null): HTMLElement {
+  if (!k)
+    return h(
+      'div',
+      { class: 'kernel-card', 'data-kernel': label, 'data-registered': 'false' },
+      h('b', {}, `kernel ${label}`),
+      h('span', { class: 'muted' }, ' — not a registered kernel, so no build record or patch series'),
+    );
+  return h(
+    'div',
+    { class: `kernel-card k-${k.status}`, 'data-kernel': label, 'data-registered': 'true' },
+    h('div', { class: 'kernel-card-head' }, h('b', {}, 'kernel '), link(kernelHref(label), label), ' ', kernelStatusBadge(k), k.release ? h('span', { class: 'muted' }, ` ${k.release}`) : '', k.cmdline ? h('span', { class: 'muted' }, ` · cmdline ${k.cmdline}`) : ''),
+    k.patches.length ? h('div', { class: 'muted' }, `patch series (${k.patches.length}):`) : '',
+    patchTable(k),
+  );
+}
+
+export const kernelsPage: Page = async (root) => {
+  const { kernels } = await get<{ kernels: Kernel[] }>('/api/kernels');
+  const failed = kernels.filter((k) => k.status === 'build-failure').length;
+  root.append(
+    h('h1', {}, 'Kernels'),
+    h('p', {}, `${kernels.length} registered, ${failed} failed to build. Register with `, h('code', {}, 'leapfrog kernel add'), ' or build with ', h('code', {}, 'leapfrog kernel build LABEL --source DIR --patch F…')),
+    kernels.length
+      ? table(
+          ['kernel', 'status', 'release', 'patches', 'build time', 'source', 'added'],
+          kernels.map((k) => [
+            link(kernelHref(k.label), k.label),
+            kernelStatusBadge(k),
+            k.release || (k.status === 'ready' ? k.version.split(' ')[0] : '') || '—',
+            h('span', { class: 'num' }, k.patches.length),
+            buildTime(k),
+            h('span', { class: 'source' }, k.source || '—'),
+            when(k.added_at),
+          ]),
+          { id: 'kernels', class: 'kernels' },
+        )
+      : h('p', {}, 'No kernel registered yet.'),
+  );
+};
+
+export const kernelPage: Page = async (root, [raw]) => {
+  const label = decodeURIComponent(raw);
+  const d = await get<KernelDetail>(`/api/kernels/${encodeURIComponent(label)}`);
+  const k = d.kernel;
+  const facts: [string, Node | string][] = [
+    ['status', kernelStatusBadge(k)],
+    ['release', k.release || '—'],
+    k.status === 'build-failure' ? ['failure', h('span', { class: 'error-text' }, k.version || '—')] : ['version', k.version || '—'],
+    ['boot cmdline', k.cmdline ? h('code', {}, k.cmdline) : '—'],
+    ['source', k.source || '—'],
+    ['build time', buildTime(k)],
+    ['image sha256', k.sha256 ? h('code', { title: k.sha256 }, short(k.sha256)) : '—'],
+    ['inputs hash', k.inputs_hash ? h('code', { title: k.inputs_hash }, short(k.inputs_hash)) : '—'],
+    ['build log', k.build_log_path ? h('code', {}, k.build_log_path) : '—'],
+    ['added', when(k.added_at)],
+  ];
+  root.append(
+    h('h1', {}, `Kernel ${k.label} `, kernelStatusBadge(k)),
+    h('table', { class: 'facts', id: 'kernel-facts' }, h('tbody', {}, ...facts.map(([name, v]) => h('tr', {}, h('th', {}, name), h('td', {}, v))))),
+    h('h2', {}, `Patch series (${k.patches.length})`),
+    patchTable(k, 'patches'),
+  );
+  if (k.status === 'build-failure') {
+    root.append(
+      h('h2', {}, 'Why the build failed'),
+      h('p', { class: 'error-text', id: 'build-failure-reason' }, k.version || 'the build failed', k.build_log_tail ? ' — the end of the build log:' : ''),
+      k.build_log_tail ? logView(k.build_log_tail, 'build-log-tail', true) : h('p', { class: 'muted' }, 'The build left no log.'),
+    );
+  }
+  const log = d.build_log;
+  if (log) {
+    const summary = log.readable ? `Whole build log (${(log.size / 1024).toFixed(1)} KiB${log.truncated ? ', last 256 KiB shown' : ''})` : 'Whole build log: not readable here';
+    root.append(
+      h(
+        'details',
+        { class: 'build-log', id: 'build-log' },
+        h('summary', {}, summary),
+        log.readable ? logView(log.text) : h('p', { class: 'muted' }, log.error),
+      ),
+    );
+  }
+  root.append(
+    h('h2', {}, 'Issues found on it'),
+    d.issues.length
+      ? table(
+          ['issue', 'kind', 'scenario', 'title', 'count here', 'last seen'],
+          d.issues.map((i) => [link(`#/issues/${i.id}`, `#${i.id}`), i.kind, i.scenario, link(`#/issues/${i.id}`, i.title), i.count, when(i.last_seen)]),
+          { id: 'kernel-issues' },
+        )
+      : h('p', { class: 'muted' }, 'None.'),
+    h('h2', {}, 'Recent outcomes on it'),
+    d.outcomes.length
+      ? table(
+          ['job', 'campaign', 'scenario', 'fs', 'seed', 'verdict', 'violations', 'reported'],
+          d.outcomes.map((o) => [link(`#/jobs/${o.job_id}`, `#${o.job_id}`), link(`#/campaigns/${o.campaign_id}`, `#${o.campaign_id}`), o.scenario, o.fs, o.seed, verdictBadge(o.verdict), o.violation_count, when(o.reported_at)]),
+          { id: 'kernel-outcomes' },
+        )
+      : h('p', { class: 'muted' }, k.status === 'build-failure' ? 'None: campaigns cannot run on a kernel that did not build.' : 'None yet.'),
+  );
+};
