@@ -349,8 +349,10 @@ class Launcher {
       t << opts_.token << '\n';
     }
     chmod(token_file.c_str(), 0600);
-    // One initrd per kernel: VMs still running the previous one keep theirs.
-    const std::string initrd = opts_.run_dir + "/initrd-" + stored.sha256.substr(0, 16) + ".cpio";
+    // One initrd per kernel: VMs still running the previous one keep theirs
+    // (the first keeps the name bench/vm_bench.cc looks for).
+    const std::string initrd = initrd_.empty() ? opts_.run_dir + "/initrd.cpio"
+                                               : opts_.run_dir + "/initrd-" + stored.sha256.substr(0, 16) + ".cpio";
     if (run_tool({opts_.image_script, "token", "--image", image, "--token-file", token_file,
                   "--out", initrd},
                  out, err) != 0)
