@@ -358,8 +358,16 @@ class Agent {
     }
     worker.join();
     if (abandoned) return;
-    if (stopping() && outcome.verdict() == v1::VERDICT_ERROR) {
-      // Interrupted by the shutdown rather than a real result: give it back.
+    if (!outcome.has_build()) {
+      // The agent could not try (an exception): still a build result, so the
+      // coordinator records the failure and ends the jobs waiting for it.
+      outcome.set_verdict(v1::VERDICT_BUILD_FAILURE);
+      outcome.mutable_build()->set_failed_stage("agent");
+      outcome.mutable_build()->set_error(outcome.error());
+    }
+    if (stopping() && !outcome.build().ok()) {
+      // A failure during shutdown may be the shutdown's (make got the
+      // signal too): give the job back rather than record a build-failure.
       v1::ReleaseJobRequest rel;
       rel.set_agent_id(agent_id_);
       rel.set_job_id(job.job_id());
