@@ -425,4 +425,42 @@ TEST_F(BuilderE2E, ExpiredBuildLeaseIsRequeued) {
   EXPECT_EQ(jobs_in(id, "queued"), 2);
 }
 
+// A VM of the label runs the old kernel; the campaign rebuilds the label (the
+// toy build yields a different image: the Debian kernel padded, so its sha256
+// changes), and the launcher reboots the idle VM into the new image. Needs
+// QEMU and leapfrog-agent-static, like tests/vm_e2e_test.cc.
+TEST_F(BuilderE2E, LauncherRebootsIdleVmsIntoARebuiltKernel) {
+  const std::string static_agent = stdfs::path(LEAPFROG).parent_path() / "leapfrog-agent-static";
+  if (!stdfs::exists(static_agent)) GTEST_SKIP() << "no " << static_agent;
+  if (access("/usr/bin/qemu-system-x86_64", X_OK) != 0) GTEST_SKIP() << "no qemu-system-x86_64";
+  const std::string cache = *dir_ / "cache";
+  const std::string padded = *dir_ / "vmlinuz-padded";
+  stdfs::copy_file(image_, padded);
+  std::ofstream(padded, std::ios::app) << std::string(4096, '\0');
+  std::ofstream(src_ + "/Makefile", std::ios::trunc) << toy_makefile(padded, count_);
+  Result add = cli({"kernel", "add", "toy", image_, "--cache-dir", cache, "--json"});
+  ASSERT_EQ(add.exit, 0) << add.out << add.err;
+  const std::string old_sha = kernel("toy").value("sha256", "");
+  Proc* vm = spawn("launcher", {LEAPFROG, "--coordinator", address_, "--token-file", token_file_, "--data-dir",
+                                *dir_ / "vmdata", "vm", "run", "--kernel", "toy", "--count", "1", "--cache-dir", cache});
+  auto log = [&] { return slurp(vm->out_file()) + slurp(vm->err_file()); };
+  ASSERT_TRUE(poll_until([&] { return log().find("vm.registered") != std::string::npos || vm->exited(); }, 240s, 200ms))
+      << log();
+  ASSERT_FALSE(vm->exited()) << log();
+
+  agent("builder", {"--builder", "--build-cache", cache});
+  const int64_t id = run_build_campaign({good_patch_});
+  ASSERT_TRUE(poll_until([&] { return job_done(build_job(id)); }, 120s, 100ms));
+  const json k = kernel("toy");
+  ASSERT_EQ(k.value("status", ""), "ready") << k.dump();
+  ASSERT_NE(k.value("sha256", ""), old_sha) << "the toy build should change the image";
+  ASSERT_TRUE(poll_until([&] { return log().find("vm.reboot_new_kernel") != std::string::npos; }, 60s, 200ms))
+      << log();
+  EXPECT_NE(log().find("vm.kernel_replaced kernel=toy"), std::string::npos) << log();
+  ASSERT_TRUE(poll_until([&] { return log().find("generation=2 boot_ms") != std::string::npos || vm->exited(); },
+                         240s, 200ms))
+      << "the VM did not come back with the rebuilt kernel: " << log();
+  EXPECT_FALSE(vm->exited()) << log();
+}
+
 }  // namespace
