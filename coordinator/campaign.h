@@ -17,8 +17,8 @@ class SpecError : public std::invalid_argument {
 
 inline constexpr uint32_t kMaxJobsPerCampaign = 100'000;
 inline constexpr uint32_t kDefaultMaxAttempts = 3;
-// Scenario and file system of a kernel build job: no agent advertises this
-// file system, so only a builder's lease (Store::lease_build_job) takes it.
+// Scenario and file system of a kernel build job. Only a builder's lease
+// (Store::lease_build_job) takes build jobs, whatever an agent advertises.
 inline constexpr const char* kBuildJobScenario = "kernel-build";
 
 // The VM launcher's test hooks (selftest-crash, selftest-hang): accepted in

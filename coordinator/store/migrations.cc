@@ -214,8 +214,8 @@ ALTER TABLE kernels ADD COLUMN details bytea;
 )sql";
 
 // Kernel build jobs (CampaignSpec.builds): a build job carries its
-// v1.KernelBuild in `build` (scenario and fs are "kernel-build", which no
-// agent advertises, so only builder leases take it); a test job on a label
+// v1.KernelBuild in `build` (scenario and fs are "kernel-build"; only builder
+// leases take it); a test job on a label
 // being built waits in state 'waiting' for its build job (`wait_build`), and
 // once the kernel built needs an agent whose `uname -r` is `release`.
 const char* const kKernelBuildJobs = R"sql(

@@ -117,7 +117,7 @@ const PgStatement kStatements[] = {
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
      "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
      " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = ANY(ARRAY[$3])"
-     "  AND fs = ANY($4::text[]) AND (release IS NULL OR release = $5)"
+     "  AND fs = ANY($4::text[]) AND (release IS NULL OR release = $5) AND build IS NULL"
      "  ORDER BY kernel_label, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
      " RETURNING id, attempt, campaign_id, spec, kernel_label,"
      "  (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
@@ -146,7 +146,7 @@ const PgStatement kStatements[] = {
      " FROM (SELECT id, row_number() OVER (ORDER BY kernel_label, id) AS n FROM"
      "   (SELECT id, kernel_label FROM jobs WHERE state = 'queued'"
      "     AND kernel_label = ANY(ARRAY[$3]) AND fs = ANY($4::text[])"
-     "     AND (release IS NULL OR release = $6)"
+     "     AND (release IS NULL OR release = $6) AND build IS NULL"
      "     ORDER BY kernel_label, id LIMIT $5 FOR UPDATE SKIP LOCKED) q) picked"
      "  JOIN unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS w(agent_id, deadline, n)"
      "   ON w.n = picked.n"
