@@ -131,7 +131,8 @@ class Agent {
     stub_ = v1::AgentService::NewStub(channel_);
     caps_.set_kernel_label(opts.kernel_label.empty() ? "host" : opts.kernel_label);
     struct utsname u;
-    if (uname(&u) == 0) caps_.set_uname(std::string(u.release) + " " + u.version);
+    if (uname(&u) == 0)
+      caps_.set_uname((opts.uname_release.empty() ? std::string(u.release) : opts.uname_release) + " " + u.version);
     for (const auto& f : opts.filesystems.empty() ? default_filesystems() : opts.filesystems) caps_.add_filesystems(f);
     for (const auto& [from, to] : opts.fs_map)
       if (std::find(caps_.filesystems().begin(), caps_.filesystems().end(), from) == caps_.filesystems().end())
@@ -140,6 +141,7 @@ class Agent {
     caps_.set_cpus(static_cast<uint32_t>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN))));
     caps_.set_host(host_name());
     caps_.set_vm(opts.vm);
+    caps_.set_builder(opts.builder && opts.build_runner != nullptr);
   }
 
   int run() {
@@ -308,8 +310,86 @@ class Agent {
     }
   }
 
+  // Builds the kernel on a thread (kbuild runs make and friends as child
+  // processes), heartbeating meanwhile. A build cannot be stopped halfway:
+  // on a lost lease its result is dropped; on shutdown the agent waits for
+  // it and then hands the job back.
+  void run_build(const v1::Job& job) {
+    const v1::KernelBuild& b = job.build();
+    spdlog::info("job.build_start job={} attempt={} label={} source={} patches={}", job.job_id(), job.attempt(),
+                 b.label(), b.source(), b.patches_size());
+    if (!opts_.build_runner) {
+      finish(job, error_outcome("this agent cannot build kernels (started without --builder)"));
+      return;
+    }
+    std::atomic<bool> done{false};
+    v1::Outcome outcome;
+    std::thread worker([&] {
+      try {
+        outcome = opts_.build_runner(b, [&](const std::string& line) {
+          spdlog::info("job.build_progress job={} label={} {}", job.job_id(), b.label(), line);
+        });
+      } catch (const std::exception& e) {
+        outcome = error_outcome(std::string("kernel build: ") + e.what());
+      }
+      done.store(true);
+    });
+    bool abandoned = false;
+    auto next_beat = std::chrono::steady_clock::now() + heartbeat_;
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next_beat || abandoned) continue;
+      next_beat = now + heartbeat_;
+      v1::HeartbeatRequest hb;
+      hb.set_agent_id(agent_id_);
+      hb.set_job_id(job.job_id());
+      hb.set_attempt(job.attempt());
+      v1::HeartbeatResponse resp;
+      auto ctx = context(std::chrono::seconds(5));
+      const grpc::Status s = stub_->Heartbeat(ctx.get(), hb, &resp);
+      if (s.error_code() == StatusCode::FAILED_PRECONDITION) {
+        spdlog::warn("job.lost_lease job={} attempt={} (the build goes on; its result is dropped)", job.job_id(),
+                     job.attempt());
+        abandoned = true;
+      } else if (!s.ok()) {
+        handle_error("heartbeat", s);
+      }
+    }
+    worker.join();
+    if (abandoned) return;
+    if (!outcome.has_build()) {
+      // The agent could not try (an exception): still a build result, so the
+      // coordinator records the failure and ends the jobs waiting for it.
+      outcome.set_verdict(v1::VERDICT_BUILD_FAILURE);
+      outcome.mutable_build()->set_failed_stage("agent");
+      outcome.mutable_build()->set_error(outcome.error());
+    }
+    if (stopping() && !outcome.build().ok()) {
+      // A failure during shutdown may be the shutdown's (make got the
+      // signal too): give the job back rather than record a build-failure.
+      v1::ReleaseJobRequest rel;
+      rel.set_agent_id(agent_id_);
+      rel.set_job_id(job.job_id());
+      rel.set_attempt(job.attempt());
+      rel.set_reason("agent shutting down");
+      v1::ReleaseJobResponse resp;
+      auto ctx = context(std::chrono::seconds(5));
+      stub_->ReleaseJob(ctx.get(), rel, &resp);
+      return;
+    }
+    spdlog::info("job.build_done job={} attempt={} label={} ok={} release={} cached={} seconds={:.1f}",
+                 job.job_id(), job.attempt(), b.label(), outcome.build().ok(), outcome.build().release(),
+                 outcome.build().cached(), outcome.build().build_seconds());
+    finish(job, outcome);
+  }
+
   // Runs the job in a child `leapfrog-agent run`, heartbeating meanwhile.
   void run_job(const v1::Job& job) {
+    if (job.has_build()) {
+      run_build(job);
+      return;
+    }
     if (job.spec().scenario().rfind("selftest-", 0) == 0) {
       run_selftest(job);
       return;

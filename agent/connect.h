@@ -4,11 +4,19 @@
 // outcome to disk until the coordinator acknowledges it, reconnect with
 // backoff, and on SIGTERM hand the running job back and exit.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "leapfrog/v1/common.pb.h"
+
 namespace leapfrog {
+
+// Runs one kernel build job (agent/build_job.h), writing progress lines to
+// `log`; returns the outcome to report (with Outcome.build set).
+using BuildRunner = std::function<v1::Outcome(const v1::KernelBuild& build,
+                                              const std::function<void(const std::string&)>& log)>;
 
 struct ConnectOptions {
   // gRPC target, e.g. "127.0.0.1:7070" or "ipv4:127.0.0.1:7070,127.0.0.1:7071"
@@ -29,6 +37,13 @@ struct ConnectOptions {
   // Run the selftest-* jobs (crash the kernel, freeze the agent); only with
   // vm, and only when the launcher was asked to (`leapfrog vm run --selftest`).
   bool selftest = false;
+  // Advertise Capabilities.builder and run kernel build jobs with
+  // build_runner (set by the full agent; the static VM agent has none).
+  bool builder = false;
+  BuildRunner build_runner;
+  // Test only: the `uname -r` to advertise instead of the running kernel's,
+  // so a host agent can stand in for a VM booted with a built kernel.
+  std::string uname_release;
 };
 
 // Runs until SIGTERM/SIGINT (or max_jobs). Returns the process exit code.

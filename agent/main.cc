@@ -13,6 +13,10 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/connect.h"
+#ifdef LEAPFROG_AGENT_BUILDER
+#include "agent/build_job.h"
+#include "coordinator/vm/kernel_image.h"
+#endif
 #include "agent/options.h"
 #include "coordinator/auth.h"
 #include "scenarios/history_io.h"
@@ -160,6 +164,13 @@ int main(int argc, char** argv) {
   connect->add_option("--fs-map", fs_map, "JOB_FS=LOCAL_FS: run jobs of JOB_FS on LOCAL_FS (repeatable; for tests)");
   connect->add_flag("--selftest", connect_opts.selftest,
                     "run the selftest-crash and selftest-hang jobs (VMs of `leapfrog vm run --selftest` only)");
+  std::string build_cache;
+  connect->add_flag("--builder", connect_opts.builder,
+                    "also run kernel build jobs (CampaignSpec.builds) and store the kernels they build");
+  connect->add_option("--build-cache", build_cache,
+                      "build cache and kernel store of --builder (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
+  connect->add_option("--uname-release", connect_opts.uname_release,
+                      "TESTS ONLY: advertise this `uname -r` instead of the running kernel's");
   bool connect_die_with_parent = false;
   connect->add_flag("--die-with-parent", connect_die_with_parent,
                     "hand the job back and exit when the parent process dies");
@@ -194,6 +205,19 @@ int main(int argc, char** argv) {
         if (eq == std::string::npos || eq == 0 || eq + 1 == m.size())
           throw UsageError("bad --fs-map \"" + m + "\", want JOB_FS=LOCAL_FS");
         connect_opts.fs_map[m.substr(0, eq)] = m.substr(eq + 1);
+      }
+      if (connect_opts.builder) {
+#ifdef LEAPFROG_AGENT_BUILDER
+        const std::string cache = build_cache.empty() ? vm::default_cache_dir() : build_cache;
+        connect_opts.build_runner = [cache](const v1::KernelBuild& b,
+                                            const std::function<void(const std::string&)>& log) {
+          return run_build_job(b, cache, log);
+        };
+#else
+        throw UsageError("--builder: this agent was built without kernel-build support (use leapfrog-agent)");
+#endif
+      } else if (!build_cache.empty()) {
+        throw UsageError("--build-cache needs --builder");
       }
       if (connect_die_with_parent) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);

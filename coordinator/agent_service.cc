@@ -42,7 +42,8 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
     resp->set_agent_id(id);
     *resp->mutable_heartbeat_interval() = to_proto(cfg_.heartbeat_interval);
     *resp->mutable_lease_duration() = to_proto(cfg_.lease_duration);
-    spdlog::info("agent.register agent={} name={} kernel={}", id, req->name(), req->capabilities().kernel_label());
+    spdlog::info("agent.register agent={} name={} kernel={} builder={}", id, req->name(),
+                 req->capabilities().kernel_label(), req->capabilities().builder());
     return Status::OK;
   });
 }
@@ -57,6 +58,15 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
     const TimePoint until = clock_.now() + wait;
     for (;;) {
       seen(req->agent_id());
+      // Builders take kernel builds first: test jobs may be waiting for them.
+      std::optional<v1::Job> build;
+      if (caps.builder()) build = store_.lease_build_job(req->agent_id(), clock_.now(), cfg_.lease_duration);
+      if (build) {
+        spdlog::info("job.lease_build job={} attempt={} agent={} label={}", build->job_id(), build->attempt(),
+                     req->agent_id(), build->build().label());
+        *resp->mutable_job() = std::move(*build);
+        return Status::OK;
+      }
       if (auto job = store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration)) {
         spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
         *resp->mutable_job() = std::move(*job);

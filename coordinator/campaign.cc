@@ -1,5 +1,6 @@
 #include "coordinator/campaign.h"
 
+#include <algorithm>
 #include <set>
 
 #include "scenarios/fs/workspace.h"
@@ -39,6 +40,24 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
     throw SpecError("bad iterations " + std::to_string(spec.iterations()) + ", want [1, " + std::to_string(kMaxIterations) + "]");
   for (const auto& k : spec.kernels()) {
     if (k.empty()) throw SpecError("empty kernel label");
+  }
+  // Builds run on a builder agent's machine: paths must not depend on the
+  // CLI's working folder.
+  std::set<std::string> built;
+  for (const auto& b : spec.builds()) {
+    const std::string what = "build of kernel \"" + b.label() + "\": ";
+    if (b.label().empty()) throw SpecError("a kernel build has no label");
+    if (b.label() == "host") throw SpecError(what + "\"host\" is the agents' own kernel and cannot be built");
+    if (std::find(spec.kernels().begin(), spec.kernels().end(), b.label()) == spec.kernels().end())
+      throw SpecError(what + "the label is not among the campaign's kernels (add --kernel " + b.label() + ")");
+    if (!built.insert(b.label()).second) throw SpecError(what + "the label is built twice");
+    if (b.source().empty()) throw SpecError(what + "no source (a kernel source folder or tarball)");
+    if (b.source().front() != '/') throw SpecError(what + "source \"" + b.source() + "\" is not an absolute path");
+    for (const auto& p : b.patches())
+      if (p.empty() || p.front() != '/') throw SpecError(what + "patch \"" + p + "\" is not an absolute path");
+    for (const auto& c : b.config_fragments())
+      if (c.empty() || c.front() != '/')
+        throw SpecError(what + "config fragment \"" + c + "\" is not an absolute path");
   }
   for (const auto& f : spec.filesystems()) {
     try {
@@ -108,6 +127,15 @@ std::vector<NewJob> expand(const v1::CampaignSpec& spec) {
         }
       }
     }
+  }
+  // One build job per build; the store makes the jobs on its label wait.
+  for (const auto& b : spec.builds()) {
+    NewJob job;
+    job.kernel_label = b.label();
+    job.spec.set_scenario(kBuildJobScenario);
+    job.spec.set_fs(kBuildJobScenario);
+    job.build = b;
+    jobs.push_back(std::move(job));
   }
   return jobs;
 }

@@ -17,6 +17,9 @@ class SpecError : public std::invalid_argument {
 
 inline constexpr uint32_t kMaxJobsPerCampaign = 100'000;
 inline constexpr uint32_t kDefaultMaxAttempts = 3;
+// Scenario and file system of a kernel build job. Only a builder's lease
+// (Store::lease_build_job) takes build jobs, whatever an agent advertises.
+inline constexpr const char* kBuildJobScenario = "kernel-build";
 
 // The VM launcher's test hooks (selftest-crash, selftest-hang): accepted in
 // campaigns, run only by VM agents started with --selftest (agent/connect.cc);
@@ -27,7 +30,8 @@ bool is_selftest_scenario(const std::string& name);
 // and validates every field; throws SpecError.
 v1::CampaignSpec normalize(const v1::CampaignSpec& spec);
 
-// The jobs of a normalized spec, in a stable order.
+// The jobs of a normalized spec, in a stable order; the build jobs of
+// spec.builds come last.
 std::vector<NewJob> expand(const v1::CampaignSpec& spec);
 
 }  // namespace leapfrog::coord

@@ -282,5 +282,51 @@ TEST(CampaignDedupeTest, RepeatedEntriesMakeNoDuplicateJobs) {
   EXPECT_EQ(expand(n).size(), 1u);
 }
 
+// Kernel builds: checked against the campaign's kernels, one build job each,
+// after the test jobs.
+TEST(CampaignBuildsTest, RejectsBadBuildsWithTheReason) {
+  auto with_build = [](const char* label, const char* source) {
+    v1::CampaignSpec s = spec_of({"setattr-lookup"});
+    s.add_kernels("nightly");
+    auto* b = s.add_builds();
+    b->set_label(label);
+    b->set_source(source);
+    return s;
+  };
+  EXPECT_EQ(spec_error(with_build("nightly", "/src/linux")), "");  // positive control
+  EXPECT_THAT(spec_error(with_build("", "/src/linux")), HasSubstr("has no label"));
+  EXPECT_THAT(spec_error(with_build("other", "/src/linux")), HasSubstr("not among the campaign's kernels"));
+  EXPECT_THAT(spec_error(with_build("nightly", "")), HasSubstr("no source"));
+  EXPECT_THAT(spec_error(with_build("nightly", "linux")), HasSubstr("not an absolute path"));
+  v1::CampaignSpec host = with_build("host", "/src/linux");
+  host.add_kernels("host");
+  EXPECT_THAT(spec_error(host), HasSubstr("cannot be built"));
+  v1::CampaignSpec twice = with_build("nightly", "/src/linux");
+  *twice.add_builds() = twice.builds(0);
+  EXPECT_THAT(spec_error(twice), HasSubstr("built twice"));
+  v1::CampaignSpec patch = with_build("nightly", "/src/linux");
+  patch.mutable_builds(0)->add_patches("fix.patch");
+  EXPECT_THAT(spec_error(patch), HasSubstr("patch \"fix.patch\" is not an absolute path"));
+}
+
+TEST(CampaignBuildsTest, ExpandsOneBuildJobPerBuildAfterTheTests) {
+  v1::CampaignSpec s = spec_of({"setattr-lookup"});
+  s.add_kernels("nightly");
+  s.add_kernels("host");
+  s.set_seeds(2);
+  auto* b = s.add_builds();
+  b->set_label("nightly");
+  b->set_source("/src/linux");
+  b->add_patches("/src/0001.patch");
+  const auto jobs = expand(normalize(s));
+  ASSERT_EQ(jobs.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_FALSE(jobs[i].build.has_value()) << i;
+  ASSERT_TRUE(jobs[4].build.has_value());
+  EXPECT_EQ(jobs[4].kernel_label, "nightly");
+  EXPECT_EQ(jobs[4].spec.scenario(), kBuildJobScenario);
+  EXPECT_EQ(jobs[4].spec.fs(), kBuildJobScenario);
+  EXPECT_EQ(jobs[4].build->patches(0), "/src/0001.patch");
+}
+
 }  // namespace
 }  // namespace leapfrog::coord

@@ -31,6 +31,12 @@ void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool wit
   cmd->add_option("--observers", f.observers, "observers per job (default: the scenario's)");
   cmd->add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
   cmd->add_option("--max-attempts", f.max_attempts, "attempts before a job ends as infra-failure (default 3)");
+  cmd->add_option("--build", f.build_label,
+                  "build this kernel label first on a builder agent (one of --kernel; needs --source), then test it");
+  cmd->add_option("--source", f.build_source, "--build: kernel source folder or tarball");
+  cmd->add_option("--patch", f.build_patches, "--build: patch applied with patch -p1, in order (repeatable)");
+  cmd->add_option("--config", f.build_configs, "--build: config fragment on top of Leapfrog's (repeatable)");
+  cmd->add_option("--kernel-cmdline", f.build_cmdline, "--build: words added to the built kernel's command line");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "coordinator/cli/client.h"
 
+#include <filesystem>
+
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -58,6 +60,27 @@ v1::CampaignSpec to_spec(const CampaignFlags& f) {
   spec.set_iterations(f.iterations);
   spec.set_observers(f.observers);
   spec.set_max_attempts(f.max_attempts);
+  if (f.build_label.empty()) {
+    if (!f.build_source.empty() || !f.build_patches.empty() || !f.build_configs.empty() || !f.build_cmdline.empty())
+      throw std::runtime_error("--source, --patch, --config and --kernel-cmdline describe a build: add --build LABEL");
+  } else {
+    // The builder agent reads these paths: absolute, and checked here while
+    // the user can still fix them (builder and CLI usually share a machine).
+    auto path = [](const std::string& p, const char* flag) {
+      std::error_code ec;
+      if (!std::filesystem::exists(p, ec))
+        throw std::runtime_error(std::string(flag) + " \"" + p + "\": no such file or folder");
+      return std::filesystem::absolute(p).lexically_normal().string();
+    };
+    if (f.build_source.empty())
+      throw std::runtime_error("--build " + f.build_label + ": --source (a kernel source folder or tarball) is required");
+    v1::KernelBuild* b = spec.add_builds();
+    b->set_label(f.build_label);
+    b->set_source(path(f.build_source, "--source"));
+    for (const auto& p : f.build_patches) b->add_patches(path(p, "--patch"));
+    for (const auto& c : f.build_configs) b->add_config_fragments(path(c, "--config"));
+    b->set_cmdline(f.build_cmdline);
+  }
   for (const auto& p : f.params) {
     const auto eq = p.find('=');
     if (eq == std::string::npos || eq == 0) throw std::runtime_error("bad --param \"" + p + "\", want NAME=VALUE");
@@ -232,11 +255,31 @@ int Client::campaign_show(int64_t id, bool json_out) {
   std::printf("\n%-8s %-16s %-12s %-8s %-6s %-7s %-8s %-14s %s\n", "job", "scenario", "fs", "kernel", "seed", "state",
               "attempt", "verdict", "reason");
   for (const auto& j : jobs.jobs()) {
-    const char* state = j.state() == v1::JOB_STATE_DONE ? "done" : j.state() == v1::JOB_STATE_LEASED ? "leased" : "queued";
+    const char* state = j.state() == v1::JOB_STATE_DONE      ? "done"
+                        : j.state() == v1::JOB_STATE_LEASED  ? "leased"
+                        : j.state() == v1::JOB_STATE_WAITING ? "waiting"
+                                                             : "queued";
     std::printf("%-8lld %-16s %-12s %-8s %-6llu %-7s %-8u %-14s %s\n", static_cast<long long>(j.job_id()),
                 j.spec().scenario().c_str(), j.spec().fs().c_str(), j.kernel_label().c_str(),
                 static_cast<unsigned long long>(j.spec().seed()), state, j.attempt(),
                 j.state() == v1::JOB_STATE_DONE ? verdict_name(j.verdict()).c_str() : "-", j.reason().c_str());
+  }
+  // Build jobs and what the jobs of rebuilt kernels need.
+  for (const auto& j : jobs.jobs()) {
+    if (!j.has_build()) continue;
+    std::printf("\nbuild job %lld: kernel %s from %s (%d patches)\n", static_cast<long long>(j.job_id()),
+                j.build().label().c_str(), j.build().source().c_str(), j.build().patches_size());
+    for (const auto& p : j.build().patches()) std::printf("  patch %s\n", p.c_str());
+    if (j.state() == v1::JOB_STATE_DONE)
+      std::printf("  %s%s%s\n", verdict_name(j.verdict()).c_str(), j.reason().empty() ? "" : ": ", j.reason().c_str());
+    else
+      std::printf("  %s\n", j.state() == v1::JOB_STATE_LEASED ? "building (leased by a builder agent)"
+                                                              : "queued: waiting for a builder agent (connect --builder)");
+    for (const auto& t : jobs.jobs())
+      if (!t.has_build() && t.kernel_label() == j.build().label() && !t.release().empty()) {
+        std::printf("  jobs on %s run on agents whose uname -r is %s\n", t.kernel_label().c_str(), t.release().c_str());
+        break;
+      }
   }
   return 0;
 }

@@ -31,6 +31,12 @@ struct CampaignFlags {
   uint32_t observers = 0;
   std::vector<std::string> params;
   uint32_t max_attempts = 0;
+  // A kernel to build before the campaign tests it (--build LABEL --source ...).
+  std::string build_label;
+  std::string build_source;
+  std::vector<std::string> build_patches;
+  std::vector<std::string> build_configs;
+  std::string build_cmdline;
 };
 
 // Throws std::runtime_error on malformed flags (bad duration, param syntax).

@@ -213,6 +213,22 @@ ALTER TABLE kernels ADD COLUMN status text NOT NULL DEFAULT 'ready';
 ALTER TABLE kernels ADD COLUMN details bytea;
 )sql";
 
+// Kernel build jobs (CampaignSpec.builds): a build job carries its
+// v1.KernelBuild in `build` (scenario and fs are "kernel-build"; only builder
+// leases take it); a test job on a label
+// being built waits in state 'waiting' for its build job (`wait_build`), and
+// once the kernel built needs an agent whose `uname -r` is `release`.
+const char* const kKernelBuildJobs = R"sql(
+ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
+  CHECK (state IN ('queued', 'leased', 'done', 'waiting'));
+ALTER TABLE jobs ADD COLUMN build bytea;          -- v1.KernelBuild, build jobs only
+ALTER TABLE jobs ADD COLUMN wait_build bigint;    -- the build job a waiting job waits for
+ALTER TABLE jobs ADD COLUMN release text;         -- required `uname -r`; NULL: any
+CREATE INDEX jobs_build_queued ON jobs (id) WHERE state = 'queued' AND build IS NOT NULL;
+CREATE INDEX jobs_waiting ON jobs (wait_build) WHERE state = 'waiting';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& schema_migrations() {
@@ -220,6 +236,7 @@ const std::vector<Migration>& schema_migrations() {
       {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
       {2, "triage: issues, notes, rates, actions", kTriageSchema},
       {3, "kernel build status and details", kKernelDetails},
+      {4, "kernel build jobs, waiting jobs, required release", kKernelBuildJobs},
   };
   return all;
 }

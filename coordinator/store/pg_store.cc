@@ -40,6 +40,7 @@ struct PgLease {
   std::string kernel_label;
   std::string filesystems;  // text[] literal
   int64_t deadline_us;
+  std::string release;  // the agent's `uname -r`: jobs on a rebuilt kernel need it
 };
 
 namespace {
@@ -103,7 +104,7 @@ const PgStatement kStatements[] = {
      " WHERE campaign_id = ANY($1::bigint[]) GROUP BY 1"},
     {"list_jobs",
      "SELECT id, campaign_id, spec, kernel_label, state, attempt, coalesce(agent_id, ''),"
-     "  coalesce(verdict, 0), coalesce(reason, '')"
+     "  coalesce(verdict, 0), coalesce(reason, ''), build, coalesce(release, '')"
      " FROM jobs WHERE campaign_id = $1 ORDER BY id"},
     // The oldest matching queued job; SKIP LOCKED lets concurrent leases (from
     // any replica) pass each other instead of queueing on one row. Only the
@@ -116,9 +117,27 @@ const PgStatement kStatements[] = {
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
      "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
      " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = ANY(ARRAY[$3])"
-     "  AND fs = ANY($4::text[]) ORDER BY kernel_label, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+     "  AND fs = ANY($4::text[]) AND (release IS NULL OR release = $5) AND build IS NULL"
+     "  ORDER BY kernel_label, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
      " RETURNING id, attempt, campaign_id, spec, kernel_label,"
      "  (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
+    // Builder agents: the oldest queued kernel build job, of any label.
+    {"lease_build_job",
+     "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
+     "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
+     " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND build IS NOT NULL"
+     "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+     " RETURNING id, attempt, campaign_id, spec, kernel_label,"
+     "  (extract(epoch FROM lease_deadline) * 1000000)::bigint, build"},
+    // Jobs still waiting for a build job that ended without registering a
+    // kernel (it failed, or its lease expired for the last time): they end.
+    {"settle_waiting",
+     "UPDATE jobs w SET state = 'done', verdict = 8,"  // VERDICT_BUILD_FAILURE
+     "  reason = format('kernel %s was not built: build job %s ended without a kernel%s',"
+     "   w.kernel_label, b.id, coalesce(' (' || b.reason || ')', '')),"
+     "  finished_at = lf_ts($1), wait_build = NULL"
+     " FROM jobs b WHERE w.state = 'waiting' AND b.id = w.wait_build AND b.state = 'done'"
+     " RETURNING w.id"},
     // lease_job for several callers with the same capabilities at once (group
     // lease): the n-th caller gets the n-th oldest matching job.
     {"lease_jobs",
@@ -127,6 +146,7 @@ const PgStatement kStatements[] = {
      " FROM (SELECT id, row_number() OVER (ORDER BY kernel_label, id) AS n FROM"
      "   (SELECT id, kernel_label FROM jobs WHERE state = 'queued'"
      "     AND kernel_label = ANY(ARRAY[$3]) AND fs = ANY($4::text[])"
+     "     AND (release IS NULL OR release = $6) AND build IS NULL"
      "     ORDER BY kernel_label, id LIMIT $5 FOR UPDATE SKIP LOCKED) q) picked"
      "  JOIN unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS w(agent_id, deadline, n)"
      "   ON w.n = picked.n"
@@ -355,6 +375,7 @@ v1::JobState job_state(const std::string& s) {
   if (s == "queued") return v1::JOB_STATE_QUEUED;
   if (s == "leased") return v1::JOB_STATE_LEASED;
   if (s == "done") return v1::JOB_STATE_DONE;
+  if (s == "waiting") return v1::JOB_STATE_WAITING;
   return v1::JOB_STATE_UNSPECIFIED;
 }
 
@@ -413,6 +434,10 @@ v1::JobInfo job_info_from_row(const pqxx::row& r) {
   j.set_agent_id(r[6].as<std::string>());
   j.set_verdict(static_cast<v1::Verdict>(r[7].as<int>()));
   j.set_reason(r[8].as<std::string>());
+  if (r.size() > 10) {
+    if (!r[9].is_null()) *j.mutable_build() = parse<v1::KernelBuild>(r[9], "kernel build");
+    j.set_release(r[10].as<std::string>());
+  }
   return j;
 }
 
@@ -435,15 +460,36 @@ int64_t insert_campaign(pqxx::work& txn, const v1::CampaignSpec& spec,
   int64_t id = txn.exec_prepared1("insert_campaign", clean(spec.name()), bytes(spec), schedule_id,
                                   static_cast<int>(jobs.size()), us(now))[0]
                    .as<int64_t>();
-  if (!jobs.empty()) {
+  const bool any_tests =
+      std::any_of(jobs.begin(), jobs.end(), [](const NewJob& j) { return !j.build; });
+  if (any_tests) {
     pqxx::stream_to copy(txn, "jobs",
                          std::vector<std::string>{"campaign_id", "scenario", "fs", "kernel_label",
                                                   "spec", "max_attempts"});
     for (const auto& job : jobs) {
+      if (job.build) continue;  // inserted below
       copy << std::make_tuple(id, clean(job.spec.scenario()), clean(job.spec.fs()),
                               clean(job.kernel_label), bytea_text(job.spec), max_attempts);
     }
     copy.complete();
+  }
+  // Build jobs, then the jobs on their labels wait for them: the campaign's
+  // kernels are tested only once built.
+  for (const auto& job : jobs) {
+    if (!job.build) continue;
+    int64_t build_id =
+        txn.exec_params1(
+               "INSERT INTO jobs (campaign_id, scenario, fs, kernel_label, spec, max_attempts, build)"
+               " VALUES ($1, $2, $2, $3, $4, $5, $6) RETURNING id",
+               id, clean(job.spec.scenario()), clean(job.kernel_label), bytes(job.spec),
+               max_attempts, bytes(*job.build))[0]
+            .as<int64_t>();
+    auto waiting = txn.exec_params(
+        "UPDATE jobs SET state = 'waiting', wait_build = $2"
+        " WHERE campaign_id = $1 AND kernel_label = $3 AND build IS NULL AND state = 'queued'",
+        id, build_id, clean(job.kernel_label));
+    spdlog::info("build_job_created campaign={} job={} label={} waiting={}", id, build_id,
+                 job.kernel_label, waiting.affected_rows());
   }
   spdlog::info("campaign_created id={} name=\"{}\" jobs={} schedule={}", id, spec.name(),
                jobs.size(), schedule_id);
@@ -501,9 +547,11 @@ v1::Job job_from_row(const pqxx::row& r) {
 // Leases a job for each caller of `batch`, one autocommit statement per set
 // of capabilities; callers left without a job get nullopt.
 void write_leases(PgPool& pool, LeaseBatch& batch) {
-  std::map<std::pair<std::string, std::string>, std::vector<LeaseBatch::value_type>> groups;
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<LeaseBatch::value_type>>
+      groups;
   for (auto* item : batch) {
-    groups[{item->request.kernel_label, item->request.filesystems}].push_back(item);
+    groups[{item->request.kernel_label, item->request.filesystems, item->request.release}]
+        .push_back(item);
   }
   for (auto& [caps, items] : groups) {
     try {
@@ -513,7 +561,7 @@ void write_leases(PgPool& pool, LeaseBatch& batch) {
             if (items.size() == 1) {
               const PgLease& l = items[0]->request;
               auto r = txn.exec_prepared("lease_job", l.agent_id, l.deadline_us, l.kernel_label,
-                                         l.filesystems);
+                                         l.filesystems, l.release);
               if (!r.empty()) out[0] = job_from_row(r[0]);
               return out;
             }
@@ -525,7 +573,8 @@ void write_leases(PgPool& pool, LeaseBatch& batch) {
             }
             for (const auto& r :
                  txn.exec_prepared("lease_jobs", text_array(agents), number_array(deadlines),
-                                   caps.first, caps.second, static_cast<int64_t>(items.size()))) {
+                                   std::get<0>(caps), std::get<1>(caps),
+                                   static_cast<int64_t>(items.size()), std::get<2>(caps))) {
               out.at(r[6].as<size_t>() - 1) = job_from_row(r);
             }
             return out;
@@ -864,17 +913,7 @@ std::vector<v1::JobInfo> PgStore::list_jobs(int64_t campaign_id) {
   return run_transaction(*pool_, "list_jobs", [&](pqxx::work& txn) {
     std::vector<v1::JobInfo> out;
     for (const auto& r : txn.exec_prepared("list_jobs", campaign_id)) {
-      v1::JobInfo j;
-      j.set_job_id(r[0].as<int64_t>());
-      j.set_campaign_id(r[1].as<int64_t>());
-      *j.mutable_spec() = parse<v1::ScenarioSpec>(r[2], "scenario spec");
-      j.set_kernel_label(r[3].as<std::string>());
-      j.set_state(job_state(r[4].as<std::string>()));
-      j.set_attempt(r[5].as<uint32_t>());
-      j.set_agent_id(r[6].as<std::string>());
-      j.set_verdict(static_cast<v1::Verdict>(r[7].as<int>()));
-      j.set_reason(r[8].as<std::string>());
-      out.push_back(std::move(j));
+      out.push_back(job_info_from_row(r));
     }
     return out;
   });
@@ -885,8 +924,10 @@ std::vector<v1::JobInfo> PgStore::list_jobs(int64_t campaign_id) {
 std::optional<v1::Job> PgStore::lease_job(const std::string& agent_id, const v1::Capabilities& caps,
                                           TimePoint now, Duration lease) {
   if (caps.filesystems().empty()) return std::nullopt;
+  // uname is "<release> <version>"; jobs on a rebuilt kernel match the release.
+  const std::string uname = clean(caps.uname());
   PgLease request{clean(agent_id), clean(caps.kernel_label()), text_array(caps.filesystems()),
-                  us(now + lease)};
+                  us(now + lease), uname.substr(0, uname.find(' '))};
   return leases_->submit(request, [this](LeaseBatch& batch) { write_leases(*pool_, batch); });
 }
 
@@ -901,8 +942,130 @@ std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64
       });
 }
 
+namespace {
+
+// The kernel a build job's result registers, as `leapfrog kernel build` does.
+v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r) {
+  v1::Kernel k;
+  k.set_label(b.label());
+  k.set_cmdline(b.cmdline());
+  std::string source = "build of " + b.source();
+  for (const auto& p : b.patches()) source += " + " + p.substr(p.find_last_of('/') + 1);
+  k.set_source(source);
+  for (const auto& p : r.patches()) {
+    auto* kp = k.add_patches();
+    kp->set_name(p.name());
+    kp->set_sha256(p.sha256());
+    kp->set_subject(p.subject());
+  }
+  if (r.patches().empty()) {
+    for (const auto& p : b.patches()) k.add_patches()->set_name(p.substr(p.find_last_of('/') + 1));
+  }
+  k.set_inputs_hash(r.inputs_hash());
+  k.set_build_log_path(r.log_path());
+  k.set_build_log_tail(r.log_tail());
+  if (r.ok()) {
+    k.set_status("ready");
+    k.set_release(r.release());
+    k.set_sha256(r.vmlinux_sha256());
+    k.set_version(r.version());
+    k.set_build_seconds(r.build_seconds());
+  } else {
+    k.set_status("build-failure");
+    k.set_version(r.failed_stage() + " failed: " + r.error());
+  }
+  return k;
+}
+
+// report_outcome for a build job (the outcome has a build result): stores the
+// outcome as store_reports does, registers the kernel (ready or
+// build-failure), and queues the jobs waiting for it on the built release or
+// ends them as BUILD_FAILURE, all in the caller's transaction.
+ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, int64_t job_id,
+                                uint32_t attempt, const v1::Outcome& outcome, TimePoint now) {
+  auto row = txn.exec_params(
+      "SELECT state, attempt, campaign_id, coalesce(verdict, 0), build FROM jobs WHERE id = $1"
+      " FOR UPDATE",
+      job_id);
+  if (row.empty()) throw StoreError("report outcome: unknown job " + std::to_string(job_id), false);
+  if (row[0][4].is_null())
+    throw StoreError("report outcome: job " + std::to_string(job_id) +
+                         " is not a kernel build job but the outcome carries a build result",
+                     false);
+  const std::string state = row[0][0].as<std::string>();
+  const auto current = row[0][1].as<uint32_t>();
+  const auto campaign_id = row[0][2].as<int64_t>();
+  const int verdict = row[0][3].as<int>();
+  const auto build = parse<v1::KernelBuild>(row[0][4], "kernel build");
+  if (!txn.exec_params("SELECT 1 FROM outcomes WHERE job_id = $1 AND attempt = $2", job_id, attempt)
+           .empty())
+    return ReportResult::Duplicate;
+  if (attempt > current)
+    throw StoreError("report outcome: job " + std::to_string(job_id) + " has no attempt " +
+                         std::to_string(attempt) + " (latest " + std::to_string(current) + ")",
+                     false);
+  if (attempt != current || (state == "done" && verdict != kInfraVerdict)) {
+    spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", job_id,
+                 attempt, current, state, agent_id);
+    return ReportResult::Superseded;
+  }
+  const v1::KernelBuildResult& r = outcome.build();
+  const std::string error = r.ok() ? "" : clean(r.failed_stage() + " failed: " + r.error());
+  txn.exec_params(
+      "INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked,"
+      " offsets_checked, violation_count, race_window_hits, error, outcome, reported_at)"
+      " VALUES ($1, $2, $3, $4, $5, 0, 0, 0, 0, 0, $6, $7, lf_ts($8))",
+      job_id, attempt, campaign_id, clean(agent_id), static_cast<int>(outcome.verdict()),
+      clean(outcome.error().empty() ? error : outcome.error()), bytes(outcome), us(now));
+  txn.exec_params(
+      "UPDATE jobs SET state = 'done', verdict = $2, agent_id = $3, lease_deadline = NULL,"
+      " reason = nullif($4, ''), finished_at = lf_ts($5) WHERE id = $1",
+      job_id, static_cast<int>(outcome.verdict()), clean(agent_id), error, us(now));
+  const v1::Kernel k = store_kernel(txn, "put_kernel", built_kernel(build, r), now);
+  if (r.ok()) {
+    auto released = txn.exec_params(
+        "UPDATE jobs SET state = 'queued', release = $2, wait_build = NULL"
+        " WHERE wait_build = $1 AND state = 'waiting'",
+        job_id, clean(r.release()));
+    spdlog::info("kernel_built job={} label={} release={} sha256={} cached={} queued={}", job_id,
+                 k.label(), r.release(), r.vmlinux_sha256(), r.cached(), released.affected_rows());
+  } else {
+    auto ended = txn.exec_params(
+        "UPDATE jobs SET state = 'done', verdict = $2, reason = $3, finished_at = lf_ts($4),"
+        " wait_build = NULL WHERE wait_build = $1 AND state = 'waiting'",
+        job_id, static_cast<int>(v1::VERDICT_BUILD_FAILURE),
+        clean("kernel " + build.label() + " did not build (build job " + std::to_string(job_id) +
+              ", " + error + ")"),
+        us(now));
+    spdlog::warn("kernel_build_failed job={} label={} stage={} ended={}", job_id, build.label(),
+                 r.failed_stage(), ended.affected_rows());
+  }
+  return ReportResult::Stored;
+}
+
+}  // namespace
+
+std::optional<v1::Job> PgStore::lease_build_job(const std::string& agent_id, TimePoint now,
+                                                Duration lease) {
+  return run_autocommit(
+      *pool_, "lease_build_job", [&](pqxx::nontransaction& txn) -> std::optional<v1::Job> {
+        auto r = txn.exec_prepared("lease_build_job", clean(agent_id), us(now + lease));
+        if (r.empty()) return std::nullopt;
+        v1::Job job = job_from_row(r[0]);
+        *job.mutable_build() = parse<v1::KernelBuild>(r[0][6], "kernel build");
+        return job;
+      });
+}
+
 ReportResult PgStore::report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                                      const v1::Outcome& outcome, TimePoint now) {
+  // A build job's outcome also registers its kernel and moves the jobs
+  // waiting for it: a transaction of its own, off the group-commit path.
+  if (outcome.has_build()) {
+    return run_transaction(*pool_, "report_build", [&](pqxx::work& txn) {
+      return store_build_report(txn, agent_id, job_id, attempt, outcome, now);
+    });
+  }
   PgReport report{agent_id, job_id, attempt, outcome, now};
   return reports_->submit(report, [this](ReportBatch& batch) { write_reports(*pool_, batch); });
 }
@@ -918,6 +1081,10 @@ void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t 
 int PgStore::expire_leases(TimePoint now) {
   return run_transaction(*pool_, "expire_leases", [&](pqxx::work& txn) {
     auto r = txn.exec_prepared("expire_leases", us(now));
+    auto settled = txn.exec_prepared("settle_waiting", us(now));
+    for (const auto& row : settled)
+      spdlog::warn("job_build_failure job={} reason=\"build job ended without a kernel\"",
+                   row[0].as<int64_t>());
     for (const auto& row : r) {
       if (row[2].as<bool>()) {
         spdlog::warn("job_infra_failure job={} attempts={} last_agent={}", row[0].as<int64_t>(),
@@ -927,7 +1094,7 @@ int PgStore::expire_leases(TimePoint now) {
                      row[1].as<int>(), row[3].as<std::string>());
       }
     }
-    return static_cast<int>(r.size());
+    return static_cast<int>(r.size() + settled.size());
   });
 }
 
@@ -987,7 +1154,8 @@ std::optional<v1::JobInfo> PgStore::get_job(int64_t id) {
   return run_transaction(*pool_, "get_job", [&](pqxx::work& txn) -> std::optional<v1::JobInfo> {
     auto r = txn.exec_params(
         "SELECT id, campaign_id, spec, kernel_label, state, attempt, coalesce(agent_id, ''),"
-        "  coalesce(verdict, 0), coalesce(reason, '') FROM jobs WHERE id = $1",
+        "  coalesce(verdict, 0), coalesce(reason, ''), build, coalesce(release, '')"
+        " FROM jobs WHERE id = $1",
         id);
     if (r.empty()) return std::nullopt;
     return job_info_from_row(r[0]);

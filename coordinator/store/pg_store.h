@@ -75,6 +75,8 @@ class PgStore : public Store {
                                    TimePoint now, Duration lease) override;
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                        uint32_t attempt, TimePoint now, Duration lease) override;
+  std::optional<v1::Job> lease_build_job(const std::string& agent_id, TimePoint now,
+                                         Duration lease) override;
   ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                               const v1::Outcome& outcome, TimePoint now) override;
   void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override;

@@ -793,5 +793,84 @@ TEST_F(PgStoreTest, NothingIsLostAcrossRestartsUnderLoad) {
   spdlog::set_level(spdlog::level::warn);
 }
 
+// Kernel build jobs in the store: only a builder lease takes them, jobs on the
+// label wait, a success queues them for the built release, a report repeated
+// is a duplicate, and a build lost on every attempt ends its waiting jobs.
+NewJob build_job(const std::string& label) {
+  NewJob j;
+  j.kernel_label = label;
+  j.spec.set_scenario("kernel-build");
+  j.spec.set_fs("kernel-build");
+  v1::KernelBuild b;
+  b.set_label(label);
+  b.set_source("/src/linux");
+  b.add_patches("/src/0001-fix.patch");
+  j.build = b;
+  return j;
+}
+
+TEST_F(PgStoreTest, BuildJobQueuesItsWaitingJobsForTheBuiltRelease) {
+  std::vector<NewJob> all = {job("setattr-lookup", "tmpfs", 1, "nightly"),
+                             job("setattr-lookup", "tmpfs", 2, "nightly"),
+                             job("setattr-lookup", "tmpfs", 3, "host"), build_job("nightly")};
+  const int64_t c = store_->create_campaign(campaign_spec("rebuild"), all, 0, kT0);
+  const v1::Capabilities nightly = caps("nightly", {"tmpfs", "kernel-build"});
+  EXPECT_FALSE(lease("a", kT0, nightly)) << "a waiting job or the build job went to a test lease";
+  auto host = lease("h", kT0);
+  ASSERT_TRUE(host);  // jobs on other labels do not wait
+  auto build = store_->lease_build_job("b", kT0, kLease);
+  ASSERT_TRUE(build);
+  ASSERT_TRUE(build->has_build());
+  EXPECT_EQ(build->build().patches(0), "/src/0001-fix.patch");
+  EXPECT_FALSE(store_->lease_build_job("b2", kT0, kLease));
+
+  v1::Outcome o = outcome(v1::VERDICT_PASS);
+  auto* r = o.mutable_build();
+  r->set_ok(true);
+  r->set_release("6.1.0-lfabcdef12");
+  r->set_vmlinux_sha256(std::string(64, 'a'));
+  r->set_version("6.1.0-lfabcdef12 #1");
+  r->add_patches()->set_name("0001-fix.patch");
+  EXPECT_EQ(store_->report_outcome("b", build->job_id(), build->attempt(), o, kT0 + 1s), ReportResult::Stored);
+  EXPECT_EQ(store_->report_outcome("b", build->job_id(), build->attempt(), o, kT0 + 2s), ReportResult::Duplicate);
+  const auto kernels = store_->list_kernels();
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].label(), "nightly");
+  EXPECT_EQ(kernels[0].status(), "ready");
+  EXPECT_EQ(kernels[0].release(), "6.1.0-lfabcdef12");
+  EXPECT_EQ(kernels[0].source(), "build of /src/linux + 0001-fix.patch");
+
+  EXPECT_FALSE(lease("a", kT0 + 2s, nightly)) << "an agent without the built release leased";
+  v1::Capabilities built = nightly;
+  built.set_uname("6.1.0-lfabcdef12 #1 SMP");
+  auto first = lease("n", kT0 + 2s, built);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->kernel_label(), "nightly");
+  EXPECT_EQ(job_info(c, first->job_id()).release(), "6.1.0-lfabcdef12");
+}
+
+TEST_F(PgStoreTest, BuildLostOnEveryAttemptEndsItsWaitingJobs) {
+  const int64_t c = store_->create_campaign(campaign_spec("rebuild", 1),
+                                            {job("setattr-lookup", "tmpfs", 1, "nightly"), build_job("nightly")},
+                                            0, kT0);
+  auto build = store_->lease_build_job("b", kT0, kLease);
+  ASSERT_TRUE(build);
+  EXPECT_EQ(store_->expire_leases(kT0 + kLease - 1s), 0);
+  EXPECT_EQ(store_->expire_leases(kT0 + kLease + 1s), 2);  // the build job, and the job waiting for it
+  for (const auto& j : store_->list_jobs(c)) {
+    EXPECT_EQ(j.state(), v1::JOB_STATE_DONE) << j.job_id();
+    if (j.has_build()) {
+      EXPECT_EQ(j.verdict(), v1::VERDICT_INFRA_FAILURE);
+    } else {
+      EXPECT_EQ(j.verdict(), v1::VERDICT_BUILD_FAILURE);
+      EXPECT_NE(j.reason().find("kernel nightly was not built: build job " + std::to_string(build->job_id())),
+                std::string::npos)
+          << j.reason();
+    }
+  }
+  EXPECT_EQ(store_->get_campaign(c)->state(), v1::CAMPAIGN_STATE_DONE);
+}
+
+
 }  // namespace
 }  // namespace leapfrog::coord

@@ -33,6 +33,9 @@ class StoreError : public std::runtime_error {
 struct NewJob {
   v1::ScenarioSpec spec;
   std::string kernel_label;
+  // Set on a kernel build job: leased only by builder agents. Jobs of
+  // the same campaign on its label wait for it (Store::create_campaign).
+  std::optional<v1::KernelBuild> build;
 };
 
 // The job an agent holds, for the VM launcher (Store::agent_job).
@@ -84,6 +87,7 @@ class Store {
   // ---- campaigns and jobs ----
   // Stores the campaign and queues its jobs in one transaction; returns its id.
   // `max_attempts` comes from spec (0 means 3). schedule_id 0: made by hand.
+  // Jobs on a label that one of `jobs` builds are stored waiting for it.
   virtual int64_t create_campaign(const v1::CampaignSpec& spec, const std::vector<NewJob>& jobs,
                                   int64_t schedule_id, TimePoint now) = 0;
   virtual std::optional<v1::Campaign> get_campaign(int64_t id) = 0;
@@ -95,9 +99,20 @@ class Store {
   // Leases the oldest queued job whose kernel label equals caps.kernel_label
   // and whose file system is in caps.filesystems: attempt + 1, deadline now +
   // lease. Never hands one job to two agents. nullopt when none matches.
+  // A job on a rebuilt kernel goes only to an agent whose caps.uname starts
+  // with the built release.
   virtual std::optional<v1::Job> lease_job(const std::string& agent_id,
                                            const v1::Capabilities& caps, TimePoint now,
                                            Duration lease) = 0;
+  // For builder agents: leases the oldest queued kernel build job (any
+  // label), as lease_job. nullopt when none is queued.
+  virtual std::optional<v1::Job> lease_build_job(const std::string& agent_id, TimePoint now,
+                                                 Duration lease) {
+    (void)agent_id;
+    (void)now;
+    (void)lease;
+    return std::nullopt;
+  }
   // Extends the lease if (job, attempt) is still leased by this agent; returns
   // the new deadline, or nullopt if the lease is no longer the agent's.
   virtual std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
@@ -106,7 +121,9 @@ class Store {
   // the job's current one (leased, or requeued but not yet leased again, or
   // ended as INFRA_FAILURE by expiry: the real outcome then replaces it).
   // Throws StoreError (not unavailable) for an unknown job, or an attempt
-  // never handed out.
+  // never handed out. An outcome with a build result (a build job's) also
+  // registers the kernel and queues or ends the jobs waiting for it, in the
+  // same transaction.
   virtual ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                                       const v1::Outcome& outcome, TimePoint now) = 0;
   // The agent gives the job back unfinished: queued again, attempt not counted
@@ -114,8 +131,9 @@ class Store {
   // Ignored unless (job, attempt) is leased by this agent.
   virtual void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) = 0;
   // Leases past their deadline: requeued (the next lease is attempt + 1) or,
-  // after max_attempts, done as VERDICT_INFRA_FAILURE with the reason. Returns
-  // how many jobs it touched.
+  // after max_attempts, done as VERDICT_INFRA_FAILURE with the reason. Jobs
+  // still waiting for a build job that ended without a kernel end as
+  // VERDICT_BUILD_FAILURE. Returns how many jobs it touched.
   virtual int expire_leases(TimePoint now) = 0;
   // For the VM launcher (FailAgentJob): the agent called `agent_name` and the
   // (job, attempt) it holds when job_id is 0; otherwise job_id's current

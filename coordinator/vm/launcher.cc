@@ -94,15 +94,17 @@ class Coordinator {
     agent_ = v1::AgentService::NewStub(channel);
   }
 
-  v1::Kernel kernel(const std::string& label) {
+  // The kernel registered under `label`; nullopt when there is none (yet: a
+  // campaign's build job may be building it). Throws when the coordinator
+  // does not answer.
+  std::optional<v1::Kernel> find_kernel(const std::string& label) {
     v1::ListKernelsResponse resp;
     auto c = ctx();
     const auto s = control_->ListKernels(c.get(), v1::ListKernelsRequest(), &resp);
     if (!s.ok()) throw std::runtime_error("cannot list kernels: " + s.error_message());
     for (const auto& k : resp.kernels())
       if (k.label() == label) return k;
-    throw std::runtime_error("unknown kernel \"" + label +
-                             "\": register it with `leapfrog kernel add`");
+    return std::nullopt;
   }
 
   // Agents by name; nullopt when the coordinator did not answer.
@@ -214,6 +216,7 @@ struct Slot {
   int64_t last_seen_us = 0;
   Steady::time_point last_seen_local;  // when last_seen last advanced
   int64_t job = 0;
+  std::string kernel_sha256;  // of the image this generation booted
   std::optional<Steady::time_point> report_seen;
   bool stopped = false;
 };
@@ -224,7 +227,7 @@ class Launcher {
       : opts_(opts), stop_(stop), coord_(opts.coordinator, opts.token) {}
 
   int run() {
-    prepare();
+    if (!prepare()) return 0;  // stopped while waiting for the kernel
     slots_.resize(static_cast<size_t>(opts_.count));
     for (int i = 0; i < opts_.count; ++i) {
       Slot& s = slots_[static_cast<size_t>(i)];
@@ -234,7 +237,12 @@ class Launcher {
       start(s);
     }
     auto next_poll = Steady::now();
+    auto next_kernel_poll = Steady::now() + milliseconds(2000);
     while (!stop_.load()) {
+      if (Steady::now() >= next_kernel_poll) {
+        next_kernel_poll = Steady::now() + milliseconds(2000);
+        refresh_kernel();
+      }
       if (Steady::now() >= next_poll) {
         if (auto a = coord_.agents()) agents_ = std::move(*a);
         // Faster while a VM boots: registration is what `up` waits for.
@@ -256,21 +264,82 @@ class Launcher {
   }
 
  private:
-  void prepare() {
-    const v1::Kernel k = coord_.kernel(opts_.kernel_label);
-    if (!k.status().empty() && k.status() != "ready") {
-      throw std::runtime_error("kernel \"" + opts_.kernel_label + "\" cannot boot: it is a " + k.status() +
-                               " (" + k.version() + ")");
+  // Waits for the label's kernel (a campaign's build job may not have built
+  // it yet), then prepares its image. False when stopped while waiting.
+  bool prepare() {
+    std::optional<v1::Kernel> k = coord_.find_kernel(opts_.kernel_label);
+    if (!k) {
+      spdlog::info("vm.waiting_for_kernel kernel={} reason=\"not registered yet: waiting for it to be built"
+                   " (a campaign --build) or added (`leapfrog kernel add`)\"",
+                   opts_.kernel_label);
+      while (!k && !stop_.load()) {
+        std::this_thread::sleep_for(milliseconds(1000));
+        try {
+          k = coord_.find_kernel(opts_.kernel_label);
+        } catch (const std::runtime_error& e) {
+          spdlog::warn("vm.kernel_poll_failed error=\"{}\"", e.what());
+        }
+      }
+      if (!k) return false;
     }
-    kernel_ = load_kernel(opts_.cache_dir, k.sha256());
-    kernel_cmdline_ = k.cmdline();
+    if (!k->status().empty() && k->status() != "ready") {
+      throw std::runtime_error("kernel \"" + opts_.kernel_label + "\" cannot boot: it is a " + k->status() +
+                               " (" + k->version() + ")");
+    }
+    use_kernel(*k);
+    const auto colon = opts_.coordinator.rfind(':');
+    if (opts_.coordinator.rfind("127.0.0.1:", 0) != 0 || colon == std::string::npos)
+      throw std::runtime_error("VMs reach only a coordinator on 127.0.0.1, not \"" +
+                               opts_.coordinator + "\"");
+    port_ = std::stoi(opts_.coordinator.substr(colon + 1));
+    kvm_ = decide_kvm();
+    spdlog::info("vm.prepared kernel={} release={} boot={} image={} accel={}", opts_.kernel_label,
+                 kernel_.release, kernel_.vmlinux.empty() ? kernel_.image : kernel_.vmlinux, initrd_,
+                 kvm_ ? "kvm" : "tcg");
+    return true;
+  }
+
+  // A rebuild replaced the label's kernel (its sha256 changed): prepare the
+  // new image; supervise() reboots each VM into it once the VM is idle, so
+  // the rebuilt kernel's jobs (which need its release) find agents. A
+  // replacement that is a build-failure is ignored: the VMs keep the kernel
+  // they have.
+  void refresh_kernel() {
+    std::optional<v1::Kernel> k;
+    try {
+      k = coord_.find_kernel(opts_.kernel_label);
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("vm.kernel_poll_failed error=\"{}\"", e.what());
+      return;
+    }
+    if (!k || k->sha256() == kernel_.sha256 || k->sha256() == ignored_sha256_) return;
+    if (!k->status().empty() && k->status() != "ready") {
+      spdlog::warn("vm.kernel_replacement_ignored kernel={} status={} version=\"{}\"", opts_.kernel_label,
+                   k->status(), k->version());
+      ignored_sha256_ = k->sha256();
+      return;
+    }
+    try {
+      use_kernel(*k);
+      spdlog::info("vm.kernel_replaced kernel={} release={} sha256={}: idle VMs reboot into it",
+                   opts_.kernel_label, kernel_.release, kernel_.sha256);
+    } catch (const std::runtime_error& e) {
+      spdlog::error("vm.kernel_replacement_failed kernel={} error=\"{}\"", opts_.kernel_label, e.what());
+      ignored_sha256_ = k->sha256();
+    }
+  }
+
+  // Loads the kernel from this host's store and builds its initrd (the
+  // image holds the release's modules). Throws std::runtime_error.
+  void use_kernel(const v1::Kernel& k) {
+    StoredKernel stored = load_kernel(opts_.cache_dir, k.sha256());
     stdfs::create_directories(opts_.run_dir);
     chmod(opts_.run_dir.c_str(), 0700);
     const std::string out = opts_.run_dir + "/image.path", err = opts_.run_dir + "/image.log";
     std::vector<std::string> argv = {
         opts_.image_script, "image",         "--agent", opts_.agent_exe,
-        "--release",        kernel_.release, "--cache", opts_.cache_dir + "/images"};
-    if (!kernel_.modules.empty()) argv.insert(argv.end(), {"--modules", kernel_.modules});
+        "--release",        stored.release, "--cache", opts_.cache_dir + "/images"};
+    if (!stored.modules.empty()) argv.insert(argv.end(), {"--modules", stored.modules});
     if (run_tool(argv, out, err) != 0)
       throw std::runtime_error("cannot build the VM image: " + trim(read_from(err, 0)));
     const std::string image = trim(read_from(out, 0));
@@ -280,20 +349,17 @@ class Launcher {
       t << opts_.token << '\n';
     }
     chmod(token_file.c_str(), 0600);
-    initrd_ = opts_.run_dir + "/initrd.cpio";
+    // One initrd per kernel: VMs still running the previous one keep theirs
+    // (the first keeps the name bench/vm_bench.cc looks for).
+    const std::string initrd = initrd_.empty() ? opts_.run_dir + "/initrd.cpio"
+                                               : opts_.run_dir + "/initrd-" + stored.sha256.substr(0, 16) + ".cpio";
     if (run_tool({opts_.image_script, "token", "--image", image, "--token-file", token_file,
-                  "--out", initrd_},
+                  "--out", initrd},
                  out, err) != 0)
       throw std::runtime_error("cannot add the token to the VM image: " + trim(read_from(err, 0)));
-    const auto colon = opts_.coordinator.rfind(':');
-    if (opts_.coordinator.rfind("127.0.0.1:", 0) != 0 || colon == std::string::npos)
-      throw std::runtime_error("VMs reach only a coordinator on 127.0.0.1, not \"" +
-                               opts_.coordinator + "\"");
-    port_ = std::stoi(opts_.coordinator.substr(colon + 1));
-    kvm_ = decide_kvm();
-    spdlog::info("vm.prepared kernel={} release={} boot={} image={} accel={}", opts_.kernel_label,
-                 kernel_.release, kernel_.vmlinux.empty() ? kernel_.image : kernel_.vmlinux, image,
-                 kvm_ ? "kvm" : "tcg");
+    kernel_ = std::move(stored);
+    kernel_cmdline_ = k.cmdline();
+    initrd_ = initrd;
   }
 
   QemuConfig config(const std::string& append, const std::string& console, bool kvm) const {
@@ -349,6 +415,7 @@ class Launcher {
     s.report_seen.reset();
     s.started = s.last_output = s.last_seen_local = Steady::now();
     s.started_wall = Wall::now();
+    s.kernel_sha256 = kernel_.sha256;
     s.qemu = std::make_unique<QemuProcess>(config(append, s.console, kvm_));
     spdlog::info("vm.boot agent={} generation={} console={}", s.name, s.generation, s.console);
   }
@@ -411,6 +478,14 @@ class Launcher {
         return;
       }
     }
+    // The label's kernel was rebuilt: reboot into it between jobs.
+    if (s.kernel_sha256 != kernel_.sha256 && s.job == 0 && !exited) {
+      spdlog::info("vm.reboot_new_kernel agent={} old_sha256={} new_sha256={} release={}", s.name,
+                   s.kernel_sha256.substr(0, 12), kernel_.sha256.substr(0, 12), kernel_.release);
+      s.qemu->kill();
+      start(s);
+      return;
+    }
     // Reports since the agent registered.
     std::vector<console::KernelReport> reports;
     if (exited || size > s.registered_offset)
@@ -463,6 +538,7 @@ class Launcher {
   Coordinator coord_;
   StoredKernel kernel_;
   std::string kernel_cmdline_;  // the registered kernel's extra boot words
+  std::string ignored_sha256_;  // a replacement that cannot boot (build-failure)
   std::string initrd_;
   int port_ = 0;
   bool kvm_ = false;
