@@ -319,4 +319,48 @@ TEST_F(KernelE2E, BisectNamesThePlantedBuild) {
   EXPECT_EQ(b["bisect"].value("skipped", json::array()).size(), 0u) << b.dump();
 }
 
+// Nightly rebuild, then test: a campaign (what a schedule's firing creates)
+// that builds its kernel on a builder agent first. The launcher waits for the
+// label, boots the build once it is registered, and the test job runs only on
+// a VM with the built release, where the oracle catches the planted race.
+TEST_F(KernelE2E, ACampaignBuildsItsKernelOnABuilderThenTestsItInAVm) {
+  boot("nightly");  // before the kernel exists: the launcher waits for it
+  spawn("builder", {LEAPFROG_AGENT, "connect", "--coordinator", address_, "--token-file", token_file_, "--name",
+                    "builder", "--spool", *dir_ / "spool-builder", "--fs", "tmpfs", "--builder", "--build-cache",
+                    LEAPFROG_KBUILD_CACHE});
+  const json c = cli_json({"campaign", "run", "--name", "nightly", "--scenario", "setattr-lookup", "--fs", "tmpfs",
+                           "--kernel", "nightly", "--build", "nightly", "--source", kSource, "--patch", kHarmless,
+                           "--patch", kBug, "--iterations", kIterations, "--first-seed", "7", "--wait"},
+                          3000s);
+  std::printf("nightly campaign: %s\n", c.dump().c_str());
+  EXPECT_EQ(c.value("by_verdict", json::object()).value("pass", 0), 1) << c.dump();  // the build job
+  EXPECT_EQ(c.value("by_verdict", json::object()).value("violation", 0), 1) << c.dump() << logs();
+
+  json kernel;
+  for (const auto& k : cli_json({"kernels"}))
+    if (k["label"] == "nightly") kernel = k;
+  ASSERT_EQ(kernel.value("status", ""), "ready") << kernel.dump();
+  ASSERT_EQ(kernel["patches"].size(), 2u) << kernel.dump();
+  const std::string release = kernel.value("release", "");
+  ASSERT_NE(release.find("-lf"), std::string::npos) << kernel.dump();
+
+  const Rows rows = sql(pg_->url(),
+                        "SELECT o.verdict, coalesce(string_agg(DISTINCT v.kind::text, ','), ''), o.agent_id "
+                        "FROM outcomes o JOIN jobs j ON j.id = o.job_id LEFT JOIN violations v ON v.job_id = "
+                        "o.job_id AND v.attempt = o.attempt WHERE j.scenario = 'setattr-lookup' AND o.campaign_id = " +
+                            std::to_string(c.at("campaign").get<int64_t>()) + " GROUP BY o.seq, o.verdict, o.agent_id");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "2");
+  EXPECT_NE(rows[0][1].find("stale-grant"), std::string::npos) << rows[0][1];
+  // It ran in the VM booted with the build, not on the builder.
+  bool found = false;
+  for (const auto& a : cli_json({"agents"})) {
+    if (a.value("agent_id", "") != rows[0][2]) continue;
+    found = true;
+    EXPECT_TRUE(a["capabilities"].value("vm", false)) << a.dump();
+    EXPECT_EQ(a["capabilities"].value("uname", "").rfind(release, 0), 0u) << a.dump();
+  }
+  EXPECT_TRUE(found) << "no agent " << rows[0][2];
+}
+
 }  // namespace
