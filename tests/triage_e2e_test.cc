@@ -319,4 +319,35 @@ TEST_F(TriageE2E, BisectSkipsAKernelThatFailsDifferently) {
   EXPECT_EQ(steps[1]["other_failures"], steps[1]["runs"]);
 }
 
+// Replaying an outcome of a campaign that is still running (here: its other
+// job waits for a kernel no agent serves) is refused with the reason; once
+// the campaign is done the same outcome replays.
+TEST_F(TriageE2E, ReplayOfAnOutcomeOfARunningCampaignIsRefused) {
+  const json c = cli_json({"campaign", "run", "--name", "half", "--scenario", "setattr-lookup", "--fs",
+                           "fuse-cached", "--kernel", "k4", "--kernel", "nobody", "--iterations", kIterations,
+                           "--first-seed", "11"});
+  const std::string campaign = std::to_string(c.at("campaign").get<int64_t>());
+  json outcomes;
+  ASSERT_TRUE(poll_until(
+      [&] {
+        outcomes = cli_json({"outcomes", "--campaign", campaign});
+        return outcomes.size() == 1;
+      },
+      120s, 200ms));
+  const std::string ref = outcomes[0].at("job_id").get<std::string>() + ".1";
+  const Result refused = cli({"replay", ref, "--kernel", "k4"});
+  EXPECT_EQ(refused.exit, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("belongs to campaign \"" + campaign + "\", which is still running (1 of 2 jobs done)"),
+            std::string::npos)
+      << refused.err;
+  // The waiting job gets an agent; the campaign ends; the replay runs.
+  agents_.push_back(spawn("agent-nobody", {LEAPFROG_AGENT, "connect", "--coordinator", address_, "--token-file",
+                                           token_file_, "--name", "agent-nobody", "--kernel-label", "nobody",
+                                           "--spool", *dir_ / "spool-nobody", "--fs", "fuse-cached"}));
+  ASSERT_TRUE(poll_until([&] { return cli_json({"outcomes", "--campaign", campaign}).size() == 2; }, 120s, 200ms));
+  const json replay = cli_json({"replay", ref, "--kernel", "k4", "--runs", "2", "--wait"});
+  EXPECT_EQ(replay["state"], "ACTION_STATE_DONE") << replay.dump();
+  EXPECT_EQ(replay["rate"]["runs"], 2) << replay.dump();
+}
+
 }  // namespace

@@ -143,6 +143,15 @@ v1::Action TriageEngine::start_replay(const v1::StartReplayRequest& req) {
     const std::string name = std::to_string(ref.job_id()) + "." + std::to_string(ref.attempt());
     auto o = impl_->triage.get_outcome(ref.job_id(), ref.attempt());
     if (!o) throw TriageError(Code::NotFound, "no outcome \"" + name + "\"");
+    // A running campaign's outcomes are not final (a job may still be
+    // retried) and its agents are busy with it: replay once it is done.
+    if (auto c = impl_->store.get_campaign(o->campaign_id()); c && c->state() != v1::CAMPAIGN_STATE_DONE) {
+      const uint32_t done = c->by_state().count("done") ? c->by_state().at("done") : 0;
+      throw TriageError(Code::FailedPrecondition,
+                        "outcome \"" + name + "\" belongs to campaign \"" + std::to_string(c->id()) +
+                            "\", which is still running (" + std::to_string(done) + " of " +
+                            std::to_string(c->jobs()) + " jobs done): replay it once the campaign is done");
+    }
     const auto sigs = outcome_signatures(o->spec(), o->outcome());
     if (sigs.empty()) {
       throw TriageError(Code::FailedPrecondition, "outcome \"" + name + "\" ended " +
