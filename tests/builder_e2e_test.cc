@@ -9,7 +9,6 @@
 // --uname-release. Needs root, like the agent.
 
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +22,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "tests/process_util.h"
+#include "tests/sql_util.h"
 
 namespace {
 
@@ -33,36 +33,9 @@ using leapfrog::coord::EmbeddedPostgresOptions;
 using leapfrog::coord::testing::TestDir;
 namespace stdfs = std::filesystem;
 
-using Rows = std::vector<std::vector<std::string>>;
-
-Rows sql(const std::string& url, const std::string& query) {
-  PGconn* conn = PQconnectdb(url.c_str());
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string e = PQerrorMessage(conn);
-    PQfinish(conn);
-    throw std::runtime_error("cannot connect: " + e);
-  }
-  PGresult* r = PQexec(conn, query.c_str());
-  const auto status = PQresultStatus(r);
-  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-    std::string e = PQresultErrorMessage(r);
-    PQclear(r);
-    PQfinish(conn);
-    throw std::runtime_error("query failed: " + query + ": " + e);
-  }
-  Rows rows;
-  for (int i = 0; i < PQntuples(r); ++i) {
-    std::vector<std::string> row;
-    for (int j = 0; j < PQnfields(r); ++j) row.push_back(PQgetisnull(r, i, j) ? "" : PQgetvalue(r, i, j));
-    rows.push_back(std::move(row));
-  }
-  PQclear(r);
-  PQfinish(conn);
-  return rows;
-}
 
 int64_t sql_int(const std::string& url, const std::string& query) {
-  const Rows rows = sql(url, query);
+  const Rows rows = sql_once(url, query);
   if (rows.empty() || rows[0].empty() || rows[0][0].empty()) throw std::runtime_error("no value: " + query);
   return std::stoll(rows[0][0]);
 }
@@ -211,7 +184,7 @@ class BuilderE2E : public ::testing::Test {
   }
   // Name of the agent that holds or ran job `id`.
   std::string agent_of(int64_t job) {
-    const Rows r = sql(url(), "SELECT coalesce(a.name, '') FROM jobs j LEFT JOIN agents a ON a.id = j.agent_id"
+    const Rows r = sql_once(url(), "SELECT coalesce(a.name, '') FROM jobs j LEFT JOIN agents a ON a.id = j.agent_id"
                               " WHERE j.id = " + c(job));
     return r.empty() ? "" : r[0][0];
   }
@@ -269,7 +242,7 @@ TEST_F(BuilderE2E, BuildsOnABuilderThenTestsOnlyOnTheBuiltKernel) {
 
   agent("new-toy", {"--kernel-label", "toy", "--uname-release", release});
   wait_campaign_done(id);
-  for (const auto& r : sql(url(), "SELECT j.id, coalesce(a.name, ''), j.verdict FROM jobs j LEFT JOIN agents a"
+  for (const auto& r : sql_once(url(), "SELECT j.id, coalesce(a.name, ''), j.verdict FROM jobs j LEFT JOIN agents a"
                                   " ON a.id = j.agent_id WHERE j.build IS NULL AND j.campaign_id = " + c(id))) {
     EXPECT_EQ(r[1], "new-toy") << "job " << r[0];
     EXPECT_EQ(r[2], "1") << "job " << r[0];
@@ -291,7 +264,7 @@ TEST_F(BuilderE2E, BuildFailureEndsTheWaitingJobsWithTheReason) {
   const int64_t build = build_job(id);
   wait_campaign_done(id);
   EXPECT_EQ(sql_int(url(), "SELECT verdict FROM jobs WHERE id = " + c(build)), 8);  // BUILD_FAILURE
-  EXPECT_NE(sql(url(), "SELECT reason FROM jobs WHERE id = " + c(build))[0][0].find("patch failed"),
+  EXPECT_NE(sql_once(url(), "SELECT reason FROM jobs WHERE id = " + c(build))[0][0].find("patch failed"),
             std::string::npos);
   const json k = kernel("toy");
   ASSERT_FALSE(k.is_null());
@@ -299,7 +272,7 @@ TEST_F(BuilderE2E, BuildFailureEndsTheWaitingJobsWithTheReason) {
   EXPECT_NE(k.value("build_log_tail", "").find("Hunk #1 FAILED"), std::string::npos) << k.dump();
   EXPECT_NE(k.value("version", "").find("patch \"0002-does-not-apply.patch\" does not apply"), std::string::npos)
       << k.dump();
-  for (const auto& r : sql(url(), "SELECT id, state, verdict, coalesce(reason, ''), attempt FROM jobs"
+  for (const auto& r : sql_once(url(), "SELECT id, state, verdict, coalesce(reason, ''), attempt FROM jobs"
                                   " WHERE build IS NULL AND campaign_id = " + c(id))) {
     EXPECT_EQ(r[1], "done");
     EXPECT_EQ(r[2], "8") << "job " << r[0];
@@ -335,11 +308,11 @@ TEST_F(BuilderE2E, ScheduleWithABuildFiresAndReusesTheBuildCache) {
   const int64_t sid = std::stoll(json::parse(add.out).at("id").get<std::string>());  // proto JSON: int64 as text
   EXPECT_EQ(json::parse(add.out).at("campaign").at("builds").size(), 1u) << add.out;
   // Due now: the coordinator's scheduler fires it at its next tick.
-  sql(url(), "UPDATE schedules SET next_run = now() - interval '1 second' WHERE id = " + c(sid));
+  sql_once(url(), "UPDATE schedules SET next_run = now() - interval '1 second' WHERE id = " + c(sid));
   int64_t second = 0;
   ASSERT_TRUE(poll_until(
       [&] {
-        const Rows r = sql(url(), "SELECT id FROM campaigns WHERE schedule_id = " + c(sid));
+        const Rows r = sql_once(url(), "SELECT id FROM campaigns WHERE schedule_id = " + c(sid));
         if (!r.empty()) second = std::stoll(r[0][0]);
         return second != 0;
       },

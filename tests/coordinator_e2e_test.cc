@@ -5,7 +5,6 @@
 // still end with exactly one outcome. Needs root, like the agent.
 
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "tests/process_util.h"
+#include "tests/sql_util.h"
 
 namespace {
 
@@ -42,36 +42,6 @@ namespace stdfs = std::filesystem;
 const char* const kLeaseMs = "1500";
 const char* const kHeartbeatMs = "300";
 
-using Rows = std::vector<std::vector<std::string>>;
-
-// Runs one query; nullopt when the server cannot be reached or the query fails
-// (`error` says why).
-std::optional<Rows> try_sql(const std::string& url, const std::string& query,
-                            std::string* error = nullptr) {
-  PGconn* conn = PQconnectdb(url.c_str());
-  if (PQstatus(conn) != CONNECTION_OK) {
-    if (error) *error = PQerrorMessage(conn);
-    PQfinish(conn);
-    return std::nullopt;
-  }
-  PGresult* r = PQexec(conn, query.c_str());
-  std::optional<Rows> out;
-  if (PQresultStatus(r) == PGRES_TUPLES_OK) {
-    Rows rows;
-    for (int i = 0; i < PQntuples(r); ++i) {
-      std::vector<std::string> row;
-      for (int j = 0; j < PQnfields(r); ++j)
-        row.push_back(PQgetisnull(r, i, j) ? "" : PQgetvalue(r, i, j));
-      rows.push_back(std::move(row));
-    }
-    out = std::move(rows);
-  } else if (error) {
-    *error = PQresultErrorMessage(r);
-  }
-  PQclear(r);
-  PQfinish(conn);
-  return out;
-}
 
 // As try_sql, retrying for a while (PostgreSQL may be restarting); throws if
 // the query never succeeds.

@@ -11,7 +11,6 @@
 // build tools (deploy/install-deps.sh installs them).
 
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +25,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "tests/process_util.h"
+#include "tests/sql_util.h"
 
 namespace {
 
@@ -36,8 +36,6 @@ using leapfrog::coord::EmbeddedPostgresOptions;
 using leapfrog::coord::testing::TestDir;
 namespace stdfs = std::filesystem;
 
-using Rows = std::vector<std::vector<std::string>>;
-
 constexpr const char* kSource = "/usr/src/linux-source-6.1.tar.xz";
 const std::string kPlanted = std::string(LEAPFROG_SOURCE_DIR) + "/tests/planted/";
 const std::string kHarmless = kPlanted + "0000-harmless-namei-comment.patch";
@@ -47,30 +45,6 @@ const std::string kHarmless2 = kPlanted + "0002-harmless-open-comment.patch";
 // setattr-lookup see the stale grant; on a correct kernel none may.
 constexpr const char* kIterations = "2000";
 
-Rows sql(const std::string& url, const std::string& query) {
-  PGconn* conn = PQconnectdb(url.c_str());
-  if (PQstatus(conn) != CONNECTION_OK) {
-    const std::string err = PQerrorMessage(conn);
-    PQfinish(conn);
-    throw std::runtime_error("cannot connect: " + err);
-  }
-  PGresult* r = PQexec(conn, query.c_str());
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    const std::string err = PQresultErrorMessage(r);
-    PQclear(r);
-    PQfinish(conn);
-    throw std::runtime_error("query failed: " + query + ": " + err);
-  }
-  Rows rows;
-  for (int i = 0; i < PQntuples(r); ++i) {
-    std::vector<std::string> row;
-    for (int j = 0; j < PQnfields(r); ++j) row.push_back(PQgetisnull(r, i, j) ? "" : PQgetvalue(r, i, j));
-    rows.push_back(std::move(row));
-  }
-  PQclear(r);
-  PQfinish(conn);
-  return rows;
-}
 
 class KernelE2E : public ::testing::Test {
  protected:
@@ -173,7 +147,7 @@ class KernelE2E : public ::testing::Test {
 
   // Verdict and violation kinds of the campaign's outcomes.
   Rows results(int64_t campaign) {
-    return sql(pg_->url(),
+    return sql_once(pg_->url(),
                "SELECT o.verdict, coalesce(string_agg(DISTINCT v.kind::text, ','), ''), o.error "
                "FROM outcomes o LEFT JOIN violations v ON v.job_id = o.job_id AND v.attempt = o.attempt "
                "WHERE o.campaign_id = " +
@@ -344,7 +318,7 @@ TEST_F(KernelE2E, ACampaignBuildsItsKernelOnABuilderThenTestsItInAVm) {
   const std::string release = kernel.value("release", "");
   ASSERT_NE(release.find("-lf"), std::string::npos) << kernel.dump();
 
-  const Rows rows = sql(pg_->url(),
+  const Rows rows = sql_once(pg_->url(),
                         "SELECT o.verdict, coalesce(string_agg(DISTINCT v.kind::text, ','), ''), o.agent_id "
                         "FROM outcomes o JOIN jobs j ON j.id = o.job_id LEFT JOIN violations v ON v.job_id = "
                         "o.job_id AND v.attempt = o.attempt WHERE j.scenario = 'setattr-lookup' AND o.campaign_id = " +

@@ -9,7 +9,6 @@
 // that fails again reopens as a regression. Needs root (mounts, FUSE).
 
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

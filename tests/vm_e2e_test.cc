@@ -6,7 +6,6 @@
 // busybox-static and linux-image-amd64 (deploy/install-deps.sh).
 
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +21,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "tests/process_util.h"
+#include "tests/sql_util.h"
 
 namespace {
 
@@ -32,34 +32,6 @@ using leapfrog::coord::EmbeddedPostgresOptions;
 using leapfrog::coord::testing::TestDir;
 namespace stdfs = std::filesystem;
 
-using Rows = std::vector<std::vector<std::string>>;
-
-// One query; throws if it fails.
-Rows sql(const std::string& url, const std::string& query) {
-  PGconn* conn = PQconnectdb(url.c_str());
-  if (PQstatus(conn) != CONNECTION_OK) {
-    const std::string err = PQerrorMessage(conn);
-    PQfinish(conn);
-    throw std::runtime_error("cannot connect: " + err);
-  }
-  PGresult* r = PQexec(conn, query.c_str());
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    const std::string err = PQresultErrorMessage(r);
-    PQclear(r);
-    PQfinish(conn);
-    throw std::runtime_error("query failed: " + query + ": " + err);
-  }
-  Rows rows;
-  for (int i = 0; i < PQntuples(r); ++i) {
-    std::vector<std::string> row;
-    for (int j = 0; j < PQnfields(r); ++j)
-      row.push_back(PQgetisnull(r, i, j) ? "" : PQgetvalue(r, i, j));
-    rows.push_back(std::move(row));
-  }
-  PQclear(r);
-  PQfinish(conn);
-  return rows;
-}
 
 // The newest Debian kernel image and its modules folder, or "" if none.
 std::string debian_kernel() {
@@ -180,12 +152,12 @@ class VmE2E : public ::testing::Test {
   bool wait_done(int64_t campaign, std::chrono::milliseconds timeout) {
     const std::string q = "SELECT count(*) FROM jobs WHERE state <> 'done' AND campaign_id = " +
                           std::to_string(campaign);
-    return poll_until([&] { return sql(pg_->url(), q)[0][0] == "0"; }, timeout, 200ms);
+    return poll_until([&] { return sql_once(pg_->url(), q)[0][0] == "0"; }, timeout, 200ms);
   }
 
   // (scenario, verdict, error) of each outcome of the campaign, in job order.
   Rows outcomes(int64_t campaign) {
-    return sql(pg_->url(),
+    return sql_once(pg_->url(),
                "SELECT j.scenario, o.verdict, o.error, o.attempt FROM outcomes o JOIN jobs j ON "
                "j.id = o.job_id"
                " WHERE o.campaign_id = " +
@@ -222,7 +194,7 @@ TEST_F(VmE2E, BootsRegistersAndRunsACampaign) {
     // 1 pass, 2 violation: the oracle judged a real run in the guest.
     EXPECT_TRUE(r[1] == "1" || r[1] == "2") << r[0] << " verdict " << r[1] << ": " << r[2];
   }
-  const Rows agents = sql(pg_->url(), "SELECT name, kernel_label FROM agents");
+  const Rows agents = sql_once(pg_->url(), "SELECT name, kernel_label FROM agents");
   ASSERT_EQ(agents.size(), 1u);
   EXPECT_EQ(agents[0][1], "debian");
   const Result a = cli({"agents", "--json"});
@@ -266,7 +238,7 @@ TEST_F(VmE2E, FrozenAgentEndsTheJobAsHangAndTheVmIsReplaced) {
   start_launcher("debian", {"--count", "1", "--selftest", "--hang-timeout", "8"});
   const int64_t hang = campaign("debian", {"selftest-hang"});
   ASSERT_TRUE(poll_until(
-      [&] { return !sql(pg_->url(), "SELECT 1 FROM jobs WHERE state = 'leased'").empty(); }, 240s,
+      [&] { return !sql_once(pg_->url(), "SELECT 1 FROM jobs WHERE state = 'leased'").empty(); }, 240s,
       200ms))
       << launcher_log();
   const auto leased = Clock::now();
