@@ -218,6 +218,17 @@ class Agent {
                  s.error_message());
   }
 
+  // Renews the lease of `job`; FAILED_PRECONDITION: the lease is gone.
+  grpc::Status heartbeat(const v1::Job& job) {
+    v1::HeartbeatRequest hb;
+    hb.set_agent_id(agent_id_);
+    hb.set_job_id(job.job_id());
+    hb.set_attempt(job.attempt());
+    v1::HeartbeatResponse resp;
+    auto ctx = context(std::chrono::seconds(5));
+    return stub_->Heartbeat(ctx.get(), hb, &resp);
+  }
+
   bool register_agent() {
     v1::RegisterRequest req;
     req.set_name(opts_.name);
@@ -341,13 +352,7 @@ class Agent {
       const auto now = std::chrono::steady_clock::now();
       if (now < next_beat || abandoned) continue;
       next_beat = now + heartbeat_;
-      v1::HeartbeatRequest hb;
-      hb.set_agent_id(agent_id_);
-      hb.set_job_id(job.job_id());
-      hb.set_attempt(job.attempt());
-      v1::HeartbeatResponse resp;
-      auto ctx = context(std::chrono::seconds(5));
-      const grpc::Status s = stub_->Heartbeat(ctx.get(), hb, &resp);
+      const grpc::Status s = heartbeat(job);
       if (s.error_code() == StatusCode::FAILED_PRECONDITION) {
         spdlog::warn("job.lost_lease job={} attempt={} (the build goes on; its result is dropped)", job.job_id(),
                      job.attempt());
@@ -446,13 +451,7 @@ class Agent {
       }
       if (now >= next_beat && !abandoned && !handed_back) {
         next_beat = now + heartbeat_;
-        v1::HeartbeatRequest hb;
-        hb.set_agent_id(agent_id_);
-        hb.set_job_id(job.job_id());
-        hb.set_attempt(job.attempt());
-        v1::HeartbeatResponse resp;
-        auto ctx = context(std::chrono::seconds(5));
-        const grpc::Status s = stub_->Heartbeat(ctx.get(), hb, &resp);
+        const grpc::Status s = heartbeat(job);
         heartbeat_failing = !s.ok() && s.error_code() != StatusCode::FAILED_PRECONDITION;
         if (s.error_code() == StatusCode::FAILED_PRECONDITION) {
           spdlog::warn("job.lost_lease job={} attempt={}", job.job_id(), job.attempt());
