@@ -60,6 +60,8 @@ using Steady = std::chrono::steady_clock;
 constexpr const char* kToken = "bench-token";
 constexpr const char* kKernel = "host";
 constexpr const char* kFs = "tmpfs";
+// The bench agents state no uname, so their release is empty (lease_job's $5).
+constexpr const char* kRelease = "";
 
 struct Options {
   int rounds = 3;
@@ -284,7 +286,7 @@ class Bench {
     for (;;) {
       auto t0 = Steady::now();
       pqxx::nontransaction txn(conn);
-      auto r = txn.exec_prepared("lease_job", "raw-agent", deadline, kKernel, fs);
+      auto r = txn.exec_prepared("lease_job", "raw-agent", deadline, kKernel, fs, kRelease);
       if (r.empty()) break;
       last = Steady::now();
       run.latency_us.push_back(micros_between(t0, last));
@@ -454,7 +456,7 @@ class Bench {
     pqxx::work txn(conn);
     for (int i = 0; i < n; ++i) {
       auto r = txn.exec_prepared("lease_job", "ingest-agent", deadline, kKernel,
-                                 std::string("{\"") + kFs + "\"}");
+                                 std::string("{\"") + kFs + "\"}", kRelease);
       if (r.empty()) throw std::runtime_error("ingest: campaign ran out of jobs");
       ids.push_back(r[0][0].as<int64_t>());
     }
