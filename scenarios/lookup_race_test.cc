@@ -20,12 +20,14 @@ constexpr uint64_t kRounds = 2000;
 // A query whose call stamps the time it ran at into the record's `a`, so that
 // the test can check that the window contains the call.
 QueryTemplate stamping_query() {
-  return QueryTemplate{Query{}, [](RawRecord& r) {
-                         timed(r, [&] {
-                           r.a = static_cast<uint64_t>(now_ns());
-                           return getppid() > 0 ? 0 : 1;
-                         });
-                       }};
+  QueryTemplate q;
+  q.run = [](RawRecord& r) {
+    timed(r, [&] {
+      r.a = static_cast<uint64_t>(now_ns());
+      return getppid() > 0 ? 0 : 1;
+    });
+  };
+  return q;
 }
 
 std::vector<RawRecord> observe_rounds(bool chained, bool fuzzy) {

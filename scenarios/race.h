@@ -46,6 +46,9 @@ class ActorEnv {
   // Appends a record. The buffer is sized so that this cannot overflow: the
   // loop stops the run before it fills.
   void push(const RawRecord& r) { records_[count_++] = r; }
+  // The next record, filled in place and then kept by commit().
+  RawRecord& next() { return records_[count_]; }
+  void commit() { ++count_; }
   uint64_t recorded() const { return count_; }
   const RawRecord& last() const { return records_[count_ - 1]; }
   bool full() const { return count_ + 4 >= capacity_; }

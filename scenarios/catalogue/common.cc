@@ -50,45 +50,18 @@ static Query make_query(const char* op, NodeId start, const std::string& path, u
 }
 
 QueryTemplate stat_query(NodeId start, const std::string& path, int dirfd) {
-  const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
-  return QueryTemplate{
-      make_query(dirfd >= 0 ? "fstatat" : "stat", start, path, 0), [path, at](RawRecord& r) {
-        struct stat st;
-        timed(r, [&] { return fstatat(at, path.c_str(), &st, 0) == 0 ? 0 : errno; });
-        if (r.err == 0) {
-          r.a = st.st_dev;
-          r.b = st.st_ino;
-        }
-      }};
+  return QueryTemplate{make_query(dirfd >= 0 ? "fstatat" : "stat", start, path, 0), nullptr,
+                       LookupCall::Stat, dirfd >= 0 ? dirfd : AT_FDCWD, path};
 }
 
 QueryTemplate access_query(NodeId start, const std::string& path, int dirfd) {
-  const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
-  return QueryTemplate{
-      make_query(dirfd >= 0 ? "faccessat" : "access", start, path, kMayRead),
-      [path, at](RawRecord& r) {
-        timed(r, [&] { return faccessat(at, path.c_str(), R_OK, 0) == 0 ? 0 : errno; });
-      }};
+  return QueryTemplate{make_query(dirfd >= 0 ? "faccessat" : "access", start, path, kMayRead),
+                       nullptr, LookupCall::Access, dirfd >= 0 ? dirfd : AT_FDCWD, path};
 }
 
 QueryTemplate open_query(NodeId start, const std::string& path, int dirfd) {
-  const int at = dirfd >= 0 ? dirfd : AT_FDCWD;
-  return QueryTemplate{
-      make_query(dirfd >= 0 ? "openat" : "open", start, path, kMayRead), [path, at](RawRecord& r) {
-        int fd = -1;
-        timed(r, [&] {
-          fd = openat(at, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-          return fd >= 0 ? 0 : errno;
-        });
-        if (fd >= 0) {
-          struct stat st;
-          if (fstat(fd, &st) == 0) {
-            r.a = st.st_dev;
-            r.b = st.st_ino;
-          }
-          close(fd);
-        }
-      }};
+  return QueryTemplate{make_query(dirfd >= 0 ? "openat" : "open", start, path, kMayRead), nullptr,
+                       LookupCall::Open, dirfd >= 0 ? dirfd : AT_FDCWD, path};
 }
 
 void add_query_mix(RacePlan& plan, NodeId start, const std::string& path, int dirfd) {
