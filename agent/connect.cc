@@ -147,6 +147,7 @@ class Agent {
   int run() {
     int jobs_done = 0;
     Backoff backoff;
+    if (!opts_.wait_for.empty()) wait_for_file(opts_.wait_for);
     while (!stopping()) {
       if (agent_id_.empty() && !register_agent()) {
         pause_for(backoff.next());
@@ -197,6 +198,28 @@ class Agent {
       const auto slice = std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(50));
       channel_->WaitForStateChange(state, std::chrono::system_clock::now() + slice);
     }
+  }
+
+  // Polls: the file appears once, within a second or so of the agent's start.
+  // Past a minute the agent says why it waits, and keeps waiting.
+  //
+  // Meanwhile the channel tries to connect, and fails at once (no network):
+  // under TCG that first pass through gRPC's connection code is what costs,
+  // and it then no longer delays the registration. Once the file is there
+  // the channel retries at once instead of at the end of its backoff.
+  void wait_for_file(const std::string& path) {
+    const auto start = std::chrono::steady_clock::now();
+    bool told = false;
+    channel_->GetState(/*try_to_connect=*/true);
+    while (!stopping() && access(path.c_str(), F_OK) != 0) {
+      if (!told && std::chrono::steady_clock::now() - start > std::chrono::minutes(1)) {
+        spdlog::warn("agent.waiting file={} reason=\"--wait-for: the network is not up yet\"", path);
+        told = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+    channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
 
   std::unique_ptr<grpc::ClientContext> context(std::chrono::milliseconds timeout) {

@@ -44,6 +44,10 @@ struct ConnectOptions {
   // Test only: the `uname -r` to advertise instead of the running kernel's,
   // so a host agent can stand in for a VM booted with a built kernel.
   std::string uname_release;
+  // Connect only once this file exists (the VM's /init creates it when the
+  // network is up). The agent starts before that so that its start-up, slow
+  // under TCG, overlaps the loading of the network modules.
+  std::string wait_for;
 };
 
 // Runs until SIGTERM/SIGINT (or max_jobs). Returns the process exit code.

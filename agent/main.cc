@@ -169,6 +169,8 @@ int main(int argc, char** argv) {
                     "also run kernel build jobs (CampaignSpec.builds) and store the kernels they build");
   connect->add_option("--build-cache", build_cache,
                       "build cache and kernel store of --builder (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
+  connect->add_option("--wait-for", connect_opts.wait_for,
+                      "connect only once this file exists (the VM's /init: network up)");
   connect->add_option("--uname-release", connect_opts.uname_release,
                       "TESTS ONLY: advertise this `uname -r` instead of the running kernel's");
   bool connect_die_with_parent = false;

@@ -289,3 +289,59 @@ StoredKernel load_kernel(const std::string& cache_dir, const std::string& sha256
 }
 
 }  // namespace leapfrog::vm
+
+namespace leapfrog::vm {
+namespace {
+
+// One entry of a newc ("070701") cpio archive: header, name, data, each
+// padded to 4 bytes.
+std::string newc_entry(const std::string& name, unsigned mode, const std::string& data) {
+  char header[111];
+  std::snprintf(header, sizeof header, "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X", 1u,
+                mode, 0u, 0u, 1u, 0u, data.size(), 0u, 0u, 0u, 0u, name.size() + 1, 0u);
+  std::string e(header, 110);
+  e += name;
+  e += '\0';
+  e.resize((e.size() + 3) & ~size_t{3}, '\0');
+  e += data;
+  e.resize((e.size() + 3) & ~size_t{3}, '\0');
+  return e;
+}
+
+}  // namespace
+
+void write_initrd_with_token(const std::string& image, const std::string& token, const std::string& out) {
+  const std::string tmp = out + ".tmp";
+  const int in = ::open(image.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw ImageError("cannot read the VM image \"" + image + "\": " + std::strerror(errno));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    ::close(in);
+    throw ImageError("cannot write \"" + tmp + "\": " + std::strerror(e));
+  }
+  std::string error;
+  // The image, copied in the kernel.
+  for (;;) {
+    const ssize_t n = copy_file_range(in, nullptr, fd, nullptr, size_t{1} << 30, 0);
+    if (n == 0) break;
+    if (n < 0) {
+      error = std::string("copy: ") + std::strerror(errno);
+      break;
+    }
+  }
+  if (error.empty()) {
+    const std::string archive = newc_entry("etc/leapfrog/token", 0100600, token + "\n") + newc_entry("TRAILER!!!", 0, "");
+    if (::write(fd, archive.data(), archive.size()) != static_cast<ssize_t>(archive.size()))
+      error = std::string("write: ") + std::strerror(errno);
+  }
+  ::close(in);
+  if (::close(fd) != 0 && error.empty()) error = std::string("close: ") + std::strerror(errno);
+  if (error.empty() && ::rename(tmp.c_str(), out.c_str()) != 0) error = std::string("rename: ") + std::strerror(errno);
+  if (!error.empty()) {
+    ::unlink(tmp.c_str());
+    throw ImageError("cannot write the VM initrd \"" + out + "\": " + error);
+  }
+}
+
+}  // namespace leapfrog::vm

@@ -81,5 +81,38 @@ TEST(KernelImage, TheStoreKeepsWhatLoadReads) {
   EXPECT_THROW(load_kernel(dir.path(), std::string(64, '0')), ImageError);
 }
 
+// The token archive is checked with GNU cpio: it must read both archives of
+// the initrd, as the kernel does, and find the token with mode 0600.
+TEST(KernelImage, TheInitrdCarriesTheTokenAfterTheImage) {
+  TestDir dir;
+  const std::string stage = dir / "stage";
+  stdfs::create_directories(stage + "/etc/leapfrog");
+  std::ofstream(stage + "/init") << "#!/bin/sh\n";
+  const std::string image = dir / "image.cpio";
+  ASSERT_EQ(std::system(("cd " + stage + " && printf 'etc\\netc/leapfrog\\ninit\\n' | cpio --quiet -o -H newc -R 0:0 > " +
+                         image)
+                            .c_str()),
+            0);
+  const std::string initrd = dir / "initrd.cpio";
+  write_initrd_with_token(image, "s3cret-token", initrd);
+  EXPECT_EQ(stdfs::status(initrd).permissions() & stdfs::perms::all, stdfs::perms::owner_read | stdfs::perms::owner_write);
+  // cpio stops at the first trailer; the second archive starts on the next
+  // 512-byte block, where GNU cpio padded the first.
+  const std::string out = dir / "out";
+  stdfs::create_directories(out);
+  const std::string both = "cd " + out + " && { cpio --quiet -id < " + initrd + " && dd if=" + initrd +
+                           " bs=512 skip=$(( $(stat -c %s " + image + ") / 512 )) status=none | cpio --quiet -idu; }";
+  ASSERT_EQ(std::system(both.c_str()), 0);
+  std::ifstream token(out + "/etc/leapfrog/token");
+  std::string line;
+  std::getline(token, line);
+  EXPECT_EQ(line, "s3cret-token");
+  EXPECT_TRUE(stdfs::exists(out + "/init"));
+  EXPECT_EQ(stdfs::status(out + "/etc/leapfrog/token").permissions() & stdfs::perms::all,
+            stdfs::perms::owner_read | stdfs::perms::owner_write);
+  EXPECT_THROW(write_initrd_with_token(dir / "missing.cpio", "t", dir / "x.cpio"), ImageError);
+  EXPECT_FALSE(stdfs::exists(dir / "x.cpio.tmp"));
+}
+
 }  // namespace
 }  // namespace leapfrog::vm

@@ -343,20 +343,15 @@ class Launcher {
     if (run_tool(argv, out, err) != 0)
       throw std::runtime_error("cannot build the VM image: " + trim(read_from(err, 0)));
     const std::string image = trim(read_from(out, 0));
-    const std::string token_file = opts_.run_dir + "/token";
-    {
-      std::ofstream t(token_file, std::ios::trunc);
-      t << opts_.token << '\n';
-    }
-    chmod(token_file.c_str(), 0600);
     // One initrd per kernel: VMs still running the previous one keep theirs
     // (the first keeps the name bench/vm_bench.cc looks for).
     const std::string initrd = initrd_.empty() ? opts_.run_dir + "/initrd.cpio"
                                                : opts_.run_dir + "/initrd-" + stored.sha256.substr(0, 16) + ".cpio";
-    if (run_tool({opts_.image_script, "token", "--image", image, "--token-file", token_file,
-                  "--out", initrd},
-                 out, err) != 0)
-      throw std::runtime_error("cannot add the token to the VM image: " + trim(read_from(err, 0)));
+    try {
+      write_initrd_with_token(image, opts_.token, initrd);
+    } catch (const ImageError& e) {
+      throw std::runtime_error(std::string("cannot add the token to the VM image: ") + e.what());
+    }
     kernel_ = std::move(stored);
     kernel_cmdline_ = k.cmdline();
     initrd_ = initrd;

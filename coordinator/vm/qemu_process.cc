@@ -44,7 +44,9 @@ std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
     a.insert(a.end(), {"-netdev",
                        "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:" + p +
                            "-cmd:" + cfg.busybox + " nc 127.0.0.1 " + p,
-                       "-device", "virtio-net-pci,netdev=n0"});
+                       // No option ROM: it is for network boot, and the BIOS
+                       // running it (iPXE under TCG) delays every boot.
+                       "-device", "virtio-net-pci,netdev=n0,romfile="});
   }
   return a;
 }
