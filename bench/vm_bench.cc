@@ -118,12 +118,13 @@ struct Bench {
   }
 
   // Boots the kernel with `initrd` to its first /init line, as the launcher
-  // boots it (machine, CPUs, memory, accelerator), without a network device.
+  // boots it (machine, CPUs, memory, accelerator, base command line), without
+  // a network device.
   double bare_boot(const std::string& kernel, const std::string& initrd, const std::string& tag) {
     leapfrog::vm::QemuConfig cfg;
     cfg.kernel = kernel;
     cfg.initrd = initrd;
-    cfg.append = "console=ttyS0 loglevel=5 panic=-1 lf.bare=1";
+    cfg.append = std::string(leapfrog::vm::kBaseCmdline) + " lf.bare=1";
     cfg.console_log = logs + "/" + tag + ".console.log";
     cfg.stderr_log = cfg.console_log + ".qemu";
     const auto t0 = Clock::now();

@@ -361,7 +361,7 @@ class Launcher {
     QemuConfig c;
     c.kernel = kernel_.vmlinux.empty() ? kernel_.image : kernel_.vmlinux;
     c.initrd = initrd_;
-    c.append = "console=ttyS0 loglevel=5 panic=-1 " + append;
+    c.append = std::string(kBaseCmdline) + " " + append;
     c.cpus = opts_.cpus;
     c.mem_mib = opts_.mem_mib;
     c.kvm = kvm;
