@@ -107,7 +107,7 @@ Rate bare_loop(const std::string& cwd, const std::string& file, uint64_t seed, i
 }
 
 // The same mix through the race engine's observer loop (free-running), with
-// the observer step the lookup scenarios use.
+// the lookup scenarios' own observer step.
 Rate recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries, uint64_t seed) {
   ActorSpec observer;
   observer.role = ActorRole::Observer;
@@ -115,10 +115,7 @@ Rate recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries, 
     if (chdir(cwd.c_str()) != 0) throw std::runtime_error("chdir");
     sys::drop_privileges(kObserver);
   };
-  observer.step = [&queries](ActorEnv& env, uint32_t round) {
-    const uint32_t q = static_cast<uint32_t>(env.rng().below(queries.size()));
-    observe(env, queries[q], q, round, /*chained=*/true);
-  };
+  observer.step = observer_step(queries, {0, 1, 2}, /*chained=*/true);
   RaceConfig cfg;
   cfg.iterations = kIterations;
   cfg.duration = 600LL * 1'000'000'000;

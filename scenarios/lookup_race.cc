@@ -90,6 +90,15 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
   out.verdict = out.check.violation_count ? "violation" : "pass";
 }
 
+std::function<void(ActorEnv&, uint32_t)> observer_step(const std::vector<QueryTemplate>& queries,
+                                                       std::vector<uint32_t> mine, bool chained) {
+  return [&queries, mine = std::move(mine), chained](ActorEnv& env, uint32_t round)
+             __attribute__((hot)) {
+    const uint32_t q = mine.size() == 1 ? mine[0] : mine[env.rng().below(mine.size())];
+    observe(env, queries[q], q, round, chained);
+  };
+}
+
 Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
   Outcome out = begin_outcome(ctx);
   if (plan.queries.empty()) throw std::logic_error("a lookup race needs queries");
@@ -126,10 +135,7 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     if (i < plan.observer_queries.size()) mine = plan.observer_queries[i];
     if (mine.empty())
       for (uint32_t q = 0; q < plan.queries.size(); ++q) mine.push_back(q);
-    o.step = [&plan, mine, chained = !ctx.opts.fuzzy](ActorEnv& env, uint32_t round) {
-      const uint32_t q = mine.size() == 1 ? mine[0] : mine[env.rng().below(mine.size())];
-      observe(env, plan.queries[q], q, round, chained);
-    };
+    o.step = observer_step(plan.queries, std::move(mine), !ctx.opts.fuzzy);
     actors.push_back(std::move(o));
   }
 

@@ -117,6 +117,11 @@ inline void observe(ActorEnv& env, const QueryTemplate& q, uint32_t op, uint32_t
   env.commit();
 }
 
+// An observer's step: each round one lookup of `mine` (indexes into
+// `queries`, which must outlive the race), drawn by the actor's rng.
+std::function<void(ActorEnv&, uint32_t)> observer_step(const std::vector<QueryTemplate>& queries,
+                                                       std::vector<uint32_t> mine, bool chained);
+
 struct RacePlan {
   TreeModel model;
   // Applied in order, cyclically; a failed mutation is retried next round.
