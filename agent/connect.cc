@@ -211,6 +211,7 @@ class Agent {
     const auto start = std::chrono::steady_clock::now();
     bool told = false;
     channel_->GetState(/*try_to_connect=*/true);
+    spdlog::info("agent.waiting_for file={}", path);
     while (!stopping() && access(path.c_str(), F_OK) != 0) {
       if (!told && std::chrono::steady_clock::now() - start > std::chrono::minutes(1)) {
         spdlog::warn("agent.waiting file={} reason=\"--wait-for: the network is not up yet\"", path);

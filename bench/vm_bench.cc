@@ -5,7 +5,10 @@
 //   machine, to that line. Target <= 1.2. Also shown: Leapfrog's image booted
 //   to its first /init line (what unpacking the agent costs), and where the
 //   launch's time goes (launcher, kernel to /init, /init to network up,
-//   network up to registered), from the VM's console.
+//   network up to registered), from the VM's console. Measured for the
+//   Debian kernel (virtio as modules, which /init loads) and, when the kernel
+//   build cache has one, for the newest kernel `leapfrog kernel build` made
+//   (virtio built in), which is what users test a patch on.
 // - foffset throughput in the guest (a campaign on the VM) against the host
 //   (`leapfrog-agent run`), which is what TCG costs.
 // Needs root, qemu-system-x86, busybox-static, cpio and a kernel in /boot (or
@@ -87,16 +90,18 @@ struct Bench {
   struct Launch {
     double init = -1, net = -1, registered = -1;
   };
+  std::string last_run_dir;  // of the last launch: its initrd.cpio
 
   // Boots `leapfrog vm run` until its agent is listed.
-  Launch launch_to_registered(const std::string& run_log) {
+  Launch launch_to_registered(const std::string& label, const std::string& run_log) {
     const auto t0 = Clock::now();
     Proc launcher(
-        {LEAPFROG, "--data-dir", data, "vm", "run", "--kernel", "bench", "--cache-dir", cache},
+        {LEAPFROG, "--data-dir", data, "vm", "run", "--kernel", label, "--cache-dir", cache},
         run_log + ".out", run_log + ".err");
-    const std::string name = "vm-bench-" + std::to_string(launcher.pid()) + "-0";
-    const std::string console =
-        data + "/vm-bench-" + std::to_string(launcher.pid()) + "/" + name + ".1.console.log";
+    const std::string run_dir = data + "/vm-" + label + "-" + std::to_string(launcher.pid());
+    const std::string name = "vm-" + label + "-" + std::to_string(launcher.pid()) + "-0";
+    const std::string console = run_dir + "/" + name + ".1.console.log";
+    last_run_dir = run_dir;
     Launch l;
     poll_until(
         [&] {
@@ -162,6 +167,62 @@ struct Bench {
   }
 };
 
+// The newest bzImage `leapfrog kernel build` left in its cache, or "".
+std::string newest_built_kernel() {
+  std::string best;
+  stdfs::file_time_type when{};
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(std::string(LEAPFROG_KBUILD_CACHE) + "/kbuild/out", ec)) {
+    const stdfs::path image = e.path() / "bzImage";
+    if (!stdfs::exists(image)) continue;
+    const auto t = stdfs::last_write_time(image);
+    if (best.empty() || t > when) {
+      best = image;
+      when = t;
+    }
+  }
+  return best;
+}
+
+// Registers `image` as `label`, then 5 launches, each beside a bare boot of
+// the same kernel, and prints the table. False on a setup error.
+bool boot_rows(Bench& b, const std::string& label, const std::string& image_path,
+               const std::string& bare_initrd) {
+  const Result added = b.cli({"kernel", "add", label, image_path, "--cache-dir", b.cache, "--json"});
+  if (added.exit != 0) {
+    std::fprintf(stderr, "vm bench: kernel add %s failed: %s\n", image_path.c_str(), added.err.c_str());
+    return false;
+  }
+  const json k = json::parse(added.out);
+  const std::string kernel = k.at("vmlinux").get<std::string>().empty()
+                                 ? k.at("store").get<std::string>() + "/image"
+                                 : k.at("vmlinux").get<std::string>();
+  std::vector<double> registered, to_init, to_net, bare, image, ratio;
+  for (int i = 0; i < 5; ++i) {
+    const std::string tag = label + "-" + std::to_string(i);
+    const Bench::Launch l = b.launch_to_registered(label, b.logs + "/launch-" + tag);
+    const double bb = b.bare_boot(kernel, bare_initrd, "bare-" + tag);
+    // The initrd the launcher built (image + token), in its run folder.
+    image.push_back(b.bare_boot(kernel, b.last_run_dir + "/initrd.cpio", "image-" + tag));
+    registered.push_back(l.registered);
+    to_init.push_back(l.init);
+    to_net.push_back(l.net);
+    bare.push_back(bb);
+    if (l.registered > 0 && bb > 0) ratio.push_back(l.registered / bb);
+  }
+  const double lm = median(registered), bm = median(bare);
+  std::printf("boot of %s (%s), TCG unless KVM proved usable; medians of 5, each launch beside its bare boot:\n",
+              label.c_str(), k.value("release", "?").c_str());
+  std::printf("  launch -> agent registered             %6.0f ms\n", lm);
+  std::printf("    of which: launch -> first /init line %6.0f ms\n", median(to_init));
+  std::printf("              /init -> network up         %6.0f ms\n", median(to_net) - median(to_init));
+  std::printf("              network up -> registered    %6.0f ms\n", lm - median(to_net));
+  std::printf("  bare busybox initramfs -> first line   %6.0f ms\n", bm);
+  std::printf("  Leapfrog image -> first /init line     %6.0f ms\n", median(image));
+  std::printf("  ratio %.2f (median of the 5 pairs' ratios; target <= 1.20)\n", median(ratio));
+  return true;
+}
+
 }  // namespace
 
 int main() {
@@ -183,47 +244,21 @@ int main() {
                  tail_of(b.logs + "/up.err").c_str());
     return 1;
   }
-  const Result added = b.cli({"kernel", "add", "bench", image_path, "--cache-dir", b.cache, "--json"});
-  if (added.exit != 0) {
-    std::fprintf(stderr, "vm bench: kernel add failed: %s\n", added.err.c_str());
-    return 1;
-  }
-  const json k = json::parse(added.out);
-  const std::string kernel = k.at("vmlinux").get<std::string>().empty()
-                                 ? k.at("store").get<std::string>() + "/image"
-                                 : k.at("vmlinux").get<std::string>();
-
   const std::string bare_initrd = b.bare_busybox_initramfs();
   if (bare_initrd.empty()) {
     std::fprintf(stderr, "vm bench: cannot build the bare busybox initramfs (busybox-static, cpio)\n");
     return 1;
   }
-  std::vector<double> registered, to_init, to_net, bare, image;
-  std::vector<double> ratio;
-  for (int i = 0; i < 5; ++i) {
-    const Bench::Launch l = b.launch_to_registered(b.logs + "/launch-" + std::to_string(i));
-    // The initrd the launcher built (image + token), in its run folder.
-    std::string initrd;
-    for (const auto& e : stdfs::directory_iterator(b.data))
-      if (stdfs::exists(e.path() / "initrd.cpio")) initrd = e.path() / "initrd.cpio";
-    const double bb = b.bare_boot(kernel, bare_initrd, "bare-" + std::to_string(i));
-    image.push_back(b.bare_boot(kernel, initrd, "image-" + std::to_string(i)));
-    registered.push_back(l.registered);
-    to_init.push_back(l.init);
-    to_net.push_back(l.net);
-    bare.push_back(bb);
-    if (l.registered > 0 && bb > 0) ratio.push_back(l.registered / bb);
+  if (!boot_rows(b, "bench", image_path, bare_initrd)) return 1;
+  // A kernel built by `leapfrog kernel build` (what users test a patch on):
+  // virtio built in, so /init loads no modules.
+  const std::string built = newest_built_kernel();
+  if (built.empty()) {
+    std::printf("Leapfrog-built kernel: none in %s/kbuild/out (`make test` or `leapfrog kernel build` makes one)\n",
+                LEAPFROG_KBUILD_CACHE);
+  } else if (!boot_rows(b, "built", built, bare_initrd)) {
+    return 1;
   }
-  const double lm = median(registered), bm = median(bare);
-  std::printf("boot (%s, TCG unless KVM proved usable), medians of 5, each launch beside its bare boot:\n",
-              stdfs::path(image_path).filename().c_str());
-  std::printf("  launch -> agent registered             %6.0f ms\n", lm);
-  std::printf("    of which: launch -> first /init line %6.0f ms\n", median(to_init));
-  std::printf("              /init -> network up         %6.0f ms\n", median(to_net) - median(to_init));
-  std::printf("              network up -> registered    %6.0f ms\n", lm - median(to_net));
-  std::printf("  bare busybox initramfs -> first line   %6.0f ms\n", bm);
-  std::printf("  Leapfrog image -> first /init line     %6.0f ms\n", median(image));
-  std::printf("  ratio %.2f (median of the 5 pairs' ratios; target <= 1.20)\n", median(ratio));
 
   // Throughput: one 3 s foffset job in the guest, and the same on the host.
   Proc launcher(

@@ -98,10 +98,9 @@ stage="$(mktemp -d "$cache/.stage.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"
 mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,etc/leapfrog,lib/modules/leapfrog,var/tmp,run}
-# What /init mounts with one `mount -a`.
+# What /init mounts with one `mount -a` (proc and dev come first).
 cat > "$stage/etc/fstab" <<'FSTAB'
 sys /sys sysfs defaults 0 0
-dev /dev devtmpfs defaults 0 0
 tmp /tmp tmpfs mode=1777 0 0
 var /var/tmp tmpfs mode=1777 0 0
 FSTAB
