@@ -30,10 +30,17 @@ struct PgStatement {
   std::string sql;
 };
 
+// A session setting (SET name = value) made on every pooled connection.
+struct PgSetting {
+  std::string name;
+  std::string value;
+};
+
 // At most `size` connections, opened on demand; callers beyond wait for one.
 class PgPool {
  public:
-  PgPool(std::string url, int size, std::vector<PgStatement> statements);
+  PgPool(std::string url, int size, std::vector<PgStatement> statements,
+         std::vector<PgSetting> settings = {});
   ~PgPool();
 
   // A connection lent to one call; returned to the pool when destroyed.
@@ -76,6 +83,7 @@ class PgPool {
   std::string url_;
   int size_;
   std::vector<PgStatement> statements_;
+  std::vector<PgSetting> settings_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;

@@ -38,7 +38,8 @@ struct PgStoreOptions {
   int max_lease_batch = 64;
   // Group commit of report_outcome: the reports that arrive while a batch is
   // being written are written together, in one transaction, by at most this
-  // many writers at once (each batch holds a pooled connection).
+  // many writers at once, each on a connection of their own (beyond
+  // pool_size).
   int report_writers = 2;
   // Most reports in one batch.
   int max_report_batch = 256;
@@ -103,6 +104,8 @@ class PgStore : public Store {
 
  private:
   std::unique_ptr<PgPool> pool_;
+  // The report writers' connections (see PgStore::PgStore).
+  std::unique_ptr<PgPool> report_pool_;
   // lease_job calls waiting to be served together.
   std::unique_ptr<PgGroupCommit<PgLease, std::optional<v1::Job>>> leases_;
   // report_outcome calls waiting to be written together.
