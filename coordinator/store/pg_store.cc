@@ -644,17 +644,26 @@ class ViolationCopy {
 
   // COPY text escapes; NUL bytes are dropped (PostgreSQL text cannot hold them).
   void text(const std::string& s) {
-    for (char c : s) {
-      switch (c) {
+    const char* p = s.data();
+    const char* const end = p + s.size();
+    while (p < end) {
+      const char* plain = p;
+      while (p < end && !special(*p)) ++p;
+      buf_.append(plain, p);  // the common case: the whole field at once
+      if (p == end) break;
+      switch (*p++) {
         case '\\': buf_ += "\\\\"; break;
         case '\n': buf_ += "\\n"; break;
         case '\r': buf_ += "\\r"; break;
         case '\t': buf_ += "\\t"; break;
-        case '\0': break;
-        default: buf_ += c;
+        default: break;  // NUL
       }
     }
     buf_ += '\t';
+  }
+
+  static bool special(char c) {
+    return c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\0';
   }
 
   void flush() {
@@ -853,7 +862,8 @@ PgStore::PgStore(const std::string& url, PgStoreOptions options)
       leases_(std::make_unique<PgGroupCommit<PgLease, std::optional<v1::Job>>>(
           options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)))),
       reports_(std::make_unique<PgGroupCommit<PgReport, ReportResult>>(
-          options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)))) {
+          options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)),
+          static_cast<size_t>(std::max(options.min_parallel_report_batch, 1)))) {
   if (!options.migrate) return;
   std::optional<PgPool::Handle> handle;
   try {
@@ -1149,6 +1159,8 @@ ReportResult PgStore::report_outcome(const std::string& agent_id, int64_t job_id
   PgReport report{agent_id, job_id, attempt, outcome, now};
   return reports_->submit(report, [this](ReportBatch& batch) { write_reports(*report_pool_, batch); });
 }
+
+size_t PgStore::queued_reports() { return reports_->queued(); }
 
 void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) {
   run_autocommit(*pool_, "release_job", [&](pqxx::nontransaction& txn) {

@@ -40,9 +40,13 @@ struct PgStoreOptions {
   // being written are written together, in one transaction, by at most this
   // many writers at once, each on a connection of their own (beyond
   // pool_size).
-  int report_writers = 2;
+  int report_writers = 3;
   // Most reports in one batch.
   int max_report_batch = 256;
+  // While a batch is being written, another writer starts only once this
+  // many reports wait: a batch of one or two costs the database nearly as
+  // much as a batch of ten, and the database shares the machine's CPU.
+  int min_parallel_report_batch = 6;
 };
 
 class PgPool;
@@ -101,6 +105,8 @@ class PgStore : public Store {
   // The SQL of one of the store's prepared statements ("lease_job"), for
   // benchmarks that run it directly. Throws std::out_of_range for other names.
   static std::string statement_sql(const std::string& name);
+  // report_outcome calls waiting for a writer (tests use it to form a batch).
+  size_t queued_reports();
 
  private:
   std::unique_ptr<PgPool> pool_;
