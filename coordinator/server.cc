@@ -3,6 +3,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
+
 namespace leapfrog::coord {
 
 CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOptions opts)
@@ -25,6 +27,8 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
     builder.RegisterService(triage_service_.get());
   }
   builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              std::max(opts_.idle_threads, 2));
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\"");
   spdlog::info("coordinator.listen address={}", address());

@@ -6,8 +6,12 @@
 
 namespace leapfrog::coord {
 
-PgPool::PgPool(std::string url, int size, std::vector<PgStatement> statements)
-    : url_(std::move(url)), size_(std::max(size, 1)), statements_(std::move(statements)) {}
+PgPool::PgPool(std::string url, int size, std::vector<PgStatement> statements,
+               std::vector<PgSetting> settings)
+    : url_(std::move(url)),
+      size_(std::max(size, 1)),
+      statements_(std::move(statements)),
+      settings_(std::move(settings)) {}
 
 PgPool::~PgPool() = default;
 
@@ -25,6 +29,7 @@ PgPool::Handle PgPool::acquire() {
     auto conn = std::make_unique<pqxx::connection>(url_);
     // libpqxx prepares each statement on the server at its first use.
     for (const auto& s : statements_) conn->prepare(s.name, s.sql);
+    for (const auto& s : settings_) conn->set_variable(s.name, s.value);
     return Handle(this, std::move(conn), false);
   } catch (...) {
     lock.lock();

@@ -30,10 +30,17 @@ struct PgStatement {
   std::string sql;
 };
 
+// A session setting (SET name = value) made on every pooled connection.
+struct PgSetting {
+  std::string name;
+  std::string value;
+};
+
 // At most `size` connections, opened on demand; callers beyond wait for one.
 class PgPool {
  public:
-  PgPool(std::string url, int size, std::vector<PgStatement> statements);
+  PgPool(std::string url, int size, std::vector<PgStatement> statements,
+         std::vector<PgSetting> settings = {});
   ~PgPool();
 
   // A connection lent to one call; returned to the pool when destroyed.
@@ -76,6 +83,7 @@ class PgPool {
   std::string url_;
   int size_;
   std::vector<PgStatement> statements_;
+  std::vector<PgSetting> settings_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
@@ -83,10 +91,11 @@ class PgPool {
 };
 
 // Group commit: concurrent callers' requests written together. A caller
-// queues its request; if fewer than `writers` batches are being written, it
-// takes everything queued (up to `max_batch`) and writes it as one batch
-// itself, otherwise it waits: the requests queued while a batch is being
-// written form the next batch. Each caller gets its own result or error.
+// queues its request; if no batch is being written, or fewer than `writers`
+// are and at least `min_extra_batch` requests wait, it takes everything
+// queued (up to `max_batch`) and writes it as one batch itself; otherwise it
+// waits: the requests queued while a batch is being written form the next
+// batch. Each caller gets its own result or error.
 template <class Request, class Result>
 class PgGroupCommit {
  public:
@@ -104,8 +113,10 @@ class PgGroupCommit {
   };
   using Batch = std::vector<Item*>;
 
-  PgGroupCommit(int writers, size_t max_batch)
-      : writers_(std::max(writers, 1)), max_batch_(std::max<size_t>(max_batch, 1)) {}
+  PgGroupCommit(int writers, size_t max_batch, size_t min_extra_batch = 1)
+      : writers_(std::max(writers, 1)),
+        max_batch_(std::max<size_t>(max_batch, 1)),
+        min_extra_batch_(std::clamp<size_t>(min_extra_batch, 1, max_batch_)) {}
 
   // Queues `request` and returns its result once some caller's `write(batch)`
   // has handled it (write sets a result or an error on every item; what it
@@ -117,7 +128,7 @@ class PgGroupCommit {
     std::unique_lock<std::mutex> lock(mu_);
     queue_.push_back(&item);
     while (!item.done) {
-      if (writing_ >= writers_) {
+      if (writing_ >= writers_ || (writing_ > 0 && queue_.size() < min_extra_batch_)) {
         item.cv.wait(lock);
         continue;
       }
@@ -150,9 +161,16 @@ class PgGroupCommit {
     return std::move(*item.result);
   }
 
+  // Requests waiting for a writer.
+  size_t queued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+  }
+
  private:
   const int writers_;
   const size_t max_batch_;
+  const size_t min_extra_batch_;
   std::mutex mu_;
   std::deque<Item*> queue_;
   int writing_ = 0;

@@ -9,13 +9,17 @@
 #include "coordinator/store/pg_store.h"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/wire_format_lite.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
+#include <pqxx/tablewriter>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -163,12 +167,12 @@ const PgStatement kStatements[] = {
     {"lock_jobs",
      "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0) FROM jobs"
      " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"},
-    {"outcomes_exist",
-     "SELECT o.job_id, o.attempt FROM outcomes o"
-     " JOIN unnest($1::bigint[], $2::int[]) AS k(job_id, attempt)"
-     "  ON o.job_id = k.job_id AND o.attempt = k.attempt"},
     // The accepted reports of a batch: their outcome rows (in report order,
-    // which seq keeps) and their jobs, done.
+    // which seq keeps) and, where the row is new, their jobs, done. Returns
+    // the keys stored (true), and of the keys $14/$15 (reports judged
+    // superseded) those already stored (false). It runs after lock_jobs, so
+    // its snapshot sees every outcome of the locked jobs: a stored key is a
+    // duplicate. One statement instead of a query before and an insert after.
     {"store_outcomes",
      "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[],"
      "   $5::int[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[],"
@@ -180,11 +184,17 @@ const PgStatement kStatements[] = {
      "   reported_at)"
      "  SELECT job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked,"
      "   offsets_checked, violation_count, race_window_hits, error, decode(outcome, 'hex'),"
-     "   timestamptz 'epoch' + at * interval '1 microsecond' FROM r ORDER BY n)"
-     " UPDATE jobs j SET state = 'done', verdict = r.verdict, agent_id = r.agent_id,"
+     "   timestamptz 'epoch' + at * interval '1 microsecond' FROM r ORDER BY n"
+     "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id, attempt),"
+     " finished AS (UPDATE jobs j SET state = 'done', verdict = r.verdict, agent_id = r.agent_id,"
      "  lease_deadline = NULL, reason = NULL,"
      "  finished_at = timestamptz 'epoch' + r.at * interval '1 microsecond'"
-     " FROM r WHERE j.id = r.job_id"},
+     "  FROM r JOIN stored s ON s.job_id = r.job_id AND s.attempt = r.attempt"
+     "  WHERE j.id = r.job_id)"
+     " SELECT true, job_id, attempt FROM stored"
+     " UNION ALL SELECT false, o.job_id, o.attempt FROM outcomes o"
+     "  JOIN unnest($14::bigint[], $15::int[]) AS k(job_id, attempt)"
+     "   ON o.job_id = k.job_id AND o.attempt = k.attempt"},
     {"release_job",
      "UPDATE jobs SET state = 'queued', agent_id = NULL, lease_deadline = NULL,"
      "  released = released + 1"
@@ -288,42 +298,26 @@ std::string bytea_text(const google::protobuf::MessageLite& m) {
 }
 
 // The outcome serialized without its violations (they are rows of their
-// own), cut from the wire format rather than from a copy of the message.
+// own), field by field: serializing the whole message to cut them out again
+// cost more than the rest of the outcome (it walks every violation twice).
 std::string without_violations(const v1::Outcome& o) {
-  using google::protobuf::internal::WireFormatLite;
-  const std::string all = o.SerializeAsString();
+  using google::protobuf::internal::WireFormat;
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  o.GetReflection()->ListFields(o, &fields);
   std::string out;
-  out.reserve(all.size());
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(all.data()),
-                                            static_cast<int>(all.size()));
-  for (;;) {
-    int start = in.CurrentPosition();
-    uint32_t tag = in.ReadTag();
-    if (tag == 0) break;
-    if (!WireFormatLite::SkipField(&in, tag)) {
-      throw StoreError("an outcome does not serialize", false);
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    for (const auto* f : fields) {
+      if (f->number() == v1::Outcome::kViolationsFieldNumber) continue;
+      WireFormat::FieldByteSize(f, o);  // caches the sizes of nested messages
+      WireFormat::SerializeFieldWithCachedSizes(f, o, &coded);
     }
-    if (WireFormatLite::GetTagFieldNumber(tag) != v1::Outcome::kViolationsFieldNumber) {
-      out.append(all, static_cast<size_t>(start),
-                 static_cast<size_t>(in.CurrentPosition() - start));
-    }
+    WireFormat::SerializeUnknownFields(o.GetReflection()->GetUnknownFields(o), &coded);
+    if (coded.HadError()) throw StoreError("an outcome does not serialize", false);
   }
   return out;
 }
-
-// clean() without a copy when there is nothing to clean (the common case);
-// the result lives until the next call.
-class NulFree {
- public:
-  const std::string& operator()(const std::string& s) {
-    if (s.find('\0') == std::string::npos) return s;
-    buf_ = clean(s);
-    return buf_;
-  }
-
- private:
-  std::string buf_;
-};
 
 template <class M>
 M parse(const pqxx::field& f, const char* what) {
@@ -603,6 +597,97 @@ struct LockedJob {
   int verdict;
 };
 
+// Violation rows in COPY's text format, sent a chunk at a time through one
+// COPY statement. Cheaper than stream_to's tuple path (a string per field,
+// escaped into another, a line per row), and the server parses a chunk while
+// the next is formatted.
+class ViolationCopy {
+ public:
+  explicit ViolationCopy(pqxx::work& txn) : txn_(txn) { buf_.reserve(kChunk + 4096); }
+
+  void row(int64_t job_id, uint32_t attempt, int idx, const v1::Violation& v) {
+    number(job_id);
+    number(attempt);
+    number(idx);
+    text(v.kind());
+    number(v.actor());
+    text(v.op());
+    text(v.path());
+    number(v.step());
+    text(v.component());
+    text(v.object());
+    text(v.observed());
+    text(v.expected());
+    number(v.invoke_ns());
+    number(v.complete_ns());
+    text(v.detail_json());
+    buf_.back() = '\n';  // the last field's tab
+    if (buf_.size() >= kChunk) flush();
+  }
+
+  // Sends what is left and ends the COPY.
+  void complete() {
+    flush();
+    if (writer_) writer_->complete();
+  }
+
+ private:
+  static constexpr size_t kChunk = 64 * 1024;
+
+  template <class T>
+  void number(T v) {
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+    buf_.append(digits, end);
+    buf_ += '\t';
+  }
+
+  // COPY text escapes; NUL bytes are dropped (PostgreSQL text cannot hold them).
+  void text(const std::string& s) {
+    const char* p = s.data();
+    const char* const end = p + s.size();
+    while (p < end) {
+      const char* plain = p;
+      while (p < end && !special(*p)) ++p;
+      buf_.append(plain, p);  // the common case: the whole field at once
+      if (p == end) break;
+      switch (*p++) {
+        case '\\': buf_ += "\\\\"; break;
+        case '\n': buf_ += "\\n"; break;
+        case '\r': buf_ += "\\r"; break;
+        case '\t': buf_ += "\\t"; break;
+        default: break;  // NUL
+      }
+    }
+    buf_ += '\t';
+  }
+
+  static bool special(char c) {
+    return c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\0';
+  }
+
+  void flush() {
+    if (buf_.empty()) return;
+    if (!writer_) {
+      static const std::vector<std::string> columns = {
+          "job_id", "attempt", "idx",      "kind",     "actor",     "op",          "path",  "step",
+          "component", "object", "observed", "expected", "invoke_ns", "complete_ns", "detail"};
+      // tablewriter is libpqxx 6's only way to send COPY data as is (one
+      // PQputCopyData per chunk of whole rows); stream_to escapes what it gets.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      writer_.emplace(txn_, "violations", columns.begin(), columns.end());
+#pragma GCC diagnostic pop
+    }
+    writer_->write_raw_line(buf_);  // it drops the last newline; libpqxx adds one
+    buf_.clear();
+  }
+
+  pqxx::work& txn_;
+  std::string buf_;
+  std::optional<pqxx::tablewriter> writer_;
+};
+
 // Judges the batch's reports in arrival order, as if each ran alone; stores
 // the accepted ones and finishes their jobs (one statement), then their
 // violations (one COPY).
@@ -616,27 +701,12 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     jobs[r[0].as<int64_t>()] = {r[1].as<std::string>(), r[2].as<uint32_t>(), r[3].as<int64_t>(),
                                 r[4].as<int>()};
   }
-  // Outcomes stored before, by any caller. An attempt past the current one
-  // was never handed out, so it has none.
-  std::vector<int64_t> ask_ids;
-  std::vector<uint32_t> ask_attempts;
-  for (const auto* item : batch) {
-    auto job = jobs.find(item->request.job_id);
-    if (job != jobs.end() && item->request.attempt <= job->second.attempt) {
-      ask_ids.push_back(item->request.job_id);
-      ask_attempts.push_back(item->request.attempt);
-    }
-  }
-  std::set<std::pair<int64_t, uint32_t>> stored;
-  if (!ask_ids.empty()) {
-    for (const auto& r :
-         txn.exec_prepared("outcomes_exist", number_array(ask_ids), number_array(ask_attempts))) {
-      stored.emplace(r[0].as<int64_t>(), r[1].as<uint32_t>());
-    }
-  }
 
   std::vector<ReportDecision> decisions(batch.size());
-  std::vector<size_t> accepted;
+  // Accepted, and judged superseded: either may turn out to be a duplicate
+  // of an outcome stored before, which store_outcomes tells.
+  std::vector<size_t> accepted, superseded;
+  std::set<std::pair<int64_t, uint32_t>> accepted_keys;
   for (size_t i = 0; i < batch.size(); ++i) {
     const PgReport& report = batch[i]->request;
     auto job = jobs.find(report.job_id);
@@ -645,10 +715,11 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
       continue;
     }
     LockedJob& j = job->second;
-    if (stored.count({report.job_id, report.attempt})) {
+    if (accepted_keys.count({report.job_id, report.attempt})) {
       decisions[i].result = ReportResult::Duplicate;
       continue;
     }
+    // An attempt past the current one was never handed out, so it has no outcome.
     if (report.attempt > j.attempt) {
       decisions[i].error = "report outcome: job " + std::to_string(report.job_id) +
                            " has no attempt " + std::to_string(report.attempt) + " (latest " +
@@ -660,21 +731,20 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     // outcome then replaces INFRA_FAILURE (nothing the agent measured is lost).
     bool accept = report.attempt == j.attempt && (j.state != "done" || j.verdict == kInfraVerdict);
     if (!accept) {
-      spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}",
-                   report.job_id, report.attempt, j.attempt, j.state, report.agent_id);
       decisions[i].result = ReportResult::Superseded;
+      superseded.push_back(i);
       continue;
     }
     decisions[i].result = ReportResult::Stored;
     accepted.push_back(i);
-    stored.emplace(report.job_id, report.attempt);
+    accepted_keys.emplace(report.job_id, report.attempt);
     j.state = "done";
     j.verdict = static_cast<int>(report.outcome.verdict());
   }
-  if (accepted.empty()) return decisions;
+  if (accepted.empty() && superseded.empty()) return decisions;
   // Columns of store_outcomes, one array each.
-  std::vector<int64_t> job_ids, campaign_ids, ops, lookups, offsets, counts, hits, times;
-  std::vector<uint32_t> attempts;
+  std::vector<int64_t> job_ids, campaign_ids, ops, lookups, offsets, counts, hits, times, ask_ids;
+  std::vector<uint32_t> attempts, ask_attempts;
   std::vector<int> verdicts;
   std::vector<std::string> agents, errors, outcomes;
   for (size_t i : accepted) {
@@ -693,37 +763,48 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     errors.push_back(o.error());
     outcomes.push_back(hex(without_violations(o)));
     times.push_back(us(r.now));
-    spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", r.job_id,
-                  r.attempt, r.agent_id, verdict_key(o.verdict()), o.violations_size());
   }
-  txn.exec_prepared("store_outcomes", number_array(job_ids), number_array(attempts),
-                    number_array(campaign_ids), text_array(agents), number_array(verdicts),
-                    number_array(ops), number_array(lookups), number_array(offsets),
-                    number_array(counts), number_array(hits), text_array(errors),
-                    text_array(outcomes), number_array(times));
-  bool any_violations = std::any_of(accepted.begin(), accepted.end(), [&](size_t i) {
-    return !batch[i]->request.outcome.violations().empty();
-  });
-  if (any_violations) {
-    pqxx::stream_to copy(
-        txn, "violations",
-        std::vector<std::string>{"job_id", "attempt", "idx", "kind", "actor", "op", "path", "step",
-                                 "component", "object", "observed", "expected", "invoke_ns",
-                                 "complete_ns", "detail"});
-    NulFree f[8];
-    for (size_t i : accepted) {
-      const PgReport& r = batch[i]->request;
-      int idx = 0;
-      for (const auto& v : r.outcome.violations()) {
-        copy << std::forward_as_tuple(
-            r.job_id, r.attempt, idx, f[0](v.kind()), static_cast<int64_t>(v.actor()), f[1](v.op()),
-            f[2](v.path()), v.step(), f[3](v.component()), f[4](v.object()), f[5](v.observed()),
-            f[6](v.expected()), v.invoke_ns(), v.complete_ns(), f[7](v.detail_json()));
-        ++idx;
-      }
+  for (size_t i : superseded) {
+    ask_ids.push_back(batch[i]->request.job_id);
+    ask_attempts.push_back(batch[i]->request.attempt);
+  }
+  std::set<std::pair<int64_t, uint32_t>> stored, existed;
+  for (const auto& row : txn.exec_prepared(
+           "store_outcomes", number_array(job_ids), number_array(attempts),
+           number_array(campaign_ids), text_array(agents), number_array(verdicts),
+           number_array(ops), number_array(lookups), number_array(offsets), number_array(counts),
+           number_array(hits), text_array(errors), text_array(outcomes), number_array(times),
+           number_array(ask_ids), number_array(ask_attempts))) {
+    (row[0].as<bool>() ? stored : existed).emplace(row[1].as<int64_t>(), row[2].as<uint32_t>());
+  }
+  for (size_t i : superseded) {
+    const PgReport& r = batch[i]->request;
+    if (existed.count({r.job_id, r.attempt})) {
+      decisions[i].result = ReportResult::Duplicate;
+      continue;
     }
-    copy.complete();
+    const LockedJob& j = jobs.at(r.job_id);
+    spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", r.job_id,
+                 r.attempt, j.attempt, j.state, r.agent_id);
   }
+  std::optional<ViolationCopy> copy;
+  for (size_t i : accepted) {
+    const PgReport& r = batch[i]->request;
+    // Not inserted: its outcome was stored before (an agent-reported INFRA_FAILURE).
+    if (!stored.count({r.job_id, r.attempt})) {
+      decisions[i].result = ReportResult::Duplicate;
+      continue;
+    }
+    spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", r.job_id,
+                  r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
+                  r.outcome.violations_size());
+    int idx = 0;
+    for (const auto& v : r.outcome.violations()) {
+      if (!copy) copy.emplace(txn);
+      copy->row(r.job_id, r.attempt, idx++, v);
+    }
+  }
+  if (copy) copy->complete();
   return decisions;
 }
 
@@ -770,10 +851,19 @@ std::vector<PgStatement> all_statements() {
 
 PgStore::PgStore(const std::string& url, PgStoreOptions options)
     : pool_(std::make_unique<PgPool>(url, options.pool_size, all_statements())),
+      // Generic plans: the batch statements take arrays, and PostgreSQL
+      // plans a prepared statement anew for every call while the plan for
+      // the actual array length looks cheaper than a generic one; that
+      // planning was a fifth of the server's time per batch. (The lease
+      // statements keep custom plans: their index choice depends on them.)
+      report_pool_(std::make_unique<PgPool>(url, options.report_writers, all_statements(),
+                                            std::vector<PgSetting>{
+                                                {"plan_cache_mode", "force_generic_plan"}})),
       leases_(std::make_unique<PgGroupCommit<PgLease, std::optional<v1::Job>>>(
           options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)))),
       reports_(std::make_unique<PgGroupCommit<PgReport, ReportResult>>(
-          options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)))) {
+          options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)),
+          static_cast<size_t>(std::max(options.min_parallel_report_batch, 1)))) {
   if (!options.migrate) return;
   std::optional<PgPool::Handle> handle;
   try {
@@ -1067,8 +1157,10 @@ ReportResult PgStore::report_outcome(const std::string& agent_id, int64_t job_id
     });
   }
   PgReport report{agent_id, job_id, attempt, outcome, now};
-  return reports_->submit(report, [this](ReportBatch& batch) { write_reports(*pool_, batch); });
+  return reports_->submit(report, [this](ReportBatch& batch) { write_reports(*report_pool_, batch); });
 }
+
+size_t PgStore::queued_reports() { return reports_->queued(); }
 
 void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) {
   run_autocommit(*pool_, "release_job", [&](pqxx::nontransaction& txn) {

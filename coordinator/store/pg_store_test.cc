@@ -11,6 +11,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
@@ -105,6 +106,39 @@ class PgStoreTest : public testing::PostgresSuite<PgStoreTest> {
     }
     ADD_FAILURE() << "no job " << job_id;
     return {};
+  }
+
+  // With a store of one report writer: makes that writer wait, for a row
+  // lock `lock` takes on `job_id`, while writing a report of that job (the
+  // returned thread), so that the reports made next queue up as one batch.
+  std::thread hold_report_writer(pqxx::work& lock, int64_t job_id, uint32_t attempt) {
+    lock.exec_params("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", job_id);
+    std::thread writer([this, job_id, attempt] {
+      EXPECT_EQ(store_->report_outcome("a", job_id, attempt, outcome(v1::VERDICT_PASS), kT0 + 3s),
+                ReportResult::Stored);
+    });
+    pqxx::connection probe(url_);
+    for (int i = 0;; ++i) {
+      pqxx::nontransaction q(probe);
+      if (!q.exec("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                  " AND datname = current_database()")
+               .empty())
+        break;
+      if (i == 100'000) {
+        ADD_FAILURE() << "the report writer never waited for the lock";
+        break;
+      }
+      std::this_thread::yield();
+    }
+    return writer;
+  }
+
+  // Waits until `n` report_outcome calls are queued.
+  void wait_queued(size_t n) {
+    for (int i = 0; store_->queued_reports() < n; ++i) {
+      ASSERT_LT(i, 100'000'000) << "report " << n << " never queued";
+      std::this_thread::yield();
+    }
   }
 
   std::string db_;
@@ -495,6 +529,132 @@ TEST_F(PgStoreTest, RealOutcomeReplacesInfraFailureOfTheSameAttempt) {
   EXPECT_EQ(info.reason(), "");
   EXPECT_EQ(store_->report_outcome("a", j->job_id(), 1, outcome(v1::VERDICT_PASS), kT0 + 3h),
             ReportResult::Duplicate);
+}
+
+// One batch (group commit) holding a new report, its repeat, a repeat of an
+// outcome stored before, a superseded report, a repeat of an agent's own
+// INFRA_FAILURE outcome and an unknown job: each caller gets what it would
+// have got alone, and only the new outcome is stored.
+TEST_F(PgStoreTest, MixedBatchJudgesEachReportAsIfAlone) {
+  PgStoreOptions options;
+  options.report_writers = 1;
+  store_ = std::make_unique<PgStore>(url_, options);
+  auto campaign = store_->create_campaign(campaign_spec("mixed"), jobs(5), 0, kT0);
+  // stale: its lease expires, and b leases it again (attempt 2).
+  auto stale = lease("a", kT0 - 1h);
+  auto fresh = lease("a", kT0);
+  auto stored_before = lease("a", kT0);
+  auto infra = lease("a", kT0);  // the agent itself reports INFRA_FAILURE
+  auto held = lease("a", kT0);   // locked below, to hold the writer
+  ASSERT_TRUE(stale && fresh && stored_before && infra && held);
+  ASSERT_EQ(store_->expire_leases(kT0), 1);
+  auto again = lease("b", kT0 + 1s);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->job_id(), stale->job_id());
+  ASSERT_EQ(again->attempt(), 2u);
+  ASSERT_EQ(
+      store_->report_outcome("a", stored_before->job_id(), 1, outcome(v1::VERDICT_PASS), kT0 + 1s),
+      ReportResult::Stored);
+  ASSERT_EQ(
+      store_->report_outcome("a", infra->job_id(), 1, outcome(v1::VERDICT_INFRA_FAILURE), kT0 + 1s),
+      ReportResult::Stored);
+
+  pqxx::connection blocker(url_);
+  pqxx::work lock(blocker);
+  std::thread first = hold_report_writer(lock, held->job_id(), 1);
+  auto with_violation = outcome(v1::VERDICT_VIOLATION);
+  with_violation.set_violation_count(1);
+  with_violation.add_violations()->set_kind("stale-grant");
+  struct Call {
+    int64_t job_id;
+    v1::Outcome outcome;
+    std::optional<ReportResult> want;  // nullopt: an error
+    std::optional<ReportResult> got = std::nullopt;
+    bool failed = false;
+  };
+  std::vector<Call> calls = {
+      {fresh->job_id(), with_violation, ReportResult::Stored},
+      {fresh->job_id(), with_violation, ReportResult::Duplicate},
+      {stored_before->job_id(), outcome(v1::VERDICT_PASS), ReportResult::Duplicate},
+      {stale->job_id(), outcome(v1::VERDICT_PASS), ReportResult::Superseded},
+      {infra->job_id(), outcome(v1::VERDICT_INFRA_FAILURE), ReportResult::Duplicate},
+      {999999, outcome(v1::VERDICT_PASS), std::nullopt},
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        calls[i].got = store_->report_outcome("a", calls[i].job_id, 1, calls[i].outcome, kT0 + 4s);
+      } catch (const StoreError& e) {
+        EXPECT_FALSE(e.unavailable()) << e.what();
+        calls[i].failed = true;
+      }
+    });
+    wait_queued(i + 1);  // one at a time, so that the batch keeps this order
+  }
+  lock.commit();
+  first.join();
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].got, calls[i].want) << "report " << i;
+    EXPECT_EQ(calls[i].failed, !calls[i].want.has_value()) << "report " << i;
+  }
+  // Before: stored_before and infra; now fresh (with its violation) and held.
+  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 4u);
+  EXPECT_EQ(job_info(campaign, fresh->job_id()).verdict(), v1::VERDICT_VIOLATION);
+  EXPECT_EQ(job_info(campaign, stale->job_id()).state(), v1::JOB_STATE_LEASED);
+  EXPECT_EQ(job_info(campaign, infra->job_id()).verdict(), v1::VERDICT_INFRA_FAILURE);
+  pqxx::connection conn(url_);
+  EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 1);
+}
+
+// A report the database refuses (a violation that is not UTF-8) fails the
+// batch's transaction; the batch is then written one report at a time, and
+// only that report fails.
+TEST_F(PgStoreTest, RefusedReportFailsAloneInItsBatch) {
+  PgStoreOptions options;
+  options.report_writers = 1;
+  store_ = std::make_unique<PgStore>(url_, options);
+  auto campaign = store_->create_campaign(campaign_spec("refused"), jobs(4), 0, kT0);
+  std::vector<v1::Job> leased;
+  for (int i = 0; i < 4; ++i) {
+    auto j = lease("a", kT0);
+    ASSERT_TRUE(j);
+    leased.push_back(*j);
+  }
+  pqxx::connection blocker(url_);
+  pqxx::work lock(blocker);
+  std::thread first = hold_report_writer(lock, leased[3].job_id(), 1);
+  std::vector<std::thread> threads;
+  std::atomic<int> stored{0};
+  std::atomic<int> refused{0};
+  for (size_t i = 0; i < 3; ++i) {
+    auto o = outcome(v1::VERDICT_VIOLATION);
+    o.set_violation_count(2);
+    o.add_violations()->set_path("d0/ok\tab");
+    o.add_violations()->set_path(i == 1 ? "d0/\xff\xfe" : "d0/fine");
+    threads.emplace_back([&, i, o] {
+      try {
+        EXPECT_EQ(store_->report_outcome("a", leased[i].job_id(), 1, o, kT0 + 4s),
+                  ReportResult::Stored);
+        ++stored;
+      } catch (const StoreError& e) {
+        EXPECT_FALSE(e.unavailable()) << e.what();
+        EXPECT_EQ(i, 1u) << e.what();
+        ++refused;
+      }
+    });
+    wait_queued(i + 1);
+  }
+  lock.commit();
+  first.join();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(stored.load(), 2);
+  EXPECT_EQ(refused.load(), 1);
+  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 3u);
+  EXPECT_EQ(job_info(campaign, leased[1].job_id()).state(), v1::JOB_STATE_LEASED);
+  pqxx::connection conn(url_);
+  EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 4);
 }
 
 TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
