@@ -36,6 +36,11 @@ std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
   }
   a.insert(a.end(), {"-kernel", cfg.kernel, "-initrd", cfg.initrd, "-append", cfg.append, "-serial",
                      "file:" + cfg.console_log});
+  if (!cfg.control_socket.empty())
+    a.insert(a.end(), {"-chardev", "socket,id=lfctl,path=" + cfg.control_socket + ",server=on,wait=off",
+                       "-serial", "chardev:lfctl"});
+  if (!cfg.qmp_socket.empty()) a.insert(a.end(), {"-qmp", "unix:" + cfg.qmp_socket + ",server=on,wait=off"});
+  if (!cfg.incoming.empty()) a.insert(a.end(), {"-incoming", "exec:cat " + cfg.incoming});
   if (cfg.coordinator_port > 0) {
     const std::string p = std::to_string(cfg.coordinator_port);
     // cmd: opens one host connection per guest connection; a tcp: chardev

@@ -36,6 +36,13 @@ struct QemuConfig {
   std::string busybox = "busybox";  // its nc carries each guest connection to the host
   std::string console_log;          // the serial console
   std::string stderr_log;           // QEMU's own messages
+  // Snapshots (see qmp.h): QEMU's QMP socket; a unix socket QEMU listens on
+  // as the guest's second serial port (ttyS1), so the host can hand a VM
+  // restored from a snapshot what differs between clones; and the state
+  // file to start from instead of booting. Empty: none.
+  std::string qmp_socket;
+  std::string control_socket;
+  std::string incoming;
 };
 
 // The argv QEMU runs with (for logs and tests).

@@ -1,0 +1,46 @@
+#pragma once
+// QEMU's machine protocol (QMP) over its unix socket, and VM snapshots built
+// on it: a VM booted once is saved to a file (live migration to
+// `exec:cat > FILE`), and later VMs start from that file with `-incoming`
+// instead of booting, in ~0.8 s instead of ~3 s under TCG. Not used by the
+// launcher yet.
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace leapfrog::vm {
+
+// QEMU refused a command, or the socket failed; the message says which.
+class QmpError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class QmpClient {
+ public:
+  // Connects (retrying until `timeout`: QEMU creates the socket as it
+  // starts), reads the greeting and leaves capabilities negotiation.
+  QmpClient(const std::string& socket_path, std::chrono::milliseconds timeout);
+  ~QmpClient();
+  QmpClient(const QmpClient&) = delete;
+  QmpClient& operator=(const QmpClient&) = delete;
+
+  // Runs `command` and returns its "return" member; events that arrive
+  // meanwhile are skipped. Throws QmpError with QEMU's error description.
+  nlohmann::json execute(const std::string& command, const nlohmann::json& arguments = nullptr);
+
+ private:
+  nlohmann::json read_message();
+  int fd_ = -1;
+  std::string buffer_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Saves the running VM behind `qmp` into `file` (it keeps running).
+// Throws QmpError if the migration fails or outlasts `timeout`.
+void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout);
+
+}  // namespace leapfrog::vm
