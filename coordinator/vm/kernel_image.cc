@@ -321,11 +321,26 @@ void write_initrd_with_token(const std::string& image, const std::string& token,
     throw ImageError("cannot write \"" + tmp + "\": " + std::strerror(e));
   }
   std::string error;
-  // The image, copied in the kernel.
+  // The image, copied in the kernel; between file systems of different
+  // kinds (a cache on ext4, a data folder on tmpfs) the kernel refuses
+  // (EXDEV) and the bytes go through here.
+  bool by_hand = false;
   for (;;) {
-    const ssize_t n = copy_file_range(in, nullptr, fd, nullptr, size_t{1} << 30, 0);
+    if (!by_hand) {
+      const ssize_t n = copy_file_range(in, nullptr, fd, nullptr, size_t{1} << 30, 0);
+      if (n == 0) break;
+      if (n > 0) continue;
+      if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
+        by_hand = true;
+        continue;
+      }
+      error = std::string("copy: ") + std::strerror(errno);
+      break;
+    }
+    char buf[1 << 16];
+    const ssize_t n = ::read(in, buf, sizeof buf);
     if (n == 0) break;
-    if (n < 0) {
+    if (n < 0 || ::write(fd, buf, static_cast<size_t>(n)) != n) {
       error = std::string("copy: ") + std::strerror(errno);
       break;
     }

@@ -4,9 +4,11 @@
 #include "coordinator/vm/kernel_image.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "coordinator/pg/test_dir.h"
 
@@ -112,6 +114,25 @@ TEST(KernelImage, TheInitrdCarriesTheTokenAfterTheImage) {
             stdfs::perms::owner_read | stdfs::perms::owner_write);
   EXPECT_THROW(write_initrd_with_token(dir / "missing.cpio", "t", dir / "x.cpio"), ImageError);
   EXPECT_FALSE(stdfs::exists(dir / "x.cpio.tmp"));
+}
+
+// An image on tmpfs and a run folder elsewhere: copy_file_range refuses
+// between file systems of different kinds, and the copy must still happen.
+TEST(KernelImage, TheInitrdIsWrittenAcrossFileSystems) {
+  if (!stdfs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  TestDir dir;
+  const std::string image = "/dev/shm/leapfrog-test-image-" + std::to_string(getpid()) + ".cpio";
+  std::string bytes(300'000, 'x');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>('a' + i % 26);
+  std::ofstream(image, std::ios::binary) << bytes;
+  const std::string initrd = dir / "initrd.cpio";
+  write_initrd_with_token(image, "tok", initrd);
+  stdfs::remove(image);
+  std::ifstream in(initrd, std::ios::binary);
+  std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(got.size(), bytes.size());
+  EXPECT_EQ(got.substr(0, bytes.size()), bytes);
+  EXPECT_NE(got.find("etc/leapfrog/token", bytes.size()), std::string::npos);
 }
 
 }  // namespace
