@@ -135,5 +135,38 @@ TEST(KernelImage, TheInitrdIsWrittenAcrossFileSystems) {
   EXPECT_NE(got.find("etc/leapfrog/token", bytes.size()), std::string::npos);
 }
 
+// The image script with a modules folder of the user's, which has no
+// modules.dep or modules.builtin: it builds, and a second run finds the same
+// image through its stat fast path. busybox stands in for the static agent
+// (the script only needs a static executable).
+TEST(VmImage, BuildsFromAModulesFolderWithoutModulesDep) {
+  TestDir dir;
+  const std::string mods = dir / "mods";
+  stdfs::create_directories(mods);
+  for (const auto& e : stdfs::recursive_directory_iterator("/lib/modules", stdfs::directory_options::skip_permission_denied)) {
+    if (e.path().filename() == "virtio_net.ko") {
+      stdfs::copy_file(e.path(), mods + "/virtio_net.ko");
+      break;
+    }
+  }
+  const std::string cmd = std::string("bash ") + LEAPFROG_IMAGE_SCRIPT +
+                          " image --agent /bin/busybox --release test --cache " + (dir / "cache") + " --modules " +
+                          mods + " 2>" + (dir / "err") + " >>" + (dir / "out");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << std::ifstream(dir / "err").rdbuf();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << std::ifstream(dir / "err").rdbuf();
+  std::ifstream out(dir / "out");
+  std::string first, second;
+  std::getline(out, first);
+  std::getline(out, second);
+  EXPECT_EQ(first, second);
+  EXPECT_TRUE(stdfs::exists(first)) << first;
+  EXPECT_FALSE(stdfs::is_empty(dir / "cache/by-stat"));
+  if (stdfs::exists(mods + "/virtio_net.ko")) {
+    const std::string list = "cd " + (dir / "x") + " 2>/dev/null || mkdir " + (dir / "x") + " && cd " + (dir / "x") +
+                             " && cpio --quiet -id < " + first + " && grep -qx virtio_net etc/leapfrog/modules";
+    EXPECT_EQ(std::system(list.c_str()), 0);
+  }
+}
+
 }  // namespace
 }  // namespace leapfrog::vm

@@ -45,7 +45,9 @@ stat_files=("$agent" "$busybox" "$here/init" "$here/build-initramfs.sh")
 if [ -n "$moddir" ]; then stat_files+=("$moddir" "$moddir/modules.dep" "$moddir/modules.builtin"); fi
 fingerprint="$( {
   echo "release $release modules $moddir"
-  stat -L -c '%n %s %i %.9Y %.9Z' "${stat_files[@]}" 2>&1
+  # A missing file (a modules folder without modules.dep) is part of the
+  # fingerprint too, as stat's message.
+  stat -L -c '%n %s %i %.9Y %.9Z' "${stat_files[@]}" 2>&1 || true
 } | sha256sum | cut -c1-32)"
 if [ -f "$cache/by-stat/$fingerprint" ]; then
   known="$(cat "$cache/by-stat/$fingerprint")"
