@@ -39,11 +39,7 @@ using Ms = std::chrono::duration<double, std::milli>;
 
 std::string newest_kernel() {
   if (const char* k = std::getenv("LEAPFROG_BENCH_KERNEL")) return k;
-  std::string best;
-  for (const auto& e : stdfs::directory_iterator("/boot"))
-    if (e.path().filename().string().rfind("vmlinuz-", 0) == 0 && e.path().string() > best)
-      best = e.path();
-  return best;
+  return newest_boot_kernel();
 }
 
 double median(std::vector<double> v) {

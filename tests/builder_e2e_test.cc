@@ -40,15 +40,6 @@ int64_t sql_int(const std::string& url, const std::string& query) {
   return std::stoll(rows[0][0]);
 }
 
-std::string newest_boot_kernel() {
-  std::string best;
-  std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator("/boot", ec)) {
-    const std::string name = e.path().filename();
-    if (name.rfind("vmlinuz-", 0) == 0 && name > stdfs::path(best).filename().string()) best = e.path();
-  }
-  return best;
-}
 
 // Stand-in for Kbuild: allnoconfig keeps the fragment's options (with
 // CONFIG_LOCALVERSION, so the release names the inputs), bzImage copies the

@@ -37,6 +37,18 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// The newest /boot/vmlinuz-* (the distribution's kernel), or "" if none.
+inline std::string newest_boot_kernel() {
+  std::string best;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/boot", ec)) {
+    const std::string name = e.path().filename();
+    if (name.rfind("vmlinuz-", 0) == 0 && name > std::filesystem::path(best).filename().string())
+      best = e.path();
+  }
+  return best;
+}
+
 // The last `max` bytes of a file, for failure messages.
 inline std::string tail_of(const std::string& path, size_t max = 4000) {
   std::string s = slurp(path);

@@ -33,17 +33,6 @@ using leapfrog::coord::testing::TestDir;
 namespace stdfs = std::filesystem;
 
 
-// The newest Debian kernel image and its modules folder, or "" if none.
-std::string debian_kernel() {
-  std::string best;
-  std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator("/boot", ec)) {
-    const std::string name = e.path().filename();
-    if (name.rfind("vmlinuz-", 0) == 0 && name > stdfs::path(best).filename().string())
-      best = e.path();
-  }
-  return best;
-}
 
 int count_matches(const std::string& text, const std::string& re) {
   const std::regex r(re);
@@ -55,7 +44,7 @@ class VmE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
-    kernel_image_ = debian_kernel();
+    kernel_image_ = newest_boot_kernel();
     if (kernel_image_.empty()) GTEST_SKIP() << "no /boot/vmlinuz-* (install linux-image-amd64)";
     dir_ = std::make_unique<TestDir>();
     logs_ = *dir_ / "logs";

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "coordinator/pg/test_dir.h"
+#include "tests/process_util.h"
 
 namespace leapfrog::vm {
 namespace {
@@ -18,16 +19,9 @@ namespace {
 namespace stdfs = std::filesystem;
 using coord::testing::TestDir;
 
-std::string boot_kernel() {
-  std::string best;
-  std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator("/boot", ec))
-    if (e.path().filename().string().rfind("vmlinuz-", 0) == 0 && e.path().string() > best) best = e.path();
-  return best;
-}
 
 TEST(KernelImage, ReadsTheVersionAndExtractsACompleteVmlinux) {
-  const std::string image = boot_kernel();
+  const std::string image = leapfrog::testing::newest_boot_kernel();
   if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
   const ImageInfo info = inspect_image(image);
   EXPECT_EQ(info.format, ImageFormat::BzImage);
@@ -42,7 +36,7 @@ TEST(KernelImage, ReadsTheVersionAndExtractsACompleteVmlinux) {
 }
 
 TEST(KernelImage, ADamagedPayloadExtractsNothing) {
-  const std::string image = boot_kernel();
+  const std::string image = leapfrog::testing::newest_boot_kernel();
   if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
   TestDir dir;
   const std::string broken = dir / "vmlinuz";
@@ -71,7 +65,7 @@ TEST(KernelImage, RefusesFilesThatAreNoKernel) {
 }
 
 TEST(KernelImage, TheStoreKeepsWhatLoadReads) {
-  const std::string image = boot_kernel();
+  const std::string image = leapfrog::testing::newest_boot_kernel();
   if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
   TestDir dir;
   const StoredKernel k = store_kernel(dir.path(), image, "");

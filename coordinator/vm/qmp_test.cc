@@ -19,6 +19,7 @@
 #include "coordinator/pg/test_dir.h"
 #include "coordinator/vm/kernel_image.h"
 #include "coordinator/vm/qemu_process.h"
+#include "tests/process_util.h"
 
 namespace leapfrog::vm {
 namespace {
@@ -27,29 +28,9 @@ namespace stdfs = std::filesystem;
 using coord::testing::TestDir;
 using namespace std::chrono_literals;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool wait_for_text(const std::string& path, const std::string& text, std::chrono::seconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (slurp(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
-std::string boot_kernel() {
-  std::string best;
-  std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator("/boot", ec))
-    if (e.path().filename().string().rfind("vmlinuz-", 0) == 0 && e.path().string() > best)
-      best = e.path();
-  return best;
+// Polls the file until it holds `text`.
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds limit) {
+  return testing::poll_until([&] { return testing::slurp(path).find(text) != std::string::npos; }, limit, 20ms);
 }
 
 // busybox and an /init that opens ttyS1, says it is ready, and prints the
@@ -93,7 +74,7 @@ int connect_control(const std::string& socket_path) {
 }
 
 TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
-  const std::string image = boot_kernel();
+  const std::string image = testing::newest_boot_kernel();
   if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
   TestDir dir;
   const StoredKernel k = store_kernel(dir / "store", image, "");
@@ -114,7 +95,7 @@ TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
   {
     const QemuConfig c = config("template");
     QemuProcess qemu(c);
-    ASSERT_TRUE(wait_for_text(c.console_log, "qmp-test: ready", 120s)) << slurp(c.console_log);
+    ASSERT_TRUE(wait_for_text(c.console_log, "qmp-test: ready", 120s)) << testing::slurp(c.console_log);
     QmpClient qmp(c.qmp_socket, 10s);
     EXPECT_EQ(qmp.execute("query-status").value("status", ""), "running");
     try {
@@ -146,11 +127,11 @@ TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
     got = wait_for_text(c.console_log, "qmp-test: got clone-1", 2s);
   }
   close(ctl);
-  EXPECT_TRUE(got) << slurp(c.console_log);
+  EXPECT_TRUE(got) << testing::slurp(c.console_log);
   EXPECT_TRUE(clone.wait_exit(30'000ms)) << "the restored VM did not power off";
   // Restored, not booted: the clone's console never saw /init start.
-  EXPECT_EQ(slurp(c.console_log).find("qmp-test: ready"), std::string::npos)
-      << slurp(c.console_log);
+  EXPECT_EQ(testing::slurp(c.console_log).find("qmp-test: ready"), std::string::npos)
+      << testing::slurp(c.console_log);
 }
 
 TEST(VmSnapshot, NoQemuBehindTheSocketIsAClearError) {
