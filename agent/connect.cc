@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/random.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -147,6 +149,7 @@ class Agent {
   int run() {
     int jobs_done = 0;
     Backoff backoff;
+    if (opts_.vm) reseed_random();
     if (!opts_.wait_for.empty()) wait_for_file(opts_.wait_for);
     while (!stopping()) {
       if (agent_id_.empty() && !register_agent()) {
@@ -207,6 +210,18 @@ class Agent {
   // under TCG that first pass through gRPC's connection code is what costs,
   // and it then no longer delays the registration. Once the file is there
   // the channel retries at once instead of at the end of its backoff.
+  // A VM restored from a saved VM (coordinator/vm/launcher.h) starts with
+  // the same random state as every other copy of it; /init has written the
+  // host's seed into the input pool: make the kernel's generator draw from
+  // it now rather than at its next scheduled reseed.
+  static void reseed_random() {
+    const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (ioctl(fd, RNDRESEEDCRNG) != 0)
+      spdlog::warn("agent.reseed_failed error=\"{}\"", std::strerror(errno));
+    close(fd);
+  }
+
   void wait_for_file(const std::string& path) {
     const auto start = std::chrono::steady_clock::now();
     bool told = false;

@@ -2,7 +2,9 @@
 // - launch -> agent registered (`leapfrog vm run` until the coordinator lists
 //   the VM's agent), divided by a bare busybox initramfs (busybox and an /init
 //   that prints one line) booting the same kernel, with the same QEMU
-//   machine, to that line. Target <= 1.2. Also shown: Leapfrog's image booted
+//   machine, to that line. Target <= 1.2. Three ways: a full boot, the first
+//   launch of a kernel (booted, saved, then handed its identity) and a VM
+//   restored from the saved VM (coordinator/vm/launcher.h). Also shown: Leapfrog's image booted
 //   to its first /init line (what unpacking the agent costs), and where the
 //   launch's time goes (launcher, kernel to /init, /init to network up,
 //   network up to registered), from the VM's console. Measured for the
@@ -82,18 +84,32 @@ struct Bench {
 
   // Milliseconds from `leapfrog vm run` to: the first /init line on the
   // console, the network up (/init's "agent" line), the agent listed by the
-  // coordinator. -1 where not reached.
+  // coordinator; for a VM started from a saved VM, to the VM running and to
+  // its identity taken (from the launcher's log); for the first launch of a
+  // kernel, how long saving its VM took. -1 where not reached.
   struct Launch {
-    double init = -1, net = -1, registered = -1;
+    double init = -1, net = -1, registered = -1, restored = -1, identity = -1, saved = -1;
   };
   std::string last_run_dir;  // of the last launch: its initrd.cpio
 
+  // The number after `key=` on the launcher log's line with `event`, or -1.
+  static double log_ms(const std::string& log, const std::string& event, const std::string& key) {
+    const size_t at = log.find(event + " ");
+    if (at == std::string::npos) return -1;
+    const size_t k = log.find(" " + key + "=", at);
+    const size_t eol = log.find('\n', at);
+    if (k == std::string::npos || (eol != std::string::npos && k > eol)) return -1;
+    return std::atof(log.c_str() + k + key.size() + 2);
+  }
+
   // Boots `leapfrog vm run` until its agent is listed.
-  Launch launch_to_registered(const std::string& label, const std::string& run_log) {
+  Launch launch_to_registered(const std::string& label, const std::string& run_log,
+                              const std::vector<std::string>& extra = {}) {
     const auto t0 = Clock::now();
-    Proc launcher(
-        {LEAPFROG, "--data-dir", data, "vm", "run", "--kernel", label, "--cache-dir", cache},
-        run_log + ".out", run_log + ".err");
+    std::vector<std::string> argv = {LEAPFROG, "--data-dir", data,  "vm",          "run",
+                                     "--kernel", label,       "--cache-dir", cache};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Proc launcher(argv, run_log + ".out", run_log + ".err");
     const std::string run_dir = data + "/vm-" + label + "-" + std::to_string(launcher.pid());
     const std::string name = "vm-" + label + "-" + std::to_string(launcher.pid()) + "-0";
     const std::string console = run_dir + "/" + name + ".1.console.log";
@@ -115,6 +131,10 @@ struct Bench {
         },
         180s, 10ms);
     launcher.stop();
+    const std::string log = slurp(run_log + ".err") + slurp(run_log + ".out");
+    l.restored = log_ms(log, "vm.restored", "ms");
+    l.identity = log_ms(log, "vm.identity_taken", "ms");
+    l.saved = log_ms(log, "vm.snapshot_saved", "ms");
     return l;
   }
 
@@ -180,8 +200,14 @@ std::string newest_built_kernel() {
   return best;
 }
 
-// Registers `image` as `label`, then 5 launches, each beside a bare boot of
-// the same kernel, and prints the table. False on a setup error.
+// Registers `image` as `label`, then launches it three ways, each launch
+// beside a bare boot of the same kernel, and prints the table:
+// - full boot (`--no-snapshot`): 5 launches;
+// - first launch of the kernel: no saved VM, so the VM boots, is saved, and
+//   takes its identity: 3 launches, the saved VMs removed before each;
+// - restored: the saved VM is there (what every later launch of the kernel
+//   gets, and every VM replaced after a crash or a hang): 5 launches.
+// False on a setup error.
 bool boot_rows(Bench& b, const std::string& label, const std::string& image_path,
                const std::string& bare_initrd) {
   const Result added = b.cli({"kernel", "add", label, image_path, "--cache-dir", b.cache, "--json"});
@@ -193,29 +219,61 @@ bool boot_rows(Bench& b, const std::string& label, const std::string& image_path
   const std::string kernel = k.at("vmlinux").get<std::string>().empty()
                                  ? k.at("store").get<std::string>() + "/image"
                                  : k.at("vmlinux").get<std::string>();
-  std::vector<double> registered, to_init, to_net, bare, image, ratio;
-  for (int i = 0; i < 5; ++i) {
-    const std::string tag = label + "-" + std::to_string(i);
-    const Bench::Launch l = b.launch_to_registered(label, b.logs + "/launch-" + tag);
+  struct Mode {
+    const char* name;
+    std::vector<Bench::Launch> launches;
+    std::vector<double> bare, ratio;
+    double median_of(double Bench::Launch::*field) const {
+      std::vector<double> v;
+      for (const auto& l : launches) v.push_back(l.*field);
+      return median(v);
+    }
+  };
+  Mode full{"full boot"}, first{"first launch"}, restored{"restored"};
+  std::vector<double> image;
+  auto one = [&](Mode& m, const std::string& tag, const std::vector<std::string>& extra) {
+    const Bench::Launch l = b.launch_to_registered(label, b.logs + "/launch-" + tag, extra);
     const double bb = b.bare_boot(kernel, bare_initrd, "bare-" + tag);
+    m.launches.push_back(l);
+    m.bare.push_back(bb);
+    if (l.registered > 0 && bb > 0) m.ratio.push_back(l.registered / bb);
+  };
+  for (int i = 0; i < 5; ++i) {
+    const std::string tag = label + "-full-" + std::to_string(i);
+    one(full, tag, {"--no-snapshot"});
     // The initrd the launcher built (image + token), in its run folder.
     image.push_back(b.bare_boot(kernel, b.last_run_dir + "/initrd.cpio", "image-" + tag));
-    registered.push_back(l.registered);
-    to_init.push_back(l.init);
-    to_net.push_back(l.net);
-    bare.push_back(bb);
-    if (l.registered > 0 && bb > 0) ratio.push_back(l.registered / bb);
   }
-  const double lm = median(registered), bm = median(bare);
-  std::printf("boot of %s (%s), TCG unless KVM proved usable; medians of 5, each launch beside its bare boot:\n",
+  for (int i = 0; i < 3; ++i) {
+    std::error_code ec;
+    stdfs::remove_all(b.cache + "/snapshots", ec);
+    one(first, label + "-first-" + std::to_string(i), {});
+  }
+  for (int i = 0; i < 5; ++i) one(restored, label + "-restored-" + std::to_string(i), {});
+
+  std::printf("boot of %s (%s), TCG unless KVM proved usable; medians, each launch beside a bare boot:\n",
               label.c_str(), k.value("release", "?").c_str());
-  std::printf("  launch -> agent registered             %6.0f ms\n", lm);
-  std::printf("    of which: launch -> first /init line %6.0f ms\n", median(to_init));
-  std::printf("              /init -> network up         %6.0f ms\n", median(to_net) - median(to_init));
-  std::printf("              network up -> registered    %6.0f ms\n", lm - median(to_net));
-  std::printf("  bare busybox initramfs -> first line   %6.0f ms\n", bm);
-  std::printf("  Leapfrog image -> first /init line     %6.0f ms\n", median(image));
-  std::printf("  ratio %.2f (median of the 5 pairs' ratios; target <= 1.20)\n", median(ratio));
+  std::printf("  %-40s %12s %12s %12s\n", "", "full boot", "first launch", "restored");
+  std::printf("  %-40s %12zu %12zu %12zu\n", "launches", full.launches.size(), first.launches.size(),
+              restored.launches.size());
+  std::printf("  %-40s %9.0f ms %9.0f ms %9.0f ms\n", "launch -> agent registered",
+              full.median_of(&Bench::Launch::registered), first.median_of(&Bench::Launch::registered),
+              restored.median_of(&Bench::Launch::registered));
+  std::printf("  %-40s %9.0f ms %9.0f ms %9.0f ms\n", "bare busybox initramfs -> first line",
+              median(full.bare), median(first.bare), median(restored.bare));
+  std::printf("  %-40s %12.2f %12.2f %12.2f   (target <= 1.20)\n", "ratio (median of the pairs' ratios)",
+              median(full.ratio), median(first.ratio), median(restored.ratio));
+  const double fr = full.median_of(&Bench::Launch::registered);
+  const double fi = full.median_of(&Bench::Launch::init), fn = full.median_of(&Bench::Launch::net);
+  std::printf("  full boot: launch -> first /init line %.0f ms, /init -> network up %.0f ms, network up -> "
+              "registered %.0f ms\n",
+              fi, fn - fi, fr - fn);
+  std::printf("  first launch: saving the booted VM %.0f ms, launch -> identity taken %.0f ms\n",
+              first.median_of(&Bench::Launch::saved), first.median_of(&Bench::Launch::identity));
+  std::printf("  restored: launch -> VM running %.0f ms, -> identity taken %.0f ms\n",
+              restored.median_of(&Bench::Launch::restored), restored.median_of(&Bench::Launch::identity));
+  std::printf("  Leapfrog image -> first /init line %.0f ms (the bare boot of the image with the agent)\n",
+              median(image));
   return true;
 }
 

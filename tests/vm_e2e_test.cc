@@ -103,13 +103,14 @@ class VmE2E : public ::testing::Test {
 
   // `leapfrog kernel add` into the build tree's store (kept across runs: the
   // extracted vmlinux and the images are cached by content).
-  void add_kernel(const std::string& label, const std::string& image) {
-    const Result r =
-        cli({"kernel", "add", label, image, "--cache-dir", LEAPFROG_VM_CACHE, "--json"});
+  void add_kernel(const std::string& label, const std::string& image,
+                  const std::string& cache = LEAPFROG_VM_CACHE) {
+    const Result r = cli({"kernel", "add", label, image, "--cache-dir", cache, "--json"});
     ASSERT_EQ(r.exit, 0) << r.out << r.err;
   }
 
-  void start_launcher(const std::string& label, std::vector<std::string> extra) {
+  void start_launcher(const std::string& label, std::vector<std::string> extra,
+                      const std::string& cache = LEAPFROG_VM_CACHE) {
     std::vector<std::string> argv = {LEAPFROG,
                                      "--coordinator",
                                      address_,
@@ -122,9 +123,11 @@ class VmE2E : public ::testing::Test {
                                      "--kernel",
                                      label,
                                      "--cache-dir",
-                                     LEAPFROG_VM_CACHE};
+                                     cache};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    launcher_ = std::make_unique<Proc>(argv, logs_ + "/launcher.out", logs_ + "/launcher.err");
+    ++launches_;
+    const std::string log = logs_ + "/launcher" + (launches_ > 1 ? std::to_string(launches_) : "");
+    launcher_ = std::make_unique<Proc>(argv, log + ".out", log + ".err");
   }
 
   int64_t campaign(const std::string& label, std::vector<std::string> scenarios,
@@ -160,14 +163,26 @@ class VmE2E : public ::testing::Test {
     return json::parse(r.out);
   }
 
+  // The log of the last launcher started.
   std::string launcher_log() const {
-    return slurp(logs_ + "/launcher.err") + slurp(logs_ + "/launcher.out");
+    const std::string log = logs_ + "/launcher" + (launches_ > 1 ? std::to_string(launches_) : "");
+    return slurp(log + ".err") + slurp(log + ".out");
+  }
+
+  // The saved VMs in `cache`.
+  static std::vector<std::string> saved_vms(const std::string& cache) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : stdfs::directory_iterator(cache + "/snapshots", ec))
+      if (e.path().extension() == ".state") out.push_back(e.path());
+    return out;
   }
 
   std::unique_ptr<TestDir> dir_;
   std::unique_ptr<EmbeddedPostgres> pg_;
   std::unique_ptr<Proc> serve_, launcher_;
   std::string logs_, token_file_, data_dir_, address_, kernel_image_;
+  int launches_ = 0;
 };
 
 // The agent boots in the guest, registers with the guest kernel's uname and
@@ -276,6 +291,98 @@ TEST_F(VmE2E, CorruptKernelIsABootFailure) {
   ASSERT_TRUE(code.has_value()) << launcher_log();
   EXPECT_EQ(*code, 2);
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent="), 1) << launcher_log();
+}
+
+// Snapshots, from a cache of their own: the first VM boots as the template
+// and is saved; the second waits for the save and starts from it. Each takes
+// its own identity (name, token), the saved state holds no token, both run
+// jobs, and a later launcher (another run: new port, new token) starts from
+// the same saved VM.
+TEST_F(VmE2E, VmsStartFromOneSavedBootEachWithItsOwnIdentity) {
+  const std::string cache = *dir_ / "cache";
+  add_kernel("debian", kernel_image_, cache);
+  start_launcher("debian", {"--count", "2"}, cache);
+  ASSERT_TRUE(poll_until([&] { return count_matches(launcher_log(), "vm\\.registered ") == 2; }, 240s,
+                         200ms))
+      << launcher_log();
+  const std::string log = launcher_log();
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=template"), 1) << log;
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
+  EXPECT_EQ(count_matches(log, "vm\\.snapshot_saved "), 1) << log;
+  const auto saved = saved_vms(cache);
+  ASSERT_EQ(saved.size(), 1u);
+  std::string token = slurp(token_file_);
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  ASSERT_FALSE(token.empty());
+  EXPECT_EQ(slurp(saved[0]).find(token), std::string::npos) << "the saved VM holds the token";
+
+  const int64_t c = campaign("debian", {"foffset", "setattr-lookup", "foffset", "setattr-lookup"}, "2s");
+  ASSERT_TRUE(wait_done(c, 240s)) << launcher_log();
+  for (const auto& r : outcomes(c))
+    EXPECT_TRUE(r[1] == "1" || r[1] == "2") << r[0] << " verdict " << r[1] << ": " << r[2];
+  const Rows agents = sql_once(pg_->url(), "SELECT name FROM agents ORDER BY name");
+  ASSERT_EQ(agents.size(), 2u);
+  EXPECT_NE(agents[0][0], agents[1][0]);
+  const Rows by_agent = sql_once(
+      pg_->url(), "SELECT count(DISTINCT agent_id) FROM outcomes WHERE campaign_id = " + std::to_string(c));
+  EXPECT_EQ(by_agent[0][0], "2") << "both VMs run jobs";
+  const Result a = cli({"agents", "--json"});
+  ASSERT_EQ(a.exit, 0) << a.err;
+  const std::string release = stdfs::path(kernel_image_).filename().string().substr(8);
+  for (const auto& agent : json::parse(a.out))
+    EXPECT_EQ(agent.at("capabilities").at("uname").get<std::string>().rfind(release, 0), 0u) << agent.dump();
+
+  // Another run of the launcher, as after a restart of `leapfrog up`: the
+  // coordinator has a new port and a new token.
+  launcher_->stop(30s);
+  serve_->stop();
+  {
+    std::random_device rd;
+    std::ofstream(token_file_) << std::hex << rd() << rd() << "\n";
+  }
+  stdfs::remove(data_dir_ + "/address");
+  serve_ = std::make_unique<Proc>(
+      std::vector<std::string>{LEAPFROG, "serve", "--database", pg_->url(), "--listen", "127.0.0.1:0",
+                               "--heartbeat-ms", "500", "--data-dir", data_dir_, "--token-file", token_file_},
+      logs_ + "/serve2.out", logs_ + "/serve2.err");
+  ASSERT_TRUE(poll_until([&] { return !slurp(data_dir_ + "/address").empty() || serve_->exited(); }, 30s));
+  address_ = slurp(data_dir_ + "/address");
+  while (!address_.empty() && address_.back() == '\n') address_.pop_back();
+  start_launcher("debian", {"--count", "1"}, cache);
+  const int64_t next = campaign("debian", {"foffset"});
+  ASSERT_TRUE(wait_done(next, 240s)) << launcher_log();
+  const Rows after = outcomes(next);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_TRUE(after[0][1] == "1" || after[0][1] == "2") << after[0][2];
+  EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1)
+      << launcher_log();
+}
+
+// A saved VM that no longer loads (here: cut short) is removed, and the VM
+// boots in full instead: the launch still succeeds.
+TEST_F(VmE2E, ASavedVmThatDoesNotLoadFallsBackToAFullBoot) {
+  const std::string cache = *dir_ / "cache";
+  add_kernel("debian", kernel_image_, cache);
+  start_launcher("debian", {"--count", "1"}, cache);
+  ASSERT_TRUE(poll_until([&] { return count_matches(launcher_log(), "vm\\.registered ") == 1; }, 240s,
+                         200ms))
+      << launcher_log();
+  launcher_->stop(30s);
+  const auto saved = saved_vms(cache);
+  ASSERT_EQ(saved.size(), 1u);
+  stdfs::resize_file(saved[0], stdfs::file_size(saved[0]) / 3);
+
+  start_launcher("debian", {"--count", "1"}, cache);
+  const int64_t c = campaign("debian", {"foffset"});
+  ASSERT_TRUE(wait_done(c, 240s)) << launcher_log();
+  const Rows rows = outcomes(c);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0][1] == "1" || rows[0][1] == "2") << rows[0][2];
+  const std::string log = launcher_log();
+  EXPECT_EQ(count_matches(log, "vm\\.snapshot_restore_failed "), 1) << log;
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=2 mode=boot"), 1) << log;
+  EXPECT_TRUE(saved_vms(cache).empty()) << "the saved VM that does not load is removed";
 }
 
 }  // namespace

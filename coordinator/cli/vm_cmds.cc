@@ -83,6 +83,10 @@ VmCommands::VmCommands(CLI::App& app) {
   vm_run_->add_option("--agent", launch_.agent_exe,
                       "static agent binary (default: leapfrog-agent-static beside leapfrog)");
   vm_run_->add_flag(
+      "!--no-snapshot", launch_.snapshot,
+      "boot every VM in full (default: the first VM of a kernel is saved once booted, and the others "
+      "start from the saved VM)");
+  vm_run_->add_flag(
       "--selftest", launch_.selftest,
       "let the agents run selftest-crash and selftest-hang jobs (for testing the launcher)");
   vm_run_->add_flag("--die-with-parent", die_with_parent_,

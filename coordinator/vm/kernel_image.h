@@ -34,6 +34,8 @@ ImageInfo inspect_image(const std::string& path);
 
 // Lowercase hex sha256 of a file's bytes. Throws ImageError.
 std::string sha256_file(const std::string& path);
+// The same of a string.
+std::string sha256_text(const std::string& text);
 
 // Decompresses the payload of a bzImage (gzip, xz, lzma, zstd, bzip2 or lz4,
 // with the system's tools) into `out`. False (and `why` set) if the payload

@@ -2,17 +2,23 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
+#include <cctype>
+#include <cstring>
 #include <spdlog/spdlog.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -20,6 +26,7 @@
 #include "coordinator/console/console_parser.h"
 #include "coordinator/vm/kernel_image.h"
 #include "coordinator/vm/qemu_process.h"
+#include "coordinator/vm/qmp.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
@@ -35,6 +42,36 @@ using std::chrono::milliseconds;
 
 // The first line deploy/vm/init prints.
 constexpr const char* kInitLine = "leapfrog-init: start";
+// What a snapshot template's /init prints (deploy/vm/init, lf.snapshot=1).
+constexpr const char* kSnapshotReady = "leapfrog-init: snapshot-ready";
+constexpr const char* kSnapshotUnavailable = "leapfrog-init: snapshot-unavailable";
+constexpr const char* kIdentityTaken = "leapfrog-init: identity ";
+// Saved VMs kept in the cache (~90 MB each); the oldest go first.
+constexpr size_t kSnapshotsKept = 8;
+
+// True when `word` can travel in the identity line as one word.
+bool identity_word(const std::string& word) {
+  if (word.empty()) return false;
+  for (char c : word)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("._:+/=~@-").find(c) == std::string::npos)
+      return false;
+  return true;
+}
+
+// A unix stream socket connected to `path`; -1 if it cannot connect.
+int connect_unix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return -1;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 std::string read_from(const std::string& path, size_t offset) {
   std::ifstream in(path, std::ios::binary);
@@ -203,9 +240,22 @@ class Coordinator {
 };
 
 struct Slot {
+  // How this generation started. kTemplate: booting to be saved; kRestore:
+  // loading the saved state; kHandoff: running, taking its identity on
+  // ttyS1; kWaiting: no QEMU yet, waiting for another slot's template;
+  // kBoot: booted (or handed off), waiting for the agent and supervised.
+  enum class Phase { kBoot, kTemplate, kRestore, kHandoff, kWaiting };
+
   int index = 0;
   std::string name;
   int generation = 0;
+  Phase phase = Phase::kBoot;
+  bool restored = false;       // this generation started from a saved VM
+  std::string snapshot_key;    // kTemplate: the key it is saved under
+  std::string qmp_socket, control_socket;
+  std::unique_ptr<QmpClient> qmp;
+  int control_fd = -1;         // kHandoff: connection to the guest's ttyS1
+  Steady::time_point phase_started, last_send;
   std::unique_ptr<QemuProcess> qemu;
   std::string console;
   size_t console_size = 0;
@@ -257,9 +307,19 @@ class Launcher {
         supervise(s);
       }
       if (!any) break;
-      std::this_thread::sleep_for(milliseconds(100));
+      // Faster while a VM is being saved, restored or handed its identity:
+      // each step is a few milliseconds of work the VM waits for.
+      bool snapshotting = false;
+      for (const auto& s : slots_)
+        snapshotting = snapshotting || s.phase == Slot::Phase::kTemplate ||
+                       s.phase == Slot::Phase::kRestore || s.phase == Slot::Phase::kHandoff;
+      std::this_thread::sleep_for(milliseconds(snapshotting ? 10 : 100));
     }
-    for (auto& s : slots_) s.qemu.reset();
+    for (auto& s : slots_) {
+      close_control(s);
+      s.qmp.reset();
+      s.qemu.reset();
+    }
     return ever_registered_ ? 0 : 2;
   }
 
@@ -293,6 +353,8 @@ class Launcher {
                                opts_.coordinator + "\"");
     port_ = std::stoi(opts_.coordinator.substr(colon + 1));
     kvm_ = decide_kvm();
+    snapshots_ = snapshots_possible();
+    update_snapshot_key();
     spdlog::info("vm.prepared kernel={} release={} boot={} image={} accel={}", opts_.kernel_label,
                  kernel_.release, kernel_.vmlinux.empty() ? kernel_.image : kernel_.vmlinux, initrd_,
                  kvm_ ? "kvm" : "tcg");
@@ -321,6 +383,7 @@ class Launcher {
     }
     try {
       use_kernel(*k);
+      update_snapshot_key();
       spdlog::info("vm.kernel_replaced kernel={} release={} sha256={}: idle VMs reboot into it",
                    opts_.kernel_label, kernel_.release, kernel_.sha256);
     } catch (const std::runtime_error& e) {
@@ -355,6 +418,66 @@ class Launcher {
     kernel_ = std::move(stored);
     kernel_cmdline_ = k.cmdline();
     initrd_ = initrd;
+    image_ = image;
+  }
+
+  // Whether VMs of this run can start from a saved VM; says why not.
+  bool snapshots_possible() {
+    if (!opts_.snapshot) return false;
+    std::string why;
+    if (!identity_word(opts_.token))
+      why = "the token has characters the identity line cannot carry";
+    else if (!identity_word(opts_.kernel_label))
+      why = "the kernel label has characters the identity line cannot carry";
+    else if (socket_path(64, "qmp").size() >= sizeof(sockaddr_un::sun_path))
+      why = "the run folder's path is too long for a unix socket";
+    if (why.empty()) {
+      try {
+        qemu_fingerprint_ = qemu_fingerprint(QemuConfig().qemu);
+      } catch (const std::runtime_error& e) {
+        why = e.what();
+      }
+    }
+    if (!why.empty()) spdlog::warn("vm.snapshots_off reason=\"{}\": every VM boots in full", why);
+    return why.empty();
+  }
+
+  // The key of the saved VM for the current kernel: everything the saved
+  // state depends on (kernel, image, machine, accelerator, command line,
+  // QEMU build). Nothing of the run: port, token and names come after.
+  void update_snapshot_key() {
+    struct stat st {};
+    if (!snapshots_ || stat(image_.c_str(), &st) != 0) {
+      snapshot_key_.clear();
+      return;
+    }
+    std::ostringstream m;
+    m << "leapfrog-vm-snapshot 1\nkernel " << kernel_.sha256 << "\nimage " << image_ << " " << st.st_size
+      << " " << st.st_ino << " " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec << "\nmachine "
+      << opts_.cpus << " " << opts_.mem_mib << " " << (kvm_ ? "kvm" : "tcg") << "\nappend "
+      << config(template_append(), "", kvm_).append << "\nqemu " << qemu_fingerprint_ << "\n";
+    snapshot_key_ = sha256_text(m.str());
+  }
+
+  std::string snapshot_file(const std::string& key) const {
+    return opts_.cache_dir + "/snapshots/" + key + ".state";
+  }
+
+  // Sockets have short names: a unix socket path has 107 bytes at most.
+  std::string socket_path(int index, const char* kind) const {
+    return opts_.run_dir + "/s" + std::to_string(index) + "." + kind;
+  }
+
+  std::string template_append() const {
+    return "lf.snapshot=1" + (kernel_cmdline_.empty() ? std::string() : " " + kernel_cmdline_);
+  }
+
+  std::string boot_append(const Slot& s) const {
+    std::string append = "lf.port=" + std::to_string(port_) + " lf.name=" + s.name +
+                         " lf.kernel=" + opts_.kernel_label;
+    if (opts_.selftest) append += " lf.selftest=1";
+    if (!kernel_cmdline_.empty()) append += " " + kernel_cmdline_;
+    return append;
   }
 
   QemuConfig config(const std::string& append, const std::string& console, bool kvm) const {
@@ -396,23 +519,242 @@ class Launcher {
     }
   }
 
+  // Starts the slot's next VM: from the saved VM of the current key when
+  // there is one; else as the template that saves it (other slots wait for
+  // it rather than boot beside it on the same CPUs); else, with snapshots
+  // off, by a full boot.
   void start(Slot& s) {
+    close_control(s);
+    s.qmp.reset();
+    s.qemu.reset();
+    if (snapshots_ && !snapshot_key_.empty()) {
+      s.snapshot_key = snapshot_key_;
+      const std::string file = snapshot_file(snapshot_key_);
+      if (access(file.c_str(), R_OK) == 0) {
+        launch(s, Slot::Phase::kRestore, file);
+        return;
+      }
+      if (making_key_ == snapshot_key_) {
+        s.phase = Slot::Phase::kWaiting;
+        spdlog::info("vm.waiting_for_snapshot agent={}", s.name);
+        return;
+      }
+      making_key_ = snapshot_key_;
+      launch(s, Slot::Phase::kTemplate, "");
+      return;
+    }
+    launch(s, Slot::Phase::kBoot, "");
+  }
+
+  void launch(Slot& s, Slot::Phase phase, const std::string& incoming) {
     ++s.generation;
     s.console = opts_.run_dir + "/" + s.name + "." + std::to_string(s.generation) + ".console.log";
-    std::string append = "lf.port=" + std::to_string(port_) + " lf.name=" + s.name +
-                         " lf.kernel=" + opts_.kernel_label;
-    if (opts_.selftest) append += " lf.selftest=1";
-    if (!kernel_cmdline_.empty()) append += " " + kernel_cmdline_;
+    s.phase = phase;
+    s.restored = phase == Slot::Phase::kRestore;
     s.registered = false;
     s.registered_offset = 0;
     s.console_size = 0;
     s.job = 0;
     s.report_seen.reset();
-    s.started = s.last_output = s.last_seen_local = Steady::now();
+    s.started = s.last_output = s.last_seen_local = s.phase_started = Steady::now();
     s.started_wall = Wall::now();
     s.kernel_sha256 = kernel_.sha256;
-    s.qemu = std::make_unique<QemuProcess>(config(append, s.console, kvm_));
-    spdlog::info("vm.boot agent={} generation={} console={}", s.name, s.generation, s.console);
+    QemuConfig c;
+    if (phase == Slot::Phase::kBoot) {
+      c = config(boot_append(s), s.console, kvm_);
+    } else {
+      // The template and its copies boot the image without the token, with
+      // the same command line: the saved state must match the machine it is
+      // loaded into.
+      c = config(template_append(), s.console, kvm_);
+      c.initrd = image_;
+      s.qmp_socket = c.qmp_socket = socket_path(s.index, "qmp");
+      s.control_socket = c.control_socket = socket_path(s.index, "ctl");
+      unlink(c.qmp_socket.c_str());
+      unlink(c.control_socket.c_str());
+      c.incoming = incoming;
+    }
+    s.qemu = std::make_unique<QemuProcess>(c);
+    static const char* const kModes[] = {"boot", "template", "restore", "handoff", "waiting"};
+    spdlog::info("vm.boot agent={} generation={} mode={} console={}", s.name, s.generation,
+                 kModes[static_cast<int>(phase)], s.console);
+    if (phase == Slot::Phase::kRestore) {
+      try {
+        s.qmp = std::make_unique<QmpClient>(s.qmp_socket, milliseconds(10'000));
+      } catch (const QmpError& e) {
+        restore_failed(s, e.what());
+      }
+    }
+  }
+
+  // The snapshot steps of a slot that is not yet booted (kTemplate,
+  // kRestore, kHandoff). True when supervise() should go on with the usual
+  // checks (boot deadline, QEMU exit) this round.
+  bool advance_snapshot(Slot& s, Steady::time_point now, bool exited) {
+    switch (s.phase) {
+      case Slot::Phase::kTemplate: {
+        const std::string text = read_from(s.console, 0);
+        if (exited && text.find(kSnapshotUnavailable) != std::string::npos) {
+          spdlog::warn("vm.snapshots_off agent={} reason=\"the guest has no second serial port\": every VM "
+                       "boots in full",
+                       s.name);
+          snapshots_ = false;
+          making_key_.clear();
+          start(s);
+          return false;
+        }
+        if (exited || text.find(kSnapshotReady) == std::string::npos) return true;
+        save_template(s);
+        return false;
+      }
+      case Slot::Phase::kRestore: {
+        if (exited) {
+          restore_failed(s, "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
+                                " while loading the saved VM: " + trim(read_from(s.console + ".qemu", 0)));
+          return false;
+        }
+        std::string status;
+        try {
+          status = s.qmp->execute("query-status").value("status", "");
+        } catch (const QmpError& e) {
+          restore_failed(s, e.what());
+          return false;
+        }
+        if (status == "running") {
+          spdlog::info("vm.restored agent={} generation={} ms={}", s.name, s.generation,
+                       std::chrono::duration_cast<milliseconds>(now - s.started).count());
+          to_handoff(s);
+        } else if (now - s.phase_started > milliseconds(30'000)) {
+          restore_failed(s, "the saved VM did not load within 30 s (QEMU status \"" + status + "\")");
+        }
+        return false;
+      }
+      case Slot::Phase::kHandoff: {
+        if (exited) {
+          if (!s.restored) return true;  // the template died: a boot failure
+          restore_failed(s, "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
+                                " before the restored VM took its identity");
+          return false;
+        }
+        if (read_from(s.console, 0).find(kIdentityTaken + s.name) != std::string::npos) {
+          close_control(s);
+          s.qmp.reset();
+          s.phase = Slot::Phase::kBoot;
+          spdlog::info("vm.identity_taken agent={} generation={} restored={} ms={}", s.name, s.generation,
+                       s.restored, std::chrono::duration_cast<milliseconds>(now - s.started).count());
+          return true;
+        }
+        if (now - s.phase_started > milliseconds(20'000)) {
+          if (s.restored) {
+            restore_failed(s, "the restored VM did not take its identity within 20 s");
+          } else {
+            spdlog::warn("vm.snapshots_off agent={} reason=\"the template did not take its identity within 20 "
+                         "s\": every VM boots in full",
+                         s.name);
+            snapshots_ = false;
+            start(s);
+          }
+          return false;
+        }
+        if (now - s.last_send >= milliseconds(250)) send_identity(s);
+        return false;
+      }
+      default:
+        return true;
+    }
+  }
+
+  // The template reached the point every VM of its key starts from: save
+  // it, let it run on, and hand it its identity like any copy.
+  void save_template(Slot& s) {
+    const auto t0 = Steady::now();
+    const std::string file = snapshot_file(s.snapshot_key);
+    const std::string tmp = file + ".tmp" + std::to_string(getpid());
+    try {
+      if (!s.qmp) s.qmp = std::make_unique<QmpClient>(s.qmp_socket, milliseconds(10'000));
+      stdfs::create_directories(stdfs::path(file).parent_path());
+      save_vm_state(*s.qmp, tmp, milliseconds(60'000));
+      stdfs::rename(tmp, file);
+      spdlog::info("vm.snapshot_saved agent={} file={} bytes={} ms={}", s.name, file, file_size_or_zero(file),
+                   std::chrono::duration_cast<milliseconds>(Steady::now() - t0).count());
+      prune_snapshots();
+    } catch (const std::exception& e) {  // QmpError, std::filesystem::filesystem_error
+      std::error_code ec;
+      stdfs::remove(tmp, ec);
+      spdlog::warn("vm.snapshot_failed agent={} error=\"{}\": every VM boots in full from now on", s.name,
+                   e.what());
+      snapshots_ = false;
+    }
+    making_key_.clear();
+    try {
+      if (!s.qmp) throw QmpError("no QMP connection");
+      s.qmp->execute("cont");  // a saved VM stays paused
+    } catch (const QmpError& e) {
+      spdlog::warn("vm.template_lost agent={} error=\"{}\"", s.name, e.what());
+      start(s);
+      return;
+    }
+    to_handoff(s);
+  }
+
+  void to_handoff(Slot& s) {
+    s.phase = Slot::Phase::kHandoff;
+    s.phase_started = Steady::now();
+    s.last_send = Steady::time_point();
+  }
+
+  // Sends the VM its identity on its ttyS1 (again: bytes that arrive while
+  // a restore still loads are lost, and /init takes only a whole line).
+  void send_identity(Slot& s) {
+    s.last_send = Steady::now();
+    if (s.control_fd < 0) s.control_fd = connect_unix(s.control_socket);
+    if (s.control_fd < 0) return;
+    std::random_device rd;
+    char seed[65];
+    for (int i = 0; i < 8; ++i) std::snprintf(seed + 8 * i, 9, "%08x", rd());
+    const std::string line = "lf-identity name=" + s.name + " port=" + std::to_string(port_) +
+                             " kernel=" + opts_.kernel_label + " selftest=" + (opts_.selftest ? "1" : "0") +
+                             " time=" + std::to_string(wall_micros(Wall::now()) / 1'000'000) +
+                             " seed=" + seed + " token=" + opts_.token + " end\n";
+    if (send(s.control_fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
+      close_control(s);
+  }
+
+  void close_control(Slot& s) {
+    if (s.control_fd >= 0) close(s.control_fd);
+    s.control_fd = -1;
+  }
+
+  // A VM that did not come back from the saved state: drop the state (it
+  // may not fit this machine any more) and boot in full from now on.
+  void restore_failed(Slot& s, const std::string& why) {
+    spdlog::warn("vm.snapshot_restore_failed agent={} generation={} error=\"{}\": the saved VM is removed and "
+                 "every VM boots in full from now on",
+                 s.name, s.generation, why);
+    if (s.qemu) s.qemu->kill();
+    std::error_code ec;
+    stdfs::remove(snapshot_file(s.snapshot_key), ec);
+    snapshots_ = false;
+    start(s);
+  }
+
+  // Keeps the newest kSnapshotsKept saved VMs (and no leftovers of a save
+  // that was killed).
+  void prune_snapshots() {
+    std::vector<std::pair<stdfs::file_time_type, stdfs::path>> saved;
+    std::error_code ec;
+    const auto now = stdfs::file_time_type::clock::now();
+    for (const auto& e : stdfs::directory_iterator(opts_.cache_dir + "/snapshots", ec)) {
+      const auto t = e.last_write_time(ec);
+      if (ec) continue;
+      const std::string name = e.path().filename().string();
+      if (name.size() > 6 && name.substr(name.size() - 6) == ".state")
+        saved.emplace_back(t, e.path());
+      else if (name.find(".state.tmp") != std::string::npos && now - t > std::chrono::hours(1))
+        stdfs::remove(e.path(), ec);
+    }
+    std::sort(saved.begin(), saved.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t i = kSnapshotsKept; i < saved.size(); ++i) stdfs::remove(saved[i].second, ec);
   }
 
   v1::Outcome outcome(v1::Verdict verdict, const std::string& error, const Slot& s) const {
@@ -427,6 +769,11 @@ class Launcher {
   }
 
   void supervise(Slot& s) {
+    if (s.phase == Slot::Phase::kWaiting) {
+      // The template saved the VM (or failed to: start() then boots).
+      if (making_key_ != snapshot_key_ || !snapshots_) start(s);
+      return;
+    }
     const auto now = Steady::now();
     const size_t size = file_size_or_zero(s.console);
     if (size != s.console_size) {
@@ -434,6 +781,7 @@ class Launcher {
       s.last_output = now;
     }
     const bool exited = s.qemu->wait_exit(milliseconds(0));
+    if (s.phase != Slot::Phase::kBoot && !advance_snapshot(s, now, exited)) return;
     // A VM may register and die between two polls: ask again before calling
     // it a boot failure.
     if (exited && !s.registered)
@@ -454,14 +802,23 @@ class Launcher {
       if (it != agents_.end() && s.last_seen_us >= wall_micros(s.started_wall)) {
         s.registered = true;
         // Reports count from /init on (the agent may have crashed the kernel
-        // before this poll saw it register); earlier ones are the boot's.
+        // before this poll saw it register); earlier ones are the boot's. A
+        // restored VM's console starts after its boot.
         const size_t init = read_from(s.console, 0).find(kInitLine);
-        s.registered_offset = init == std::string::npos ? size : init;
+        s.registered_offset = s.restored ? 0 : init == std::string::npos ? size : init;
         s.last_seen_local = now;
         ever_registered_ = true;
         spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,
                      std::chrono::duration_cast<milliseconds>(now - s.started).count());
       } else {
+        // A restored VM that does not come up says nothing about the
+        // kernel: boot it.
+        if (s.restored && (exited || now - s.started > opts_.boot_timeout)) {
+          restore_failed(s, exited ? "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
+                                         " before the agent registered"
+                                   : "the agent did not register in time");
+          return;
+        }
         if (exited) {
           boot_failure(s, "QEMU exited with status " + std::to_string(s.qemu->exit_status()) +
                               " before the agent registered");
@@ -521,9 +878,23 @@ class Launcher {
 
   // The slot reports BOOT_FAILURE once and stops: booting a kernel that does
   // not boot again would only loop.
+  // Slots waiting for this slot's template stop with it: the kernel they
+  // wait to boot did not boot.
   void boot_failure(Slot& s, const std::string& why) {
-    coord_.report_boot_failure(s.name, opts_.kernel_label,
-                               outcome(v1::VERDICT_BOOT_FAILURE, why, s));
+    const v1::Outcome o = outcome(v1::VERDICT_BOOT_FAILURE, why, s);
+    coord_.report_boot_failure(s.name, opts_.kernel_label, o);
+    if (s.phase == Slot::Phase::kTemplate || s.phase == Slot::Phase::kHandoff) {
+      making_key_.clear();
+      for (auto& other : slots_) {
+        if (other.phase != Slot::Phase::kWaiting || other.stopped) continue;
+        v1::Outcome same = o;
+        same.set_error("VM " + s.name + ", booting the same kernel, did not boot: " + why);
+        coord_.report_boot_failure(other.name, opts_.kernel_label, same);
+        other.stopped = true;
+      }
+    }
+    close_control(s);
+    s.qmp.reset();
     s.qemu.reset();
     s.stopped = true;
   }
@@ -535,6 +906,11 @@ class Launcher {
   std::string kernel_cmdline_;  // the registered kernel's extra boot words
   std::string ignored_sha256_;  // a replacement that cannot boot (build-failure)
   std::string initrd_;
+  std::string image_;             // the cached image, without the token
+  bool snapshots_ = false;        // VMs start from saved VMs (off after a failure)
+  std::string qemu_fingerprint_;
+  std::string snapshot_key_;      // of the current kernel; "" with snapshots off
+  std::string making_key_;        // a template of this key is booting
   int port_ = 0;
   bool kvm_ = false;
   bool ever_registered_ = false;

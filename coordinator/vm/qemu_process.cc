@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,21 @@
 namespace leapfrog::vm {
 
 namespace bp = boost::process;
+
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string qemu_fingerprint(const std::string& qemu) {
+  const std::string exe = bp::search_path(qemu).string();
+  struct stat st {};
+  if (exe.empty() || stat(exe.c_str(), &st) != 0)
+    throw std::runtime_error("\"" + qemu + "\" is not installed (qemu-system-x86)");
+  return exe + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_ino) + " " +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
 
 std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
   std::vector<std::string> a = {cfg.qemu,
@@ -40,7 +56,7 @@ std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
     a.insert(a.end(), {"-chardev", "socket,id=lfctl,path=" + cfg.control_socket + ",server=on,wait=off",
                        "-serial", "chardev:lfctl"});
   if (!cfg.qmp_socket.empty()) a.insert(a.end(), {"-qmp", "unix:" + cfg.qmp_socket + ",server=on,wait=off"});
-  if (!cfg.incoming.empty()) a.insert(a.end(), {"-incoming", "exec:cat " + cfg.incoming});
+  if (!cfg.incoming.empty()) a.insert(a.end(), {"-incoming", "exec:cat " + shell_quote(cfg.incoming)});
   if (cfg.coordinator_port > 0) {
     const std::string p = std::to_string(cfg.coordinator_port);
     // cmd: opens one host connection per guest connection; a tcp: chardev

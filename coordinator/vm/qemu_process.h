@@ -45,6 +45,14 @@ struct QemuConfig {
   std::string incoming;
 };
 
+// `text` quoted for /bin/sh (QEMU runs exec: migration URIs through it).
+std::string shell_quote(const std::string& text);
+
+// What identifies the QEMU binary `qemu` finds in PATH (its path, size,
+// inode and mtime): a VM saved by one QEMU is restored only by the same.
+// Throws std::runtime_error if it is not installed.
+std::string qemu_fingerprint(const std::string& qemu);
+
 // The argv QEMU runs with (for logs and tests).
 std::vector<std::string> qemu_argv(const QemuConfig& cfg);
 

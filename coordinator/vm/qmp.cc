@@ -9,6 +9,8 @@
 #include <cstring>
 #include <thread>
 
+#include "coordinator/vm/qemu_process.h"
+
 namespace leapfrog::vm {
 
 using Steady = std::chrono::steady_clock;
@@ -89,8 +91,10 @@ nlohmann::json QmpClient::execute(const std::string& command, const nlohmann::js
 
 void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout) {
   // The guest waits idle for its line on ttyS1, so a live migration
-  // converges at once and the VM never has to be stopped.
-  qmp.execute("migrate", {{"uri", "exec:cat > " + file}});
+  // converges at once and the VM never has to be stopped. QEMU's default
+  // bandwidth cap (128 MiB/s) is for networks, not a local file.
+  qmp.execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}});
+  qmp.execute("migrate", {{"uri", "exec:cat > " + shell_quote(file)}});
   const auto until = Steady::now() + timeout;
   for (;;) {
     const nlohmann::json st = qmp.execute("query-migrate");
