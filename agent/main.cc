@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <grpc/grpc.h>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <thread>
 
 #include "agent/connect.h"
 #ifdef LEAPFROG_AGENT_BUILDER
@@ -122,6 +125,43 @@ int cmd_check(const std::string& file, bool json_out) {
   return print_outcome(o, json_out);
 }
 
+// A VM started from a saved VM (coordinator/vm/launcher.h) starts its agent
+// before it knows who it is, so that the agent's start-up (slow under TCG) is
+// in the saved state: wait for `path`, written by /init once the launcher
+// has sent the identity, as `key=value` lines ending with a line `end`:
+// coordinator, name, kernel, token, selftest (0 or 1).
+void take_identity(const std::string& path, ConnectOptions& opts) {
+  // gRPC's own start-up (threads, resolvers, policies) is in the saved state
+  // too; the reference is never dropped, like the library's for the process.
+  grpc_init();
+  // Tells /init the agent is up and waiting: the template is saved now.
+  std::ofstream(path + ".waiting").flush();
+  for (;;) {
+    std::ifstream in(path);
+    std::map<std::string, std::string> kv;
+    bool complete = false;
+    for (std::string line; in && std::getline(in, line);) {
+      if (line == "end") {
+        complete = true;
+        break;
+      }
+      const auto eq = line.find('=');
+      if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    if (complete) {
+      for (const char* key : {"coordinator", "name", "kernel", "token"})
+        if (kv[key].empty()) throw UsageError("--identity-file " + path + ": no " + key);
+      opts.coordinator = kv["coordinator"];
+      opts.name = kv["name"];
+      opts.kernel_label = kv["kernel"];
+      opts.token = kv["token"];
+      opts.selftest = kv["selftest"] == "1";
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 }  // namespace
 }  // namespace leapfrog
 
@@ -151,9 +191,12 @@ int main(int argc, char** argv) {
   ConnectOptions connect_opts;
   std::string token_file;
   auto* connect = app.add_subcommand("connect", "serve a coordinator: lease jobs, run them, report outcomes");
-  connect->add_option("--coordinator", connect_opts.coordinator, "HOST:PORT, or ipv4:A:P,B:P for several replicas")
-      ->required();
-  connect->add_option("--token-file", token_file, "file holding the coordinator's token")->required();
+  connect->add_option("--coordinator", connect_opts.coordinator, "HOST:PORT, or ipv4:A:P,B:P for several replicas");
+  connect->add_option("--token-file", token_file, "file holding the coordinator's token");
+  std::string identity_file;
+  connect->add_option("--identity-file", identity_file,
+                      "wait for this file, then take the coordinator, name, kernel label, token and selftest from it"
+                      " (a VM started from a saved VM: deploy/vm/init writes it)");
   connect->add_option("--name", connect_opts.name, "agent name (default: host name and pid)");
   connect->add_option("--kernel-label", connect_opts.kernel_label, "kernel label to advertise (default: host)");
   connect->add_option("--fs", connect_opts.filesystems, "file systems to advertise (default: what is available)");
@@ -194,10 +237,16 @@ int main(int argc, char** argv) {
     if (check->parsed()) return cmd_check(check_file, check_json);
     if (connect->parsed()) {
       if (geteuid() != 0) throw UsageError("leapfrog-agent connect needs root: the jobs it runs mount file systems");
-      try {
-        connect_opts.token = coord::read_token_file(token_file);
-      } catch (const std::runtime_error& e) {
-        throw UsageError(e.what());
+      if (!identity_file.empty()) {
+        take_identity(identity_file, connect_opts);
+      } else {
+        if (connect_opts.coordinator.empty()) throw UsageError("connect: --coordinator is required");
+        if (token_file.empty()) throw UsageError("connect: --token-file is required");
+        try {
+          connect_opts.token = coord::read_token_file(token_file);
+        } catch (const std::runtime_error& e) {
+          throw UsageError(e.what());
+        }
       }
       char exe[4096] = {};
       if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) throw UsageError("cannot find my own executable");

@@ -254,7 +254,8 @@ struct Slot {
   std::string snapshot_key;    // kTemplate: the key it is saved under
   std::string qmp_socket, control_socket;
   std::unique_ptr<QmpClient> qmp;
-  int control_fd = -1;         // kHandoff: connection to the guest's ttyS1
+  int control_fd = -1;         // kRestore, kHandoff: connection to the guest's ttyS1
+  int sends = 0;               // identity lines sent this generation
   Steady::time_point phase_started, last_send;
   std::unique_ptr<QemuProcess> qemu;
   std::string console;
@@ -551,6 +552,8 @@ class Launcher {
     s.console = opts_.run_dir + "/" + s.name + "." + std::to_string(s.generation) + ".console.log";
     s.phase = phase;
     s.restored = phase == Slot::Phase::kRestore;
+    s.sends = 0;
+    s.last_send = Steady::time_point();
     s.registered = false;
     s.registered_offset = 0;
     s.console_size = 0;
@@ -613,6 +616,9 @@ class Launcher {
                                 " while loading the saved VM: " + trim(read_from(s.console + ".qemu", 0)));
           return false;
         }
+        // Sent already while the state loads: the line that arrives once the
+        // VM runs is the one it takes, with no round trip lost.
+        if (now - s.last_send >= milliseconds(50)) send_identity(s);
         std::string status;
         try {
           status = s.qmp->execute("query-status").value("status", "");
@@ -640,8 +646,8 @@ class Launcher {
           close_control(s);
           s.qmp.reset();
           s.phase = Slot::Phase::kBoot;
-          spdlog::info("vm.identity_taken agent={} generation={} restored={} ms={}", s.name, s.generation,
-                       s.restored, std::chrono::duration_cast<milliseconds>(now - s.started).count());
+          spdlog::info("vm.identity_taken agent={} generation={} restored={} ms={} sends={}", s.name, s.generation,
+                       s.restored, std::chrono::duration_cast<milliseconds>(now - s.started).count(), s.sends);
           return true;
         }
         if (now - s.phase_started > milliseconds(20'000)) {
@@ -656,7 +662,8 @@ class Launcher {
           }
           return false;
         }
-        if (now - s.last_send >= milliseconds(250)) send_identity(s);
+        const auto every = now - s.phase_started < milliseconds(2000) ? milliseconds(50) : milliseconds(250);
+        if (now - s.last_send >= every) send_identity(s);
         return false;
       }
       default:
@@ -716,8 +723,11 @@ class Launcher {
                              " kernel=" + opts_.kernel_label + " selftest=" + (opts_.selftest ? "1" : "0") +
                              " time=" + std::to_string(wall_micros(Wall::now()) / 1'000'000) +
                              " seed=" + seed + " token=" + opts_.token + " end\n";
-    if (send(s.control_fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size()))
-      close_control(s);
+    ++s.sends;
+    // Never blocks: QEMU reads the socket only as fast as the guest's UART
+    // takes bytes. A line cut short is ignored by /init.
+    const ssize_t n = send(s.control_fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) close_control(s);
   }
 
   void close_control(Slot& s) {
