@@ -235,6 +235,15 @@ TEST_F(AgentE2E, BadInputGetsOneLineAndExit2) {
   expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--dir", "/nonexistent/x"}), "/nonexistent/x");
   expect_usage_error(agent({"run"}), "--scenario is required");
   expect_usage_error(agent({"frobnicate"}), "error:");
+  expect_usage_error(agent({"connect", "--token-file", "/dev/null"}), "--coordinator is required");
+  expect_usage_error(agent({"connect", "--coordinator", "127.0.0.1:1"}), "--token-file is required");
+  // A VM's identity file (deploy/vm/init writes it) without a token.
+  const std::string identity =
+      (std::filesystem::temp_directory_path() / ("lf-identity-" + std::to_string(getpid()))).string();
+  std::ofstream(identity) << "coordinator=ipv4:127.0.0.1:1\nname=vm-x\nkernel=k\nselftest=0\nend\n";
+  expect_usage_error(agent({"connect", "--identity-file", identity}), "--identity-file " + identity + ": no token");
+  std::filesystem::remove(identity);
+  std::filesystem::remove(identity + ".waiting");
 }
 
 TEST_F(AgentE2E, NotRootIsRefused) {
