@@ -166,20 +166,8 @@ struct Bench {
   // The baseline the target is judged against: busybox and an /init that
   // prints the line the bench waits for, nothing else.
   std::string bare_busybox_initramfs() {
-    const std::string stage = dir / "bare", out = dir / "bare.cpio";
-    stdfs::create_directories(stage + "/bin");
-    stdfs::create_directories(stage + "/dev");
-    stdfs::copy_file("/bin/busybox", stage + "/bin/busybox");
-    {
-      std::ofstream init(stage + "/init");
-      init << "#!/bin/busybox sh\necho \"leapfrog-init: start\"\n/bin/busybox poweroff -f\n";
-    }
-    stdfs::permissions(stage + "/init", stdfs::perms::owner_all | stdfs::perms::group_read |
-                                            stdfs::perms::group_exec | stdfs::perms::others_read |
-                                            stdfs::perms::others_exec);
-    const std::string cmd = "cd " + stage + " && mknod -m 0600 dev/console c 5 1 && find . -mindepth 1 | cpio --quiet -o -H newc -R 0:0 > " + out;
-    if (std::system(cmd.c_str()) != 0) return "";
-    return out;
+    return busybox_initramfs(dir / "bare",
+                             "#!/bin/busybox sh\necho \"leapfrog-init: start\"\n/bin/busybox poweroff -f\n");
   }
 };
 

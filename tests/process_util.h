@@ -50,6 +50,26 @@ inline std::string newest_boot_kernel() {
 }
 
 // The last `max` bytes of a file, for failure messages.
+// A bare initramfs in `dir`: busybox-static and `init_script` as /init (plus
+// /dev/console), packed with cpio. Returns the cpio's path, "" on failure.
+inline std::string busybox_initramfs(const std::string& dir, const std::string& init_script) {
+  namespace stdfs = std::filesystem;
+  const std::string stage = dir + "/stage", out = dir + "/initrd.cpio";
+  stdfs::create_directories(stage + "/bin");
+  stdfs::create_directories(stage + "/dev");
+  std::error_code ec;
+  stdfs::copy_file("/bin/busybox", stage + "/bin/busybox", stdfs::copy_options::overwrite_existing, ec);
+  if (ec) return "";
+  std::ofstream(stage + "/init") << init_script;
+  stdfs::permissions(stage + "/init", stdfs::perms::owner_all | stdfs::perms::group_read |
+                                          stdfs::perms::group_exec | stdfs::perms::others_read |
+                                          stdfs::perms::others_exec);
+  const std::string cmd = "cd " + stage + " && rm -f dev/console && mknod -m 0600 dev/console c 5 1" +
+                          " && find . -mindepth 1 | cpio --quiet -o -H newc -R 0:0 > " + out;
+  if (std::system(cmd.c_str()) != 0) return "";
+  return out;
+}
+
 inline std::string tail_of(const std::string& path, size_t max = 4000) {
   std::string s = slurp(path);
   return s.size() > max ? "..." + s.substr(s.size() - max) : s;

@@ -37,26 +37,15 @@ bool wait_for_text(const std::string& path, const std::string& text, std::chrono
 // first line from ttyS1 that carries "lf:" (a restored serial port may drop
 // what arrives first), then powers off.
 std::string waiting_initramfs(const std::string& dir) {
-  const std::string stage = dir + "/stage", out = dir + "/initrd.cpio";
-  stdfs::create_directories(stage + "/bin");
-  stdfs::create_directories(stage + "/dev");
-  stdfs::copy_file("/bin/busybox", stage + "/bin/busybox");
-  std::ofstream(stage + "/init")
-      << "#!/bin/busybox sh\n"
-         "/bin/busybox mount -t devtmpfs dev /dev\n"
-         "exec 3< /dev/ttyS1\n"
-         "echo \"qmp-test: ready\"\n"
-         "while read -r line <&3; do\n"
-         "  case \"$line\" in *lf:*) echo \"qmp-test: got ${line#*lf:}\"; break ;; esac\n"
-         "done\n"
-         "/bin/busybox poweroff -f\n";
-  stdfs::permissions(stage + "/init", stdfs::perms::owner_all);
-  const std::string cmd = "cd " + stage +
-                          " && mknod -m 0600 dev/console c 5 1 && find . -mindepth 1 | cpio "
-                          "--quiet -o -H newc -R 0:0 > " +
-                          out;
-  if (std::system(cmd.c_str()) != 0) return "";
-  return out;
+  return testing::busybox_initramfs(dir,
+                                    "#!/bin/busybox sh\n"
+                                    "/bin/busybox mount -t devtmpfs dev /dev\n"
+                                    "exec 3< /dev/ttyS1\n"
+                                    "echo \"qmp-test: ready\"\n"
+                                    "while read -r line <&3; do\n"
+                                    "  case \"$line\" in *lf:*) echo \"qmp-test: got ${line#*lf:}\"; break ;; esac\n"
+                                    "done\n"
+                                    "/bin/busybox poweroff -f\n");
 }
 
 // Connects to the VM's ttyS1 socket. -1 if QEMU never offers it.
