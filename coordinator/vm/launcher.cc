@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
-#include <cctype>
-#include <cstring>
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
