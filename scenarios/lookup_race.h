@@ -102,16 +102,6 @@ inline RawRecord perform_lookup(LookupCall call, int at, const char* path, const
   return r;
 }
 
-// Performs q's lookup into r (see QueryTemplate::run).
-inline void run_lookup(const QueryTemplate& q, RawRecord& r) {
-  const RawRecord done = perform_lookup(q.call, q.at, q.path.c_str(), q, r.invoke);
-  r.invoke = done.invoke;
-  r.complete = done.complete;
-  r.err = done.err;
-  r.a = done.a;
-  r.b = done.b;
-}
-
 // One observer operation: runs `q` (template index `op`) and pushes its record.
 //
 // chained (free-running alignment only): the record's invoke is the completion
