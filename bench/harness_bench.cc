@@ -115,7 +115,7 @@ Rate recorded_loop(const std::string& cwd, std::vector<QueryTemplate>& queries, 
     if (chdir(cwd.c_str()) != 0) throw std::runtime_error("chdir");
     sys::drop_privileges(kObserver);
   };
-  observer.step = observer_step(queries, {0, 1, 2}, /*chained=*/true);
+  set_observer_step(observer, queries, {0, 1, 2}, /*chained=*/true);
   RaceConfig cfg;
   cfg.iterations = kIterations;
   cfg.duration = 600LL * 1'000'000'000;

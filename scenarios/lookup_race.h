@@ -57,24 +57,33 @@ struct QueryTemplate {
   std::string path;
 };
 
-// Performs q's lookup into r (see QueryTemplate::run).
-inline void run_lookup(const QueryTemplate& q, RawRecord& r) {
+// Performs a lookup and returns its record with invoke, complete, err, a and b
+// filled (the rest zero); invoke: as for timed(). `call`, `at` and `path` are
+// q's, passed apart so that a hot loop can keep them in its own frame. The
+// record is built in registers and stored by the caller after the last system
+// call: after each call the CPU walks the page tables again for every page it
+// touches (no PCID under page-table isolation), so touching the record's page
+// between open and fstat would cost a walk more.
+inline RawRecord perform_lookup(LookupCall call, int at, const char* path, const QueryTemplate& q,
+                                TimeNs invoke) {
+  RawRecord r{};
+  r.invoke = invoke;
   struct stat st;
-  switch (q.call) {
+  switch (call) {
     case LookupCall::Stat:
-      timed(r, [&] { return fstatat(q.at, q.path.c_str(), &st, 0) == 0 ? 0 : errno; });
+      timed(r, [&] { return fstatat(at, path, &st, 0) == 0 ? 0 : errno; });
       if (r.err == 0) {
         r.a = st.st_dev;
         r.b = st.st_ino;
       }
-      return;
+      return r;
     case LookupCall::Access:
-      timed(r, [&] { return faccessat(q.at, q.path.c_str(), R_OK, 0) == 0 ? 0 : errno; });
-      return;
+      timed(r, [&] { return faccessat(at, path, R_OK, 0) == 0 ? 0 : errno; });
+      return r;
     case LookupCall::Open: {
       int fd = -1;
       timed(r, [&] {
-        fd = openat(q.at, q.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        fd = openat(at, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         return fd >= 0 ? 0 : errno;
       });
       if (fd >= 0) {
@@ -84,12 +93,13 @@ inline void run_lookup(const QueryTemplate& q, RawRecord& r) {
         }
         close(fd);
       }
-      return;
+      return r;
     }
     case LookupCall::Custom:
       break;
   }
   q.run(r);
+  return r;
 }
 
 // One observer operation: runs `q` (template index `op`) and pushes its record.
@@ -107,20 +117,19 @@ inline void run_lookup(const QueryTemplate& q, RawRecord& r) {
 // calls; chaining would stretch every window over that wait, so it is off.
 inline void observe(ActorEnv& env, const QueryTemplate& q, uint32_t op, uint32_t round,
                     bool chained) {
-  // Written in place: the record is the buffer's next slot.
-  RawRecord& r = env.next();
-  r = RawRecord{};
+  const TimeNs invoke = chained && env.recorded() > 0 ? env.last().complete : 0;
+  RawRecord r = perform_lookup(q.call, q.at, q.path.c_str(), q, invoke);
   r.op = op;
   r.round = round;
-  if (chained && env.recorded() > 0) r.invoke = env.last().complete;
-  run_lookup(q, r);
-  env.commit();
+  env.push(r);
 }
 
-// An observer's step: each round one lookup of `mine` (indexes into
-// `queries`, which must outlive the race), drawn by the actor's rng.
-std::function<void(ActorEnv&, uint32_t)> observer_step(const std::vector<QueryTemplate>& queries,
-                                                       std::vector<uint32_t> mine, bool chained);
+// Makes `o` an observer that each round makes one lookup of `mine` (indexes
+// into `queries`, which must outlive the race), drawn by the actor's rng, as
+// observe() does: sets o.step, and o.steps for free-running batches. Throws
+// std::invalid_argument if `mine` is empty or names a query that is not there.
+void set_observer_step(ActorSpec& o, const std::vector<QueryTemplate>& queries,
+                       const std::vector<uint32_t>& mine, bool chained);
 
 struct RacePlan {
   TreeModel model;

@@ -4,10 +4,15 @@
 
 #include "scenarios/lookup_race.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "scenarios/shared_region.h"
@@ -82,6 +87,119 @@ TEST(Observe, FirstRecordOfAChainReadsTheClock) {
   auto recs = observe_rounds(/*chained=*/true, /*fuzzy=*/false);
   ASSERT_FALSE(recs.empty());
   EXPECT_GT(recs[0].invoke, 0);
+}
+
+// Runs `rounds` rounds of set_observer_step's observer; batched: with its
+// free-running batches (steps), else one round at a time (step only).
+RaceResult observer_rounds(const std::vector<QueryTemplate>& queries, std::vector<uint32_t> mine,
+                           bool batched, uint64_t rounds, uint64_t capacity) {
+  ActorSpec observer;
+  observer.role = ActorRole::Observer;
+  set_observer_step(observer, queries, mine, /*chained=*/true);
+  EXPECT_TRUE(observer.step);
+  EXPECT_TRUE(observer.steps);
+  if (!batched) observer.steps = nullptr;
+  RaceConfig cfg;
+  cfg.iterations = rounds;
+  cfg.duration = rounds ? 600'000'000'000 : 50'000'000;
+  cfg.fuzzy = false;
+  cfg.warmup = 100;  // not a multiple of the batch length
+  cfg.capacity = capacity;
+  return run_race({observer}, cfg, 7);
+}
+
+TEST(ObserverStep, BatchesRecordTheSameRoundsAsSingleSteps) {
+  std::vector<QueryTemplate> queries = {stamping_query(), stamping_query(), stamping_query()};
+  constexpr uint64_t kN = 1000;
+  const RaceResult batched = observer_rounds(queries, {2, 0, 1}, true, kN, kN + 16);
+  const RaceResult single = observer_rounds(queries, {2, 0, 1}, false, kN, kN + 16);
+  ASSERT_EQ(batched.error, "");
+  ASSERT_EQ(single.error, "");
+  const auto& b = batched.records.at(0);
+  const auto& s = single.records.at(0);
+  ASSERT_EQ(b.size(), kN);
+  ASSERT_EQ(s.size(), kN);
+  expect_windows_contain_calls(b);
+  uint32_t used[3] = {};
+  for (size_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(b[i].round, i);
+    ASSERT_EQ(b[i].op, s[i].op) << "round " << i << ": the same seed draws the same query";
+    ASSERT_LT(b[i].op, 3u);
+    ++used[b[i].op];
+    if (i > 0) {
+      ASSERT_EQ(b[i].invoke, b[i - 1].complete) << i;
+    }
+  }
+  for (uint32_t n : used) EXPECT_GT(n, 0u);
+}
+
+TEST(ObserverStep, BatchesStopBeforeTheBufferFills) {
+  std::vector<QueryTemplate> queries = {stamping_query()};
+  const RaceResult r = observer_rounds(queries, {0}, true, /*rounds=*/0, /*capacity=*/203);
+  ASSERT_EQ(r.error, "");
+  const auto& recs = r.records.at(0);
+  EXPECT_EQ(recs.size(), 199u);  // the loop keeps 4 slots free
+  for (size_t i = 0; i < recs.size(); ++i) ASSERT_EQ(recs[i].round, i);
+}
+
+// pad: "./" repeated in front of the file name, to make the paths long.
+void expect_lookups_recorded(size_t pad) {
+  char dir[] = "/tmp/leapfrog-observer-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string dots;
+  for (size_t i = 0; i < pad; ++i) dots += "./";
+  const std::string file = std::string(dir) + "/" + dots + "f";
+  const std::string missing = std::string(dir) + "/" + dots + "a-long-name-that-is-not-there";
+  ASSERT_EQ(close(open(file.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
+  struct stat st;
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  auto lookup = [](LookupCall call, const std::string& path) {
+    QueryTemplate q;
+    q.call = call;
+    q.path = path;
+    return q;
+  };
+  std::vector<QueryTemplate> queries = {
+      lookup(LookupCall::Stat, file),   lookup(LookupCall::Access, file),
+      lookup(LookupCall::Open, file),   lookup(LookupCall::Stat, missing),
+      lookup(LookupCall::Open, missing)};
+  const RaceResult r = observer_rounds(queries, {0, 1, 2, 3, 4}, true, 500, 516);
+  unlink(file.c_str());
+  rmdir(dir);
+  ASSERT_EQ(r.error, "");
+  uint32_t seen[5] = {};
+  for (const RawRecord& rec : r.records.at(0)) {
+    ASSERT_LT(rec.op, 5u);
+    ++seen[rec.op];
+    EXPECT_LE(rec.invoke, rec.complete);
+    if (rec.op < 3) {
+      EXPECT_EQ(rec.err, 0) << rec.op;
+      // stat and open report what they reached; access observes nothing.
+      EXPECT_EQ(rec.a, rec.op == 1 ? 0 : static_cast<uint64_t>(st.st_dev)) << rec.op;
+      EXPECT_EQ(rec.b, rec.op == 1 ? 0 : static_cast<uint64_t>(st.st_ino)) << rec.op;
+    } else {
+      EXPECT_EQ(rec.err, ENOENT) << rec.op;
+      EXPECT_EQ(rec.a, 0u);
+      EXPECT_EQ(rec.b, 0u);
+    }
+  }
+  for (uint32_t n : seen) EXPECT_GT(n, 0u);
+}
+
+TEST(ObserverStep, RecordsWhatTheLookupsSaw) {
+  expect_lookups_recorded(0);
+}
+
+// A mix too large to copy into the batch's frame is read in place.
+TEST(ObserverStep, RecordsWhatTheLookupsSawWithLongPaths) {
+  expect_lookups_recorded(200);
+}
+
+TEST(ObserverStep, RejectsQueriesThatAreNotThere) {
+  std::vector<QueryTemplate> queries = {stamping_query()};
+  ActorSpec o;
+  EXPECT_THROW(set_observer_step(o, queries, {}, true), std::invalid_argument);
+  EXPECT_THROW(set_observer_step(o, queries, {0, 1}, true), std::invalid_argument);
 }
 
 TEST(RunRace, ReportsEachActorsCpuTime) {

@@ -175,6 +175,29 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
   const uint64_t iterations = cfg.iterations;
   const uint32_t warmup = cfg.warmup;
   const bool fuzzy = cfg.fuzzy;
+  if (!fuzzy && spec.steps) {
+    // Batches end where the per-round loop below would look at something:
+    // the stop flag (every 32 rounds), the end of warm-up, the last round,
+    // a full buffer (full() is false here, so room >= 1).
+    const auto steps = spec.steps;
+    const uint64_t capacity = cfg.capacity;
+    for (uint32_t round = 0;;) {
+      if (iterations && round >= iterations) break;
+      if (env.full()) {
+        c->stop_requested.store(1, std::memory_order_release);
+        break;
+      }
+      if ((round & 31) == 0 && c->stop_requested.load(std::memory_order_relaxed)) break;
+      uint64_t n = 32 - (round & 31);
+      if (iterations) n = std::min<uint64_t>(n, iterations - round);
+      if (round < warmup) n = std::min<uint64_t>(n, warmup - round);
+      n = std::min<uint64_t>(n, capacity - 4 - env.recorded());
+      steps(env, round, static_cast<uint32_t>(n));
+      round += static_cast<uint32_t>(n);
+      if (round == warmup) publish_median(env, stat);
+    }
+    return;
+  }
   for (uint32_t round = 0;; ++round) {
     if (iterations && round >= iterations) break;
     if (env.full()) c->stop_requested.store(1, std::memory_order_release);

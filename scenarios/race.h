@@ -48,7 +48,7 @@ class ActorEnv {
   void push(const RawRecord& r) { records_[count_++] = r; }
   // The next record, filled in place and then kept by commit().
   RawRecord& next() { return records_[count_]; }
-  void commit() { ++count_; }
+  void commit(uint64_t n = 1) { count_ += n; }
   uint64_t recorded() const { return count_; }
   const RawRecord& last() const { return records_[count_ - 1]; }
   bool full() const { return count_ + 4 >= capacity_; }
@@ -78,6 +78,12 @@ struct ActorSpec {
   std::function<void()> prepare;
   // One operation of `round`; pushes its record(s) through the env.
   std::function<void(ActorEnv&, uint32_t round)> step;
+  // Optional, used instead of step under free-running alignment: rounds
+  // first .. first + n - 1 back to back, exactly as n calls of step would run
+  // them, pushing at most one record a round. A hot step keeps its state in
+  // registers and its own frame across the batch instead of reloading it from
+  // the heap every round (see actor_loop).
+  std::function<void(ActorEnv&, uint32_t first, uint32_t n)> steps;
 };
 
 struct RaceConfig {
