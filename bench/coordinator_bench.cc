@@ -11,7 +11,10 @@
 //  - ingest: outcome + violation rows stored per second end to end
 //    (ReportOutcome RPCs, 8 and 32 calls in flight: the store's group commit
 //    batches what arrives together) divided by a raw COPY (pqxx::stream_to)
-//    of the same rows into the same tables.
+//    of the same rows into the same tables; with the CPU each side used per
+//    row stored, in this process and in PostgreSQL. --floors also measures
+//    gRPC storing nothing and the store called without gRPC; --loop=SIDE
+//    repeats one side for a profiler.
 //  - touch_agent: the agent service touches an agent at most once per
 //    heartbeat interval; a store in front of the PgStore
 //    (touch_every_lease_store.h) also measures a touch on every lease, as
@@ -77,6 +80,7 @@ struct Options {
   int ingest_outcomes = 2000;
   std::vector<int> ingest_clients = {8, 32};  // calls in flight, one gRPC run each
   int channels = 8;                           // client connections the agents share
+  PgStoreOptions store;                       // --report-writers, --min-parallel-batch
   bool no_sync_only = false;                  // skip the durable runs
   bool ingest_only = false;                   // skip the lease runs
   bool floors = false;  // also ingest through gRPC storing nothing, and the store without gRPC
@@ -88,6 +92,7 @@ struct Options {
                "usage: %s [--rounds=N] [--agents=N] [--lease-jobs=N] [--durable-lease-jobs=N]"
                " [--paced-think-ms=N] [--paced-leases=N] [--ingest-outcomes=N]"
                " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only] [--ingest-only]"
+               " [--report-writers=N] [--min-parallel-batch=N]"
                " [--floors]"
                " [--loop=raw|grpc]\n",
                argv0);
@@ -106,6 +111,8 @@ Options parse_options(int argc, char** argv) {
       {"paced-leases", &o.paced_leases},
       {"ingest-outcomes", &o.ingest_outcomes},
       {"channels", &o.channels},
+      {"report-writers", &o.store.report_writers},
+      {"min-parallel-batch", &o.store.min_parallel_report_batch},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -271,7 +278,7 @@ class Bench {
     pg_ = std::make_unique<EmbeddedPostgres>();
     pg_->start(dir_ / "pg");
     url_ = pg_->url();
-    store_ = std::make_unique<PgStore>(url_);
+    store_ = std::make_unique<PgStore>(url_, o.store);
     ServerOptions so;
     so.token = kToken;
     // Long enough that no lease expires while the bench holds it.
@@ -1043,7 +1050,12 @@ int run(const Options& o) {
       "touching: the store also runs touch_agent before every lease (the agent service\n"
       "touches an agent at most once per heartbeat interval).\n"
       "ingest: %d outcomes, %lld rows (20-50 violations each); raw = one COPY per table in one\n"
-      "transaction; gRPC = ReportOutcome calls, serialized beforehand.\n",
+      "transaction; gRPC = ReportOutcome calls, serialized beforehand (agents build their requests\n"
+      "on their own machines), while the raw side formats its COPY rows inside the timed part, as\n"
+      "the coordinator formats its statement: each side times what the machine storing the rows\n"
+      "does. CPU per row: this process (bench clients and coordinator) and PostgreSQL (all its\n"
+      "processes) over the timed part. --floors adds gRPC storing nothing and the store called\n"
+      "without gRPC (threads = calls in flight).\n",
       o.agents, o.channels, o.paced_think_ms,
       o.agents * 1000.0 / static_cast<double>(o.paced_think_ms), o.ingest_outcomes,
       static_cast<long long>(Bench::rows_of(outcomes)));

@@ -163,8 +163,10 @@ const PgStatement kStatements[] = {
     // Reports, a batch at a time (group commit), in ONE autocommit statement:
     // a round trip per batch, where a transaction with a lock query, an
     // insert and a COPY took six, each a hand-off between the coordinator and
-    // the server that a busy machine makes wait (measured: the batch's round
-    // trips, not its rows, were most of the gap to a raw COPY). Rows are
+    // the server that a busy machine makes wait (coordinator_bench, fsync
+    // off, 8 calls in flight: CPU per row stored fell from 34 to 24 us, a raw
+    // COPY takes 11-15; violations by INSERT cost the server no more than by
+    // COPY). Rows are
     // locked in id order, so two batches (of any replica) never deadlock; the
     // locks order concurrent reports (and leases) of one job. A report is
     // accepted for the job's current attempt while the job is not done, or is
@@ -622,10 +624,18 @@ class ArrayLiteral {
   void text(const std::string& s) {
     separate();
     out_ += '"';
-    for (char c : s) {
-      if (c == '\0') continue;
-      if (c == '"' || c == '\\') out_ += '\\';
-      out_ += c;
+    const char* p = s.data();
+    const char* const end = p + s.size();
+    while (p < end) {
+      const char* plain = p;
+      while (p < end && *p != '"' && *p != '\\' && *p != '\0') ++p;
+      out_.append(plain, p);  // the common case: the whole value at once
+      if (p == end) break;
+      if (*p != '\0') {
+        out_ += '\\';
+        out_ += *p;
+      }
+      ++p;
     }
     out_ += '"';
   }
@@ -774,7 +784,7 @@ std::vector<ReportDecision> store_reports(pqxx::nontransaction& txn, const Repor
   return decisions;
 }
 
-// Writes `batch` in one transaction and hands each caller its result. A batch
+// Writes `batch` in one statement and hands each caller its result. A batch
 // failing for a reason other than the database being unavailable is written
 // again one report at a time, so that only the report at fault fails.
 void write_reports(PgPool& pool, ReportBatch& batch) {
