@@ -11,7 +11,10 @@
 //  - ingest: outcome + violation rows stored per second end to end
 //    (ReportOutcome RPCs, 8 and 32 calls in flight: the store's group commit
 //    batches what arrives together) divided by a raw COPY (pqxx::stream_to)
-//    of the same rows into the same tables.
+//    of the same rows into the same tables; with the CPU each side used per
+//    row stored, in this process and in PostgreSQL. --floors also measures
+//    gRPC storing nothing and the store called without gRPC; --loop=SIDE
+//    repeats one side for a profiler.
 //  - touch_agent: the agent service touches an agent at most once per
 //    heartbeat interval; a store in front of the PgStore
 //    (touch_every_lease_store.h) also measures a touch on every lease, as
@@ -28,11 +31,15 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -73,14 +80,21 @@ struct Options {
   int ingest_outcomes = 2000;
   std::vector<int> ingest_clients = {8, 32};  // calls in flight, one gRPC run each
   int channels = 8;                           // client connections the agents share
+  PgStoreOptions store;                       // --report-writers, --min-parallel-batch
   bool no_sync_only = false;                  // skip the durable runs
+  bool ingest_only = false;                   // skip the lease runs
+  bool floors = false;  // also ingest through gRPC storing nothing, and the store without gRPC
+  std::string loop;                           // "raw" or "grpc": that ingest side only, for a profiler
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--rounds=N] [--agents=N] [--lease-jobs=N] [--durable-lease-jobs=N]"
                " [--paced-think-ms=N] [--paced-leases=N] [--ingest-outcomes=N]"
-               " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only]\n",
+               " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only] [--ingest-only]"
+               " [--report-writers=N] [--min-parallel-batch=N]"
+               " [--floors]"
+               " [--loop=raw|grpc]\n",
                argv0);
   std::exit(2);
 }
@@ -97,6 +111,8 @@ Options parse_options(int argc, char** argv) {
       {"paced-leases", &o.paced_leases},
       {"ingest-outcomes", &o.ingest_outcomes},
       {"channels", &o.channels},
+      {"report-writers", &o.store.report_writers},
+      {"min-parallel-batch", &o.store.min_parallel_report_batch},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -104,10 +120,24 @@ Options parse_options(int argc, char** argv) {
       o.no_sync_only = true;
       continue;
     }
+    if (arg == "--floors") {
+      o.floors = true;
+      continue;
+    }
+    if (arg == "--ingest-only") {
+      o.ingest_only = true;
+      continue;
+    }
     auto eq = arg.find('=');
     if (arg.rfind("--", 0) != 0 || eq == std::string::npos) usage(argv[0]);
     std::string name = arg.substr(2, eq - 2);
     std::string value = arg.substr(eq + 1);
+    if (name == "loop") {
+      if (value != "raw" && value != "grpc" && value != "store" && value != "grpc-discard")
+        usage(argv[0]);
+      o.loop = value;
+      continue;
+    }
     if (name == "ingest-clients") {
       o.ingest_clients.clear();
       for (size_t at = 0; at <= value.size();) {
@@ -178,10 +208,69 @@ struct LeaseRun {
   std::vector<double> latency_us;  // per leased job
 };
 
+// CPU seconds used so far by this process (the bench's clients and the
+// coordinator, which run in it) and by PostgreSQL (the postmaster and all its
+// processes, live and exited).
+struct CpuTimes {
+  double bench = 0;
+  double pg = 0;
+};
+
 struct IngestRun {
   double rows_per_sec = 0;
   int64_t rows = 0;
+  CpuTimes cpu_us_per_row;  // during the timed part
+  double timed_from = 0, timed_to = 0;  // CLOCK_MONOTONIC seconds
 };
+
+double monotonic_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// utime + stime (+ cutime + cstime: children waited for) of /proc/PID/stat, in seconds.
+double proc_cpu_seconds(pid_t pid, bool with_children, pid_t* parent = nullptr) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return 0;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // Fields after the command name, which ends with the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return 0;
+  long long ppid = 0, ut = 0, st = 0, cut = 0, cst = 0;
+  if (std::sscanf(p + 2, "%*c %lld %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld %lld %lld", &ppid,
+                  &ut, &st, &cut, &cst) != 5) {
+    return 0;
+  }
+  if (parent) *parent = static_cast<pid_t>(ppid);
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return static_cast<double>(ut + st + (with_children ? cut + cst : 0)) / tick;
+}
+
+CpuTimes cpu_now(pid_t postmaster) {
+  CpuTimes t;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  t.bench = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  t.pg = proc_cpu_seconds(postmaster, true);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    pid_t parent = 0;
+    double secs = proc_cpu_seconds(static_cast<pid_t>(std::atoi(name.c_str())), false, &parent);
+    if (parent == postmaster) t.pg += secs;
+  }
+  return t;
+}
+
+CpuTimes per_row_us(const CpuTimes& a, const CpuTimes& b, int64_t rows) {
+  const double k = 1e6 / static_cast<double>(rows);
+  return {(b.bench - a.bench) * k, (b.pg - a.pg) * k};
+}
 
 class Bench {
  public:
@@ -189,7 +278,7 @@ class Bench {
     pg_ = std::make_unique<EmbeddedPostgres>();
     pg_->start(dir_ / "pg");
     url_ = pg_->url();
-    store_ = std::make_unique<PgStore>(url_);
+    store_ = std::make_unique<PgStore>(url_, o.store);
     ServerOptions so;
     so.token = kToken;
     // Long enough that no lease expires while the bench holds it.
@@ -470,6 +559,8 @@ class Bench {
     auto ids = leased_campaign("raw-ingest", static_cast<int>(outcomes.size()));
     int64_t campaign = campaign_of(ids.front());
     pqxx::connection conn(url_);
+    const CpuTimes cpu0 = cpu_now(pg_->pid());
+    const double timed_from = monotonic_seconds();
     auto start = Steady::now();
     pqxx::work txn(conn);
     const std::string reported_at = timestamp_text(clock_.now());
@@ -513,6 +604,9 @@ class Bench {
     IngestRun run;
     run.rows = rows_of(outcomes);
     run.rows_per_sec = static_cast<double>(run.rows) / seconds_between(start, end);
+    run.cpu_us_per_row = per_row_us(cpu0, cpu_now(pg_->pid()), run.rows);
+    run.timed_from = timed_from;
+    run.timed_to = monotonic_seconds();
     check_stored(campaign, run.rows);
     return run;
   }
@@ -560,6 +654,8 @@ class Bench {
       c.rpc->Finish(&c.resp, &c.status, reinterpret_cast<void*>(slot));
       ++in_flight;
     };
+    const CpuTimes cpu0 = cpu_now(pg_->pid());
+    const double timed_from = monotonic_seconds();
     auto start = Steady::now();
     for (size_t slot = 0; slot < calls.size() && next < requests.size(); ++slot) send(slot);
     while (in_flight > 0) {
@@ -583,6 +679,7 @@ class Bench {
       if (next < requests.size() && error.empty()) send(slot);
     }
     auto end = Steady::now();
+    const CpuTimes cpu1 = cpu_now(pg_->pid());
     cq.Shutdown();
     void* ignored_tag;
     bool ignored_ok;
@@ -592,6 +689,50 @@ class Bench {
     IngestRun run;
     run.rows = rows_of(outcomes);
     run.rows_per_sec = static_cast<double>(run.rows) / seconds_between(start, end);
+    run.cpu_us_per_row = per_row_us(cpu0, cpu1, run.rows);
+    run.timed_from = timed_from;
+    run.timed_to = monotonic_seconds();
+    if (!store_view_->discard_reports) check_stored(campaign, run.rows);
+    return run;
+  }
+
+  // PgStore::report_outcome called directly by `threads` threads, one report
+  // at a time each: the store's share of ingest without gRPC.
+  IngestRun store_ingest(const std::vector<v1::Outcome>& outcomes, int threads) {
+    auto ids = leased_campaign("store-ingest", static_cast<int>(outcomes.size()));
+    int64_t campaign = campaign_of(ids.front());
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::string error;
+    const std::string agent = "ingest-agent";
+    const CpuTimes cpu0 = cpu_now(pg_->pid());
+    const double timed_from = monotonic_seconds();
+    auto start = Steady::now();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        for (size_t i; (i = next++) < outcomes.size();) {
+          try {
+            if (store_->report_outcome(agent, ids[i], 1, outcomes[i], clock_.now()) !=
+                ReportResult::Stored) {
+              throw std::runtime_error("not stored");
+            }
+          } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (error.empty()) error = std::string("store report_outcome: ") + e.what();
+          }
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    auto end = Steady::now();
+    if (!error.empty()) throw std::runtime_error(error);
+    IngestRun run;
+    run.rows = rows_of(outcomes);
+    run.rows_per_sec = static_cast<double>(run.rows) / seconds_between(start, end);
+    run.cpu_us_per_row = per_row_us(cpu0, cpu_now(pg_->pid()), run.rows);
+    run.timed_from = timed_from;
+    run.timed_to = monotonic_seconds();
     check_stored(campaign, run.rows);
     return run;
   }
@@ -702,6 +843,10 @@ struct Mode {
   Pair lease, lease_touching;
   std::vector<Pair> ingest;  // one per Options::ingest_clients
   std::vector<double> raw_lat, grpc_lat, touching_lat, paced_lat, paced_touching_lat;
+  std::vector<CpuTimes> raw_cpu;                // per round
+  // --floors: per Options::ingest_clients, per round
+  std::vector<std::vector<IngestRun>> floor_grpc, floor_store;
+  std::vector<std::vector<CpuTimes>> grpc_cpu;  // per Options::ingest_clients, per round
 };
 
 void append(std::vector<double>& to, const std::vector<double>& from) {
@@ -716,6 +861,8 @@ void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& out
   for (int round = 1; round <= o.rounds; ++round) {
     // Odd rounds run the raw side first, even rounds last.
     const bool raw_first = round % 2 == 1;
+    std::printf("  round %d:", round);
+    if (!o.ingest_only) {
     LeaseRun raw, as_built, touching;
     if (raw_first) raw = bench.raw_lease(m.lease_jobs);
     bench.store_view().touch_every_lease = false;
@@ -729,8 +876,10 @@ void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& out
     append(m.raw_lat, raw.latency_us);
     append(m.grpc_lat, as_built.latency_us);
     append(m.touching_lat, touching.latency_us);
-    std::printf("  round %d: lease/s raw %.0f, gRPC %.0f, gRPC touching %.0f; ingest rows/s", round,
-                raw.jobs_per_sec, as_built.jobs_per_sec, touching.jobs_per_sec);
+    std::printf(" lease/s raw %.0f, gRPC %.0f, gRPC touching %.0f;", raw.jobs_per_sec,
+                as_built.jobs_per_sec, touching.jobs_per_sec);
+    }
+    std::printf(" ingest rows/s");
 
     IngestRun raw_in;
     std::vector<IngestRun> grpc_in(o.ingest_clients.size());
@@ -738,15 +887,31 @@ void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& out
     for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
       grpc_in[i] = bench.grpc_ingest(outcomes, o.ingest_clients[i]);
     }
+    if (o.floors) {
+      m.floor_grpc.resize(o.ingest_clients.size());
+      m.floor_store.resize(o.ingest_clients.size());
+      for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
+        bench.store_view().discard_reports = true;
+        IngestRun g = bench.grpc_ingest(outcomes, o.ingest_clients[i]);
+        bench.store_view().discard_reports = false;
+        IngestRun st = bench.store_ingest(outcomes, o.ingest_clients[i]);
+        m.floor_grpc[i].push_back(g);
+        m.floor_store[i].push_back(st);
+      }
+    }
     if (!raw_first) raw_in = bench.raw_ingest(outcomes);
     std::printf(" raw %.0f", raw_in.rows_per_sec);
+    m.raw_cpu.push_back(raw_in.cpu_us_per_row);
+    m.grpc_cpu.resize(o.ingest_clients.size());
     for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
       m.ingest[i].add(raw_in.rows_per_sec, grpc_in[i].rows_per_sec);
+      m.grpc_cpu[i].push_back(grpc_in[i].cpu_us_per_row);
       std::printf(", gRPC x%d %.0f", o.ingest_clients[i], grpc_in[i].rows_per_sec);
     }
     std::printf("\n");
     std::fflush(stdout);
   }
+  if (o.ingest_only) return;
   // Paced: agents think between leases, as real ones run their jobs.
   const int paced_jobs = o.agents * o.paced_leases;
   const auto think = std::chrono::milliseconds(o.paced_think_ms);
@@ -758,8 +923,22 @@ void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& out
 
 void print_row(const std::string& what, const Pair& p) {
   double ratio = median(p.ratio);
-  std::printf("  %-46s %10.0f %10.0f %7.2f  %-7s\n", what.c_str(), median(p.raw), median(p.grpc),
-              ratio, ratio >= 0.8 ? "yes" : "NO");
+  std::printf("  %-46s %10.0f %10.0f %7.2f  %-7s %.2f-%.2f\n", what.c_str(), median(p.raw),
+              median(p.grpc), ratio, ratio >= 0.8 ? "yes" : "NO",
+              *std::min_element(p.ratio.begin(), p.ratio.end()),
+              *std::max_element(p.ratio.begin(), p.ratio.end()));
+}
+
+// Medians over the rounds of the CPU microseconds per row stored.
+void print_cpu(const std::string& what, const std::vector<CpuTimes>& runs) {
+  std::vector<double> bench, pg, sum;
+  for (const auto& r : runs) {
+    bench.push_back(r.bench);
+    pg.push_back(r.pg);
+    sum.push_back(r.bench + r.pg);
+  }
+  std::printf("  %-46s bench+coordinator %5.1f  PostgreSQL %5.1f  total %5.1f\n", what.c_str(),
+              median(bench), median(pg), median(sum));
 }
 
 void print_latency(const std::string& what, const std::vector<double>& lat) {
@@ -771,12 +950,31 @@ void print_latency(const std::string& what, const std::vector<double>& lat) {
 
 void print_mode(const Options& o, Mode& m) {
   std::printf("\n%s\n", m.title.c_str());
-  print_row("lease jobs/s, server as built", m.lease);
-  print_row("lease jobs/s, + touch_agent on every lease", m.lease_touching);
+  if (!o.ingest_only) {
+    print_row("lease jobs/s, server as built", m.lease);
+    print_row("lease jobs/s, + touch_agent on every lease", m.lease_touching);
+  }
   for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
     print_row("ingest rows/s, " + std::to_string(o.ingest_clients[i]) + " calls in flight",
               m.ingest[i]);
   }
+  std::printf("  ingest CPU us per row (medians)\n");
+  print_cpu("raw COPY", m.raw_cpu);
+  for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
+    print_cpu("gRPC, " + std::to_string(o.ingest_clients[i]) + " calls in flight", m.grpc_cpu[i]);
+  }
+  for (size_t i = 0; i < m.floor_grpc.size(); ++i) {
+    std::vector<double> g, st;
+    std::vector<CpuTimes> gc, sc;
+    for (const auto& r : m.floor_grpc[i]) g.push_back(r.rows_per_sec), gc.push_back(r.cpu_us_per_row);
+    for (const auto& r : m.floor_store[i]) st.push_back(r.rows_per_sec), sc.push_back(r.cpu_us_per_row);
+    const std::string n = std::to_string(o.ingest_clients[i]);
+    std::printf("  floors, %s in flight: gRPC storing nothing %.0f rows/s, store without gRPC %.0f rows/s\n",
+                n.c_str(), median(g), median(st));
+    print_cpu("gRPC storing nothing, " + n + " in flight", gc);
+    print_cpu("store without gRPC, " + n + " threads", sc);
+  }
+  if (o.ingest_only) return;
   std::printf("  lease latency (all rounds)\n");
   print_latency("raw statement, one connection", m.raw_lat);
   print_latency("gRPC, " + std::to_string(o.agents) + " agents saturating, as built", m.grpc_lat);
@@ -793,6 +991,30 @@ int run(const Options& o) {
   std::fflush(stdout);
   Bench bench(o);
   const auto outcomes = Bench::make_outcomes(o.ingest_outcomes);
+  if (!o.loop.empty()) {
+    // One side only, `rounds` times, under the durable setting unless told
+    // otherwise: for `perf record -p`.
+    bench.set_durable(!o.no_sync_only);
+    for (int round = 1; round <= o.rounds; ++round) {
+      IngestRun r;
+      if (o.loop == "raw") {
+        r = bench.raw_ingest(outcomes);
+      } else if (o.loop == "store") {
+        r = bench.store_ingest(outcomes, o.ingest_clients.front());
+      } else {
+        bench.store_view().discard_reports = o.loop == "grpc-discard";
+        r = bench.grpc_ingest(outcomes, o.ingest_clients.front());
+      }
+      // The timed part in CLOCK_MONOTONIC seconds, for `perf report -k
+      // CLOCK_MONOTONIC --time START,END`.
+      std::printf("  %s ingest: %.0f rows/s, CPU us per row: bench %.1f, PostgreSQL %.1f;"
+                  " timed %.6f,%.6f\n",
+                  o.loop.c_str(), r.rows_per_sec, r.cpu_us_per_row.bench, r.cpu_us_per_row.pg,
+                  r.timed_from, r.timed_to);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   // Untimed: starts the server's threads and warms every connection's caches.
   bench.raw_lease(1000);
   bench.grpc_lease(1000, 0ms);
@@ -817,7 +1039,8 @@ int run(const Options& o) {
 
   std::printf("\nmedians of %d rounds; ratio = gRPC / raw (median of the rounds' ratios)\n",
               o.rounds);
-  std::printf("  %-46s %10s %10s %7s  %s\n", "", "raw", "gRPC", "ratio", ">= 0.8");
+  std::printf("  %-46s %10s %10s %7s  %-7s %s\n", "", "raw", "gRPC", "ratio", ">= 0.8",
+              "ratio range");
   for (auto& m : modes) print_mode(o, m);
   std::printf(
       "\nlease raw: the store's lease_job statement, one autocommit connection, until the\n"
@@ -827,7 +1050,12 @@ int run(const Options& o) {
       "touching: the store also runs touch_agent before every lease (the agent service\n"
       "touches an agent at most once per heartbeat interval).\n"
       "ingest: %d outcomes, %lld rows (20-50 violations each); raw = one COPY per table in one\n"
-      "transaction; gRPC = ReportOutcome calls, serialized beforehand.\n",
+      "transaction; gRPC = ReportOutcome calls, serialized beforehand (agents build their requests\n"
+      "on their own machines), while the raw side formats its COPY rows inside the timed part, as\n"
+      "the coordinator formats its statement: each side times what the machine storing the rows\n"
+      "does. CPU per row: this process (bench clients and coordinator) and PostgreSQL (all its\n"
+      "processes) over the timed part. --floors adds gRPC storing nothing and the store called\n"
+      "without gRPC (threads = calls in flight).\n",
       o.agents, o.channels, o.paced_think_ms,
       o.agents * 1000.0 / static_cast<double>(o.paced_think_ms), o.ingest_outcomes,
       static_cast<long long>(Bench::rows_of(outcomes)));

@@ -608,6 +608,74 @@ TEST_F(PgStoreTest, MixedBatchJudgesEachReportAsIfAlone) {
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 1);
 }
 
+// Two attempts of one job in one batch (the agent of the expired attempt
+// reports late, the new one on time), each repeated: judged per attempt.
+TEST_F(PgStoreTest, BatchJudgesEachAttemptOfOneJob) {
+  PgStoreOptions options;
+  options.report_writers = 1;
+  store_ = std::make_unique<PgStore>(url_, options);
+  auto campaign = store_->create_campaign(campaign_spec("attempts"), jobs(2), 0, kT0);
+  auto stale = lease("a", kT0 - 1h);
+  auto held = lease("a", kT0);
+  ASSERT_TRUE(stale && held);
+  ASSERT_EQ(store_->expire_leases(kT0), 1);
+  auto again = lease("b", kT0 + 1s);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->job_id(), stale->job_id());
+  ASSERT_EQ(again->attempt(), 2u);
+
+  pqxx::connection blocker(url_);
+  pqxx::work lock(blocker);
+  std::thread first = hold_report_writer(lock, held->job_id(), 1);
+  auto with_violation = outcome(v1::VERDICT_VIOLATION);
+  with_violation.set_violation_count(1);
+  with_violation.add_violations()->set_kind("stale-grant");
+  struct Call {
+    uint32_t attempt;
+    std::optional<ReportResult> want;  // nullopt: an error
+    std::optional<ReportResult> got = std::nullopt;
+    bool failed = false;
+  };
+  std::vector<Call> calls = {
+      {1, ReportResult::Superseded}, {2, ReportResult::Stored},    {1, ReportResult::Superseded},
+      {2, ReportResult::Duplicate},  {3, std::nullopt},
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        calls[i].got = store_->report_outcome("b", stale->job_id(), calls[i].attempt,
+                                              with_violation, kT0 + 4s);
+      } catch (const StoreError& e) {
+        EXPECT_FALSE(e.unavailable()) << e.what();
+        calls[i].failed = true;
+      }
+    });
+    wait_queued(i + 1);
+  }
+  lock.commit();
+  first.join();
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].got, calls[i].want) << "report " << i;
+    EXPECT_EQ(calls[i].failed, !calls[i].want.has_value()) << "report " << i;
+  }
+  EXPECT_EQ(job_info(campaign, stale->job_id()).state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job_info(campaign, stale->job_id()).verdict(), v1::VERDICT_VIOLATION);
+  pqxx::connection conn(url_);
+  pqxx::work txn(conn);
+  EXPECT_EQ(txn.exec_params("SELECT count(*) FROM outcomes WHERE job_id = $1 AND attempt = 2",
+                            stale->job_id())[0][0]
+                .as<int>(),
+            1);
+  EXPECT_EQ(txn.exec_params("SELECT count(*) FROM outcomes WHERE job_id = $1", stale->job_id())[0][0]
+                .as<int>(),
+            1);
+  EXPECT_EQ(txn.exec_params("SELECT count(*) FROM violations WHERE job_id = $1", stale->job_id())[0][0]
+                .as<int>(),
+            1);
+}
+
 // A report the database refuses (a violation that is not UTF-8) fails the
 // batch's transaction; the batch is then written one report at a time, and
 // only that report fails.
