@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
+#include <pqxx/tablewriter>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -160,63 +161,40 @@ const PgStatement kStatements[] = {
      "UPDATE jobs SET lease_deadline = timestamptz 'epoch' + $4::bigint * interval '1 microsecond'"
      " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
      " RETURNING (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
-    // Reports, a batch at a time (group commit), in ONE autocommit statement:
-    // a round trip per batch, where a transaction with a lock query, an
-    // insert and a COPY took six, each a hand-off between the coordinator and
-    // the server that a busy machine makes wait (coordinator_bench: the
-    // coordinator's CPU per row stored fell by a fifth to a third; the
-    // server's stayed 1.5-1.8 times a raw COPY's, inserting the violations
-    // from arrays instead of by COPY). Rows are
-    // locked in id order, so two batches (of any replica) never deadlock; the
-    // locks order concurrent reports (and leases) of one job. A report is
-    // accepted for the job's current attempt while the job is not done, or is
-    // done with INFRA_FAILURE (expired leases: a real outcome replaces it);
-    // an accepted report's outcome row is inserted unless the key exists,
-    // its job finished and its violations ($13-$26, $13 the report's
-    // position in $1-$12) inserted. Returns, per report (keys unique), the
-    // job as locked and whether its outcome was inserted. The FK checks of
-    // the violations run at the end of the statement and see its outcomes.
-    {"store_reports",
-     "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[],"
-     "   $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[],"
-     "   $11::text[], $12::bigint[]) WITH ORDINALITY AS r(job_id, attempt, agent_id, verdict, ops,"
-     "   lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome, at,"
-     "   n)),"
-     " j AS (SELECT id, state, attempt, campaign_id, coalesce(verdict, 0) AS verdict FROM jobs"
-     "   WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE),"
-     " acc AS (SELECT r.*, j.campaign_id FROM r JOIN j ON j.id = r.job_id"
-     "   WHERE r.attempt = j.attempt AND (j.state <> 'done' OR j.verdict = 4)),"  // INFRA_FAILURE
+    // Reports, a batch at a time (group commit). Rows are locked in id order,
+    // so two batches (of any replica) never deadlock; the row locks order
+    // concurrent reports (and leases) of one job.
+    {"lock_jobs",
+     "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0) FROM jobs"
+     " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"},
+    // The accepted reports of a batch: their outcome rows (in report order,
+    // which seq keeps) and, where the row is new, their jobs, done. Returns
+    // the keys stored (true), and of the keys $14/$15 (reports judged
+    // superseded) those already stored (false). It runs after lock_jobs, so
+    // its snapshot sees every outcome of the locked jobs: a stored key is a
+    // duplicate. One statement instead of a query before and an insert after.
+    {"store_outcomes",
+     "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[],"
+     "   $5::int[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[],"
+     "   $11::text[], $12::text[], $13::bigint[]) WITH ORDINALITY AS r(job_id, attempt,"
+     "   campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked, violation_count,"
+     "   race_window_hits, error, outcome, at, n)),"
      " stored AS (INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops,"
      "   lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome,"
      "   reported_at)"
      "  SELECT job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked,"
      "   offsets_checked, violation_count, race_window_hits, error, decode(outcome, 'hex'),"
-     "   timestamptz 'epoch' + at * interval '1 microsecond' FROM acc ORDER BY n"
+     "   timestamptz 'epoch' + at * interval '1 microsecond' FROM r ORDER BY n"
      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id, attempt),"
-     " finished AS (UPDATE jobs SET state = 'done', verdict = acc.verdict,"
-     "   agent_id = acc.agent_id, lease_deadline = NULL, reason = NULL,"
-     "   finished_at = timestamptz 'epoch' + acc.at * interval '1 microsecond'"
-     "  FROM acc JOIN stored s ON s.job_id = acc.job_id AND s.attempt = acc.attempt"
-     "  WHERE jobs.id = acc.job_id),"
-     " viol AS (INSERT INTO violations (job_id, attempt, idx, kind, actor, op, path, step,"
-     "   component, object, observed, expected, invoke_ns, complete_ns, detail)"
-     "  SELECT acc.job_id, acc.attempt, v.idx, v.kind, v.actor, v.op, v.path, v.step,"
-     "   v.component, v.object, v.observed, v.expected, v.invoke_ns, v.complete_ns, v.detail"
-     "  FROM unnest($13::int[], $14::int[], $15::text[], $16::int[], $17::text[], $18::text[],"
-     "   $19::int[], $20::text[], $21::text[], $22::text[], $23::text[], $24::bigint[],"
-     "   $25::bigint[], $26::text[]) AS v(n, idx, kind, actor, op, path, step, component,"
-     "   object, observed, expected, invoke_ns, complete_ns, detail)"
-     "  JOIN acc ON acc.n = v.n"
-     "  JOIN stored s ON s.job_id = acc.job_id AND s.attempt = acc.attempt)"
-     " SELECT r.n, j.id IS NOT NULL, coalesce(j.attempt, 0), coalesce(j.state, ''),"
-     "  coalesce(j.verdict, 0), s.job_id IS NOT NULL"
-     " FROM r LEFT JOIN j ON j.id = r.job_id"
-     " LEFT JOIN stored s ON s.job_id = r.job_id AND s.attempt = r.attempt"},
-    // Of the keys of reports judged superseded, those with an outcome stored.
-    {"outcomes_exist",
-     "SELECT o.job_id, o.attempt FROM outcomes o"
-     " JOIN unnest($1::bigint[], $2::int[]) AS k(job_id, attempt)"
-     "  ON o.job_id = k.job_id AND o.attempt = k.attempt"},
+     " finished AS (UPDATE jobs j SET state = 'done', verdict = r.verdict, agent_id = r.agent_id,"
+     "  lease_deadline = NULL, reason = NULL,"
+     "  finished_at = timestamptz 'epoch' + r.at * interval '1 microsecond'"
+     "  FROM r JOIN stored s ON s.job_id = r.job_id AND s.attempt = r.attempt"
+     "  WHERE j.id = r.job_id)"
+     " SELECT true, job_id, attempt FROM stored"
+     " UNION ALL SELECT false, o.job_id, o.attempt FROM outcomes o"
+     "  JOIN unnest($14::bigint[], $15::int[]) AS k(job_id, attempt)"
+     "   ON o.job_id = k.job_id AND o.attempt = k.attempt"},
     {"release_job",
      "UPDATE jobs SET state = 'queued', agent_id = NULL, lease_deadline = NULL,"
      "  released = released + 1"
@@ -610,191 +588,233 @@ struct ReportDecision {
   std::string error;
 };
 
-// A PostgreSQL array literal ('{1,2}', '{"a","b"}'), built a value at a time.
-class ArrayLiteral {
+// The job row a report is judged against, as locked (and as the batch's
+// earlier reports left it).
+struct LockedJob {
+  std::string state;
+  uint32_t attempt;
+  int64_t campaign_id;
+  int verdict;
+};
+
+// Violation rows in COPY's text format, sent a chunk at a time through one
+// COPY statement. Cheaper than stream_to's tuple path (a string per field,
+// escaped into another, a line per row), and the server parses a chunk while
+// the next is formatted.
+class ViolationCopy {
  public:
-  template <class T>
-  void number(T v) {
-    separate();
-    char digits[24];
-    out_.append(digits, std::to_chars(digits, digits + sizeof digits, v).ptr);
+  explicit ViolationCopy(pqxx::work& txn) : txn_(txn) { buf_.reserve(kChunk + 4096); }
+
+  void row(int64_t job_id, uint32_t attempt, int idx, const v1::Violation& v) {
+    number(job_id);
+    number(attempt);
+    number(idx);
+    text(v.kind());
+    number(v.actor());
+    text(v.op());
+    text(v.path());
+    number(v.step());
+    text(v.component());
+    text(v.object());
+    text(v.observed());
+    text(v.expected());
+    number(v.invoke_ns());
+    number(v.complete_ns());
+    text(v.detail_json());
+    buf_.back() = '\n';  // the last field's tab
+    if (buf_.size() >= kChunk) flush();
   }
 
-  // Quoted; NUL bytes are dropped (PostgreSQL text cannot hold them).
+  // Sends what is left and ends the COPY.
+  void complete() {
+    flush();
+    if (writer_) writer_->complete();
+  }
+
+ private:
+  static constexpr size_t kChunk = 64 * 1024;
+
+  template <class T>
+  void number(T v) {
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;
+    buf_.append(digits, end);
+    buf_ += '\t';
+  }
+
+  // COPY text escapes; NUL bytes are dropped (PostgreSQL text cannot hold them).
   void text(const std::string& s) {
-    separate();
-    out_ += '"';
     const char* p = s.data();
     const char* const end = p + s.size();
     while (p < end) {
       const char* plain = p;
-      while (p < end && *p != '"' && *p != '\\' && *p != '\0') ++p;
-      out_.append(plain, p);  // the common case: the whole value at once
+      while (p < end && !special(*p)) ++p;
+      buf_.append(plain, p);  // the common case: the whole field at once
       if (p == end) break;
-      if (*p != '\0') {
-        out_ += '\\';
-        out_ += *p;
+      switch (*p++) {
+        case '\\': buf_ += "\\\\"; break;
+        case '\n': buf_ += "\\n"; break;
+        case '\r': buf_ += "\\r"; break;
+        case '\t': buf_ += "\\t"; break;
+        default: break;  // NUL
       }
-      ++p;
     }
-    out_ += '"';
+    buf_ += '\t';
   }
 
-  const std::string& done() {
-    out_ += '}';
-    return out_;
+  static bool special(char c) {
+    return c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\0';
   }
 
- private:
-  void separate() {
-    if (out_.size() > 1) out_ += ',';
+  void flush() {
+    if (buf_.empty()) return;
+    if (!writer_) {
+      static const std::vector<std::string> columns = {
+          "job_id", "attempt", "idx",      "kind",     "actor",     "op",          "path",  "step",
+          "component", "object", "observed", "expected", "invoke_ns", "complete_ns", "detail"};
+      // tablewriter is libpqxx 6's only way to send COPY data as is (one
+      // PQputCopyData per chunk of whole rows); stream_to escapes what it gets.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      writer_.emplace(txn_, "violations", columns.begin(), columns.end());
+#pragma GCC diagnostic pop
+    }
+    writer_->write_raw_line(buf_);  // it drops the last newline; libpqxx adds one
+    buf_.clear();
   }
 
-  std::string out_ = "{";
+  pqxx::work& txn_;
+  std::string buf_;
+  std::optional<pqxx::tablewriter> writer_;
 };
 
-// Judges the batch's reports as if each ran alone (in arrival order), stores
-// the accepted ones with their violations and finishes their jobs: one
-// statement (store_reports), and one more only when a report came too late
-// (is it a repeat of a stored outcome?). The decision is the statement's;
-// this only reads it out per report.
-std::vector<ReportDecision> store_reports(pqxx::nontransaction& txn, const ReportBatch& batch) {
+// Judges the batch's reports in arrival order, as if each ran alone; stores
+// the accepted ones and finishes their jobs (one statement), then their
+// violations (one COPY).
+std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& batch) {
+  std::vector<int64_t> ids;
+  for (const auto* item : batch) ids.push_back(item->request.job_id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::map<int64_t, LockedJob> jobs;
+  for (const auto& r : txn.exec_prepared("lock_jobs", number_array(ids))) {
+    jobs[r[0].as<int64_t>()] = {r[1].as<std::string>(), r[2].as<uint32_t>(), r[3].as<int64_t>(),
+                                r[4].as<int>()};
+  }
+
   std::vector<ReportDecision> decisions(batch.size());
-  // A key twice in a batch is judged once; its repeats get the same answer
-  // (a repeat of a stored report is a duplicate).
-  std::map<std::pair<int64_t, uint32_t>, size_t> first_of;
-  std::vector<size_t> unique;  // batch positions, one per key
-  std::vector<size_t> repeat_of(batch.size(), SIZE_MAX);
+  // Accepted, and judged superseded: either may turn out to be a duplicate
+  // of an outcome stored before, which store_outcomes tells.
+  std::vector<size_t> accepted, superseded;
+  std::set<std::pair<int64_t, uint32_t>> accepted_keys;
   for (size_t i = 0; i < batch.size(); ++i) {
-    const PgReport& r = batch[i]->request;
-    auto [it, fresh] = first_of.emplace(std::make_pair(r.job_id, r.attempt), i);
-    if (fresh) {
-      unique.push_back(i);
-    } else {
-      repeat_of[i] = it->second;
-    }
-  }
-  ArrayLiteral job_ids, attempts, agents, verdicts, ops, lookups, offsets, counts, hits, errors,
-      outcomes, times;
-  ArrayLiteral v_report, v_idx, v_kind, v_actor, v_op, v_path, v_step, v_component, v_object,
-      v_observed, v_expected, v_invoke, v_complete, v_detail;
-  for (size_t k = 0; k < unique.size(); ++k) {
-    const PgReport& r = batch[unique[k]]->request;
-    const v1::Outcome& o = r.outcome;
-    job_ids.number(r.job_id);
-    attempts.number(r.attempt);
-    agents.text(r.agent_id);
-    verdicts.number(static_cast<int>(o.verdict()));
-    ops.number(static_cast<int64_t>(o.ops()));
-    lookups.number(static_cast<int64_t>(o.lookups_checked()));
-    offsets.number(static_cast<int64_t>(o.offsets_checked()));
-    counts.number(static_cast<int64_t>(o.violation_count()));
-    hits.number(static_cast<int64_t>(o.race_window_hits()));
-    errors.text(o.error());
-    outcomes.text(hex(without_violations(o)));
-    times.number(us(r.now));
-    int idx = 0;
-    for (const auto& v : o.violations()) {
-      v_report.number(k + 1);
-      v_idx.number(idx++);
-      v_kind.text(v.kind());
-      v_actor.number(v.actor());
-      v_op.text(v.op());
-      v_path.text(v.path());
-      v_step.number(v.step());
-      v_component.text(v.component());
-      v_object.text(v.object());
-      v_observed.text(v.observed());
-      v_expected.text(v.expected());
-      v_invoke.number(v.invoke_ns());
-      v_complete.number(v.complete_ns());
-      v_detail.text(v.detail_json());
-    }
-  }
-  auto rows = txn.exec_prepared(
-      "store_reports", job_ids.done(), attempts.done(), agents.done(), verdicts.done(),
-      ops.done(), lookups.done(), offsets.done(), counts.done(), hits.done(), errors.done(),
-      outcomes.done(), times.done(), v_report.done(), v_idx.done(), v_kind.done(),
-      v_actor.done(), v_op.done(), v_path.done(), v_step.done(), v_component.done(),
-      v_object.done(), v_observed.done(), v_expected.done(), v_invoke.done(), v_complete.done(),
-      v_detail.done());
-  if (rows.size() != unique.size()) throw StoreError("report outcome: a report went unanswered", false);
-  std::vector<size_t> superseded;
-  std::vector<std::pair<uint32_t, std::string>> job_of(batch.size());  // attempt, state
-  for (const auto& row : rows) {
-    const size_t i = unique.at(row[0].as<size_t>() - 1);
-    const PgReport& r = batch[i]->request;
-    if (!row[1].as<bool>()) {
-      decisions[i].error = "report outcome: unknown job " + std::to_string(r.job_id);
+    const PgReport& report = batch[i]->request;
+    auto job = jobs.find(report.job_id);
+    if (job == jobs.end()) {
+      decisions[i].error = "report outcome: unknown job " + std::to_string(report.job_id);
       continue;
     }
-    const auto attempt = row[2].as<uint32_t>();
-    const auto state = row[3].as<std::string>();
-    const int verdict = row[4].as<int>();
+    LockedJob& j = job->second;
+    if (accepted_keys.count({report.job_id, report.attempt})) {
+      decisions[i].result = ReportResult::Duplicate;
+      continue;
+    }
     // An attempt past the current one was never handed out, so it has no outcome.
-    if (r.attempt > attempt) {
-      decisions[i].error = "report outcome: job " + std::to_string(r.job_id) + " has no attempt " +
-                           std::to_string(r.attempt) + " (latest " + std::to_string(attempt) + ")";
+    if (report.attempt > j.attempt) {
+      decisions[i].error = "report outcome: job " + std::to_string(report.job_id) +
+                           " has no attempt " + std::to_string(report.attempt) + " (latest " +
+                           std::to_string(j.attempt) + ")";
       continue;
     }
-    // As the statement judged it (see store_reports).
-    const bool accepted = r.attempt == attempt && (state != "done" || verdict == kInfraVerdict);
-    if (accepted) {
-      // Not inserted: its outcome was stored before (an agent-reported INFRA_FAILURE).
-      decisions[i].result = row[5].as<bool>() ? ReportResult::Stored : ReportResult::Duplicate;
-      if (*decisions[i].result == ReportResult::Stored) {
-        spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}",
-                      r.job_id, r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
-                      r.outcome.violations_size());
-      }
+    // The current attempt's report is taken while the job waits for its next
+    // lease, and also after the lease expired for the last time: a real
+    // outcome then replaces INFRA_FAILURE (nothing the agent measured is lost).
+    bool accept = report.attempt == j.attempt && (j.state != "done" || j.verdict == kInfraVerdict);
+    if (!accept) {
+      decisions[i].result = ReportResult::Superseded;
+      superseded.push_back(i);
       continue;
     }
-    decisions[i].result = ReportResult::Superseded;
-    job_of[i] = {attempt, state};
-    superseded.push_back(i);
+    decisions[i].result = ReportResult::Stored;
+    accepted.push_back(i);
+    accepted_keys.emplace(report.job_id, report.attempt);
+    j.state = "done";
+    j.verdict = static_cast<int>(report.outcome.verdict());
   }
-  if (!superseded.empty()) {
-    // A fresh snapshot: it sees outcomes committed while store_reports waited for its locks.
-    std::vector<int64_t> ask_ids;
-    std::vector<uint32_t> ask_attempts;
-    for (size_t i : superseded) {
-      ask_ids.push_back(batch[i]->request.job_id);
-      ask_attempts.push_back(batch[i]->request.attempt);
+  if (accepted.empty() && superseded.empty()) return decisions;
+  // Columns of store_outcomes, one array each.
+  std::vector<int64_t> job_ids, campaign_ids, ops, lookups, offsets, counts, hits, times, ask_ids;
+  std::vector<uint32_t> attempts, ask_attempts;
+  std::vector<int> verdicts;
+  std::vector<std::string> agents, errors, outcomes;
+  for (size_t i : accepted) {
+    const PgReport& r = batch[i]->request;
+    const v1::Outcome& o = r.outcome;
+    job_ids.push_back(r.job_id);
+    attempts.push_back(r.attempt);
+    campaign_ids.push_back(jobs.at(r.job_id).campaign_id);
+    agents.push_back(r.agent_id);
+    verdicts.push_back(static_cast<int>(o.verdict()));
+    ops.push_back(static_cast<int64_t>(o.ops()));
+    lookups.push_back(static_cast<int64_t>(o.lookups_checked()));
+    offsets.push_back(static_cast<int64_t>(o.offsets_checked()));
+    counts.push_back(static_cast<int64_t>(o.violation_count()));
+    hits.push_back(static_cast<int64_t>(o.race_window_hits()));
+    errors.push_back(o.error());
+    outcomes.push_back(hex(without_violations(o)));
+    times.push_back(us(r.now));
+  }
+  for (size_t i : superseded) {
+    ask_ids.push_back(batch[i]->request.job_id);
+    ask_attempts.push_back(batch[i]->request.attempt);
+  }
+  std::set<std::pair<int64_t, uint32_t>> stored, existed;
+  for (const auto& row : txn.exec_prepared(
+           "store_outcomes", number_array(job_ids), number_array(attempts),
+           number_array(campaign_ids), text_array(agents), number_array(verdicts),
+           number_array(ops), number_array(lookups), number_array(offsets), number_array(counts),
+           number_array(hits), text_array(errors), text_array(outcomes), number_array(times),
+           number_array(ask_ids), number_array(ask_attempts))) {
+    (row[0].as<bool>() ? stored : existed).emplace(row[1].as<int64_t>(), row[2].as<uint32_t>());
+  }
+  for (size_t i : superseded) {
+    const PgReport& r = batch[i]->request;
+    if (existed.count({r.job_id, r.attempt})) {
+      decisions[i].result = ReportResult::Duplicate;
+      continue;
     }
-    std::set<std::pair<int64_t, uint32_t>> existed;
-    for (const auto& row :
-         txn.exec_prepared("outcomes_exist", number_array(ask_ids), number_array(ask_attempts))) {
-      existed.emplace(row[0].as<int64_t>(), row[1].as<uint32_t>());
+    const LockedJob& j = jobs.at(r.job_id);
+    spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", r.job_id,
+                 r.attempt, j.attempt, j.state, r.agent_id);
+  }
+  std::optional<ViolationCopy> copy;
+  for (size_t i : accepted) {
+    const PgReport& r = batch[i]->request;
+    // Not inserted: its outcome was stored before (an agent-reported INFRA_FAILURE).
+    if (!stored.count({r.job_id, r.attempt})) {
+      decisions[i].result = ReportResult::Duplicate;
+      continue;
     }
-    for (size_t i : superseded) {
-      const PgReport& r = batch[i]->request;
-      if (existed.count({r.job_id, r.attempt})) {
-        decisions[i].result = ReportResult::Duplicate;
-        continue;
-      }
-      spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", r.job_id,
-                   r.attempt, job_of[i].first, job_of[i].second, r.agent_id);
+    spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", r.job_id,
+                  r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
+                  r.outcome.violations_size());
+    int idx = 0;
+    for (const auto& v : r.outcome.violations()) {
+      if (!copy) copy.emplace(txn);
+      copy->row(r.job_id, r.attempt, idx++, v);
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (repeat_of[i] == SIZE_MAX) continue;
-    decisions[i] = decisions[repeat_of[i]];
-    if (decisions[i].result == ReportResult::Stored) decisions[i].result = ReportResult::Duplicate;
-  }
+  if (copy) copy->complete();
   return decisions;
 }
 
-// Writes `batch` in one statement and hands each caller its result. A batch
+// Writes `batch` in one transaction and hands each caller its result. A batch
 // failing for a reason other than the database being unavailable is written
 // again one report at a time, so that only the report at fault fails.
 void write_reports(PgPool& pool, ReportBatch& batch) {
   try {
-    // One statement, so autocommit. Should the connection break while it
-    // runs, the retry on a fresh connection (run_in) finds the committed
-    // reports stored and answers duplicate: both mean stored.
-    auto decisions = run_autocommit(pool, "report_outcome", [&](pqxx::nontransaction& txn) {
-      return store_reports(txn, batch);
-    });
+    auto decisions = run_transaction(pool, "report_outcome",
+                                     [&](pqxx::work& txn) { return store_reports(txn, batch); });
     for (size_t i = 0; i < batch.size(); ++i) {
       if (decisions[i].result) {
         batch[i]->result = decisions[i].result;

@@ -4,9 +4,8 @@
 // transaction; the single-statement ones (lease, touch, renew, release) are
 // one autocommit statement, a single round trip. Concurrent lease_job calls
 // share one statement (group lease), and concurrent report_outcome calls one
-// statement too (group commit: a batch's outcomes, violations and jobs in
-// one autocommit statement, one round trip): each caller still gets its own
-// result, and one caller's unknown job or bad data fails only that caller.
+// transaction (group commit): each caller still gets its own result, and one
+// caller's unknown job or bad data fails only that caller.
 //
 // Errors: a lost or refused connection (server down, restarting, shutting
 // down, out of connections) throws StoreError with unavailable() true; the
@@ -38,7 +37,7 @@ struct PgStoreOptions {
   // Most callers served by one statement.
   int max_lease_batch = 64;
   // Group commit of report_outcome: the reports that arrive while a batch is
-  // being written are written together, in one statement, by at most this
+  // being written are written together, in one transaction, by at most this
   // many writers at once, each on a connection of their own (beyond
   // pool_size).
   int report_writers = 3;
