@@ -2,8 +2,8 @@
 // QEMU's machine protocol (QMP) over its unix socket, and VM snapshots built
 // on it: a VM booted once is saved to a file (live migration to
 // `exec:cat > FILE`), and later VMs start from that file with `-incoming`
-// instead of booting, in ~0.8 s instead of ~3 s under TCG. Not used by the
-// launcher yet.
+// instead of booting, running in ~0.6 s instead of ~3 s under TCG. The launcher
+// (launcher.h) starts VMs this way.
 
 #include <chrono>
 #include <nlohmann/json.hpp>
