@@ -57,18 +57,26 @@ class VmE2E : public ::testing::Test {
     pg_ = std::make_unique<EmbeddedPostgres>(o);
     pg_->start(*dir_ / "pg");
     data_dir_ = *dir_ / "coord";
+    start_serve("serve");
+  }
+
+  // `leapfrog serve` on the test's database and token, on a fresh port;
+  // sets address_. Its output goes to logs_/<log>.{out,err}.
+  void start_serve(const std::string& log) {
+    std::error_code ec;
+    stdfs::remove(data_dir_ + "/address", ec);
     serve_ = std::make_unique<Proc>(
         std::vector<std::string>{LEAPFROG, "serve", "--database", pg_->url(), "--listen",
                                  "127.0.0.1:0", "--lease-ms", "4000", "--heartbeat-ms", "500",
                                  "--data-dir", data_dir_, "--token-file", token_file_},
-        logs_ + "/serve.out", logs_ + "/serve.err");
+        logs_ + "/" + log + ".out", logs_ + "/" + log + ".err");
     ASSERT_TRUE(
         poll_until([&] { return !slurp(data_dir_ + "/address").empty() || serve_->exited(); }, 30s))
-        << tail_of(logs_ + "/serve.err");
+        << tail_of(logs_ + "/" + log + ".err");
     address_ = slurp(data_dir_ + "/address");
     while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' '))
       address_.pop_back();
-    ASSERT_FALSE(address_.empty()) << tail_of(logs_ + "/serve.err");
+    ASSERT_FALSE(address_.empty()) << tail_of(logs_ + "/" + log + ".err");
   }
 
   void TearDown() override {
@@ -340,14 +348,8 @@ TEST_F(VmE2E, VmsStartFromOneSavedBootEachWithItsOwnIdentity) {
     std::random_device rd;
     std::ofstream(token_file_) << std::hex << rd() << rd() << "\n";
   }
-  stdfs::remove(data_dir_ + "/address");
-  serve_ = std::make_unique<Proc>(
-      std::vector<std::string>{LEAPFROG, "serve", "--database", pg_->url(), "--listen", "127.0.0.1:0",
-                               "--heartbeat-ms", "500", "--data-dir", data_dir_, "--token-file", token_file_},
-      logs_ + "/serve2.out", logs_ + "/serve2.err");
-  ASSERT_TRUE(poll_until([&] { return !slurp(data_dir_ + "/address").empty() || serve_->exited(); }, 30s));
-  address_ = slurp(data_dir_ + "/address");
-  while (!address_.empty() && address_.back() == '\n') address_.pop_back();
+  start_serve("serve2");
+  if (HasFatalFailure()) return;
   start_launcher("debian", {"--count", "1"}, cache);
   const int64_t next = campaign("debian", {"foffset"});
   ASSERT_TRUE(wait_done(next, 240s)) << launcher_log();

@@ -622,6 +622,12 @@ class Launcher {
         std::string status;
         try {
           status = s.qmp->execute("query-status").value("status", "");
+          // Loaded: the template was saved stopped (qmp.h), so its copy
+          // starts stopped too.
+          if (status == "paused") {
+            s.qmp->execute("cont");
+            status = "running";
+          }
         } catch (const QmpError& e) {
           restore_failed(s, e.what());
           return false;

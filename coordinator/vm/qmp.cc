@@ -90,9 +90,14 @@ nlohmann::json QmpClient::execute(const std::string& command, const nlohmann::js
 }
 
 void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout) {
-  // The guest waits idle for its line on ttyS1, so a live migration
-  // converges at once and the VM never has to be stopped. QEMU's default
-  // bandwidth cap (128 MiB/s) is for networks, not a local file.
+  // The VM is stopped first, so that the file is one consistent instant:
+  // a live migration of a running TCG guest depends on QEMU tracking every
+  // page a vCPU writes meanwhile, and a copy restored from a save of the
+  // running template (whose agent polls for its identity) once crashed in
+  // the idle task. The guest only waits for its identity here; it resumes
+  // with `cont`. QEMU's default bandwidth cap (128 MiB/s) is for networks,
+  // not a local file.
+  qmp.execute("stop");
   qmp.execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}});
   qmp.execute("migrate", {{"uri", "exec:cat > " + shell_quote(file)}});
   const auto until = Steady::now() + timeout;

@@ -39,7 +39,8 @@ class QmpClient {
   std::chrono::milliseconds timeout_;
 };
 
-// Saves the running VM behind `qmp` into `file` (it keeps running).
+// Saves the VM behind `qmp` into `file`. The VM is stopped for the save and
+// stays stopped (QMP `cont` resumes it).
 // Throws QmpError if the migration fails or outlasts `timeout`.
 void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout);
 

@@ -103,9 +103,12 @@ TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
   // the line goes once the clone runs, and again until the guest has it.
   QmpClient qmp(c.qmp_socket, 10s);
   const auto until = std::chrono::steady_clock::now() + 60s;
-  while (qmp.execute("query-status").value("status", "") != "running" &&
+  // The save stopped the VM, so the loaded copy is paused until `cont`.
+  while (qmp.execute("query-status").value("status", "") != "paused" &&
          std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(qmp.execute("query-status").value("status", ""), "paused");
+  qmp.execute("cont");
   EXPECT_EQ(qmp.execute("query-status").value("status", ""), "running");
   const int ctl = connect_control(c.control_socket);
   ASSERT_GE(ctl, 0) << "no ttyS1 socket";
