@@ -164,6 +164,16 @@ class VmE2E : public ::testing::Test {
                    std::to_string(campaign) + " ORDER BY j.id, o.attempt");
   }
 
+  // A one-job foffset campaign on `label`: done, with a pass or a violation
+  // (the oracle judged a real run in the guest).
+  void expect_foffset_runs(const std::string& label) {
+    const int64_t c = campaign(label, {"foffset"});
+    ASSERT_TRUE(wait_done(c, 240s)) << launcher_log();
+    const Rows rows = outcomes(c);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_TRUE(rows[0][1] == "1" || rows[0][1] == "2") << rows[0][2];
+  }
+
   // The outcome JSON of the campaign from `leapfrog outcomes --json` (with the console tail).
   json outcomes_json(int64_t campaign) {
     const Result r = cli({"outcomes", "--campaign", std::to_string(campaign), "--json"});
@@ -234,11 +244,7 @@ TEST_F(VmE2E, KernelCrashEndsTheJobAndTheNextJobRunsOnAFreshVm) {
   const std::string tail = outcomes_json(crash).dump();
   EXPECT_NE(tail.find("Kernel panic"), std::string::npos) << tail;
 
-  const int64_t next = campaign("debian", {"foffset"});
-  ASSERT_TRUE(wait_done(next, 240s)) << launcher_log();
-  const Rows after = outcomes(next);
-  ASSERT_EQ(after.size(), 1u);
-  EXPECT_TRUE(after[0][1] == "1" || after[0][1] == "2") << after[0][2];
+  ASSERT_NO_FATAL_FAILURE(expect_foffset_runs("debian"));
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent=\\S+ generation=2"), 1)
       << launcher_log();
 }
@@ -262,11 +268,7 @@ TEST_F(VmE2E, FrozenAgentEndsTheJobAsHangAndTheVmIsReplaced) {
   EXPECT_EQ(rows[0][1], "6") << rows[0][2];  // VERDICT_HANG
   EXPECT_NE(outcomes_json(hang).dump().find("leapfrog-init"), std::string::npos);
 
-  const int64_t next = campaign("debian", {"foffset"});
-  ASSERT_TRUE(wait_done(next, 240s)) << launcher_log();
-  const Rows after = outcomes(next);
-  ASSERT_EQ(after.size(), 1u);
-  EXPECT_TRUE(after[0][1] == "1" || after[0][1] == "2") << after[0][2];
+  ASSERT_NO_FATAL_FAILURE(expect_foffset_runs("debian"));
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent=\\S+ generation=2"), 1)
       << launcher_log();
 }
@@ -351,11 +353,7 @@ TEST_F(VmE2E, VmsStartFromOneSavedBootEachWithItsOwnIdentity) {
   start_serve("serve2");
   if (HasFatalFailure()) return;
   start_launcher("debian", {"--count", "1"}, cache);
-  const int64_t next = campaign("debian", {"foffset"});
-  ASSERT_TRUE(wait_done(next, 240s)) << launcher_log();
-  const Rows after = outcomes(next);
-  ASSERT_EQ(after.size(), 1u);
-  EXPECT_TRUE(after[0][1] == "1" || after[0][1] == "2") << after[0][2];
+  ASSERT_NO_FATAL_FAILURE(expect_foffset_runs("debian"));
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1)
       << launcher_log();
 }
@@ -375,11 +373,7 @@ TEST_F(VmE2E, ASavedVmThatDoesNotLoadFallsBackToAFullBoot) {
   stdfs::resize_file(saved[0], stdfs::file_size(saved[0]) / 3);
 
   start_launcher("debian", {"--count", "1"}, cache);
-  const int64_t c = campaign("debian", {"foffset"});
-  ASSERT_TRUE(wait_done(c, 240s)) << launcher_log();
-  const Rows rows = outcomes(c);
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_TRUE(rows[0][1] == "1" || rows[0][1] == "2") << rows[0][2];
+  ASSERT_NO_FATAL_FAILURE(expect_foffset_runs("debian"));
   const std::string log = launcher_log();
   EXPECT_EQ(count_matches(log, "vm\\.snapshot_restore_failed "), 1) << log;
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
