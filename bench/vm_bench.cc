@@ -256,7 +256,7 @@ bool boot_rows(Bench& b, const std::string& label, const std::string& image_path
   std::printf("  full boot: launch -> first /init line %.0f ms, /init -> network up %.0f ms, network up -> "
               "registered %.0f ms\n",
               fi, fn - fi, fr - fn);
-  std::printf("  first launch: saving the booted VM %.0f ms, launch -> identity taken %.0f ms\n",
+  std::printf("  first launch: saving the booted VM %.0f ms, its restart from the save -> identity taken %.0f ms\n",
               first.median_of(&Bench::Launch::saved), first.median_of(&Bench::Launch::identity));
   std::printf("  restored: launch -> VM running %.0f ms, -> identity taken %.0f ms\n",
               restored.median_of(&Bench::Launch::restored), restored.median_of(&Bench::Launch::identity));

@@ -316,15 +316,20 @@ TEST_F(VmE2E, VmsStartFromOneSavedBootEachWithItsOwnIdentity) {
                          200ms))
       << launcher_log();
   const std::string log = launcher_log();
+  // The template is saved, then starts again from its save like the other.
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=template"), 1) << log;
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=2 mode=restore"), 1) << log;
   EXPECT_EQ(count_matches(log, "vm\\.snapshot_saved "), 1) << log;
   const auto saved = saved_vms(cache);
   ASSERT_EQ(saved.size(), 1u);
+  const std::string ram = stdfs::path(saved[0]).replace_extension(".ram");
+  ASSERT_TRUE(stdfs::exists(ram)) << "no RAM file beside " << saved[0];
   std::string token = slurp(token_file_);
   while (!token.empty() && token.back() == '\n') token.pop_back();
   ASSERT_FALSE(token.empty());
   EXPECT_EQ(slurp(saved[0]).find(token), std::string::npos) << "the saved VM holds the token";
+  EXPECT_EQ(slurp(ram).find(token), std::string::npos) << "the saved VM's RAM holds the token";
 
   const int64_t c = campaign("debian", {"foffset", "setattr-lookup", "foffset", "setattr-lookup"}, "2s");
   ASSERT_TRUE(wait_done(c, 240s)) << launcher_log();
@@ -379,6 +384,7 @@ TEST_F(VmE2E, ASavedVmThatDoesNotLoadFallsBackToAFullBoot) {
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=2 mode=boot"), 1) << log;
   EXPECT_TRUE(saved_vms(cache).empty()) << "the saved VM that does not load is removed";
+  EXPECT_FALSE(stdfs::exists(stdfs::path(saved[0]).replace_extension(".ram"))) << "with its RAM file";
 }
 
 }  // namespace

@@ -88,6 +88,13 @@ size_t file_size_or_zero(const std::string& path) {
   return ec ? 0 : static_cast<size_t>(n);
 }
 
+// The bytes a file takes on disk (a RAM file is sparse: the guest's untouched
+// memory takes none).
+uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+}
+
 // Runs argv with stdout to `out` and stderr to `err`; returns the exit status.
 int run_tool(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
   posix_spawn_file_actions_t fa;
@@ -460,8 +467,21 @@ class Launcher {
     snapshot_key_ = sha256_text(m.str());
   }
 
+  // A saved VM is two files: its devices (.state) and its RAM (.ram).
   std::string snapshot_file(const std::string& key) const {
     return opts_.cache_dir + "/snapshots/" + key + ".state";
+  }
+  std::string snapshot_ram(const std::string& key) const {
+    return opts_.cache_dir + "/snapshots/" + key + ".ram";
+  }
+  std::string template_ram(const std::string& key) const {
+    return snapshot_ram(key) + ".tmp" + std::to_string(getpid());
+  }
+
+  void remove_snapshot(const std::string& key) {
+    std::error_code ec;
+    stdfs::remove(snapshot_file(key), ec);
+    stdfs::remove(snapshot_ram(key), ec);
   }
 
   // Sockets have short names: a unix socket path has 107 bytes at most.
@@ -531,7 +551,7 @@ class Launcher {
     if (snapshots_ && !snapshot_key_.empty()) {
       s.snapshot_key = snapshot_key_;
       const std::string file = snapshot_file(snapshot_key_);
-      if (access(file.c_str(), R_OK) == 0) {
+      if (access(file.c_str(), R_OK) == 0 && access(snapshot_ram(snapshot_key_).c_str(), R_OK) == 0) {
         launch(s, Slot::Phase::kRestore, file);
         return;
       }
@@ -576,6 +596,15 @@ class Launcher {
       unlink(c.qmp_socket.c_str());
       unlink(c.control_socket.c_str());
       c.incoming = incoming;
+      // The template's RAM becomes the saved VM's RAM file; each copy maps
+      // that file copy-on-write instead of reading its RAM from the state.
+      if (phase == Slot::Phase::kTemplate) {
+        c.ram_file = template_ram(s.snapshot_key);
+        c.ram_shared = true;
+        stdfs::create_directories(stdfs::path(c.ram_file).parent_path());
+      } else {
+        c.ram_file = snapshot_ram(s.snapshot_key);
+      }
     }
     s.qemu = std::make_unique<QemuProcess>(c);
     static const char* const kModes[] = {"boot", "template", "restore", "handoff", "waiting"};
@@ -584,6 +613,7 @@ class Launcher {
     if (phase == Slot::Phase::kRestore) {
       try {
         s.qmp = std::make_unique<QmpClient>(s.qmp_socket, milliseconds(10'000));
+        load_vm_state(*s.qmp, incoming);
       } catch (const QmpError& e) {
         restore_failed(s, e.what());
       }
@@ -678,22 +708,31 @@ class Launcher {
   }
 
   // The template reached the point every VM of its key starts from: save
-  // it, let it run on, and hand it its identity like any copy.
+  // it, and start the slot again from the saved VM like every other. (It
+  // cannot run on: its RAM file is now the saved VM's.) If the save fails,
+  // the template runs on and takes its identity, and VMs boot in full.
   void save_template(Slot& s) {
     const auto t0 = Steady::now();
     const std::string file = snapshot_file(s.snapshot_key);
     const std::string tmp = file + ".tmp" + std::to_string(getpid());
     try {
       if (!s.qmp) s.qmp = std::make_unique<QmpClient>(s.qmp_socket, milliseconds(10'000));
-      stdfs::create_directories(stdfs::path(file).parent_path());
-      save_vm_state(*s.qmp, tmp, milliseconds(60'000));
+      save_vm_state(*s.qmp, tmp, milliseconds(60'000), true);
+      // The RAM first: a .state is only ever beside its own .ram.
+      stdfs::rename(template_ram(s.snapshot_key), snapshot_ram(s.snapshot_key));
       stdfs::rename(tmp, file);
-      spdlog::info("vm.snapshot_saved agent={} file={} bytes={} ms={}", s.name, file, file_size_or_zero(file),
+      spdlog::info("vm.snapshot_saved agent={} file={} bytes={} ram_bytes={} ms={}", s.name, file,
+                   file_size_or_zero(file), allocated_bytes(snapshot_ram(s.snapshot_key)),
                    std::chrono::duration_cast<milliseconds>(Steady::now() - t0).count());
+      making_key_.clear();
       prune_snapshots();
+      s.qemu->kill();
+      start(s);
+      return;
     } catch (const std::exception& e) {  // QmpError, std::filesystem::filesystem_error
       std::error_code ec;
       stdfs::remove(tmp, ec);
+      stdfs::remove(template_ram(s.snapshot_key), ec);  // its mapping lives on
       spdlog::warn("vm.snapshot_failed agent={} error=\"{}\": every VM boots in full from now on", s.name,
                    e.what());
       snapshots_ = false;
@@ -748,29 +787,32 @@ class Launcher {
                  "every VM boots in full from now on",
                  s.name, s.generation, why);
     if (s.qemu) s.qemu->kill();
-    std::error_code ec;
-    stdfs::remove(snapshot_file(s.snapshot_key), ec);
+    remove_snapshot(s.snapshot_key);
     snapshots_ = false;
     start(s);
   }
 
   // Keeps the newest kSnapshotsKept saved VMs (and no leftovers of a save
-  // that was killed).
+  // that was killed: temp files, a RAM file without its state).
   void prune_snapshots() {
-    std::vector<std::pair<stdfs::file_time_type, stdfs::path>> saved;
+    std::vector<std::pair<stdfs::file_time_type, std::string>> saved;  // keys
     std::error_code ec;
     const auto now = stdfs::file_time_type::clock::now();
-    for (const auto& e : stdfs::directory_iterator(opts_.cache_dir + "/snapshots", ec)) {
+    const std::string dir = opts_.cache_dir + "/snapshots/";
+    for (const auto& e : stdfs::directory_iterator(dir, ec)) {
       const auto t = e.last_write_time(ec);
       if (ec) continue;
-      const std::string name = e.path().filename().string();
-      if (name.size() > 6 && name.substr(name.size() - 6) == ".state")
-        saved.emplace_back(t, e.path());
-      else if (name.find(".state.tmp") != std::string::npos && now - t > std::chrono::hours(1))
+      const stdfs::path name = e.path().filename();
+      const bool old = now - t > std::chrono::hours(1);
+      if (name.extension() == ".state")
+        saved.emplace_back(t, name.stem().string());
+      else if (name.string().find(".tmp") != std::string::npos && old)
+        stdfs::remove(e.path(), ec);
+      else if (name.extension() == ".ram" && old && !stdfs::exists(dir + name.stem().string() + ".state", ec))
         stdfs::remove(e.path(), ec);
     }
     std::sort(saved.begin(), saved.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (size_t i = kSnapshotsKept; i < saved.size(); ++i) stdfs::remove(saved[i].second, ec);
+    for (size_t i = kSnapshotsKept; i < saved.size(); ++i) remove_snapshot(saved[i].second);
   }
 
   v1::Outcome outcome(v1::Verdict verdict, const std::string& error, const Slot& s) const {

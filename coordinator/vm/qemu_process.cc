@@ -40,11 +40,17 @@ std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
                                 "none",
                                 "-no-reboot",
                                 "-machine",
-                                "pc",
+                                cfg.ram_file.empty() ? "pc" : "pc,memory-backend=lfram",
                                 "-smp",
                                 std::to_string(cfg.cpus),
                                 "-m",
                                 std::to_string(cfg.mem_mib)};
+  if (!cfg.ram_file.empty()) {
+    std::string path;  // a comma in an -object value is written twice
+    for (char c : cfg.ram_file) path += c == ',' ? std::string(",,") : std::string(1, c);
+    a.insert(a.end(), {"-object", "memory-backend-file,id=lfram,size=" + std::to_string(cfg.mem_mib) +
+                                      "M,mem-path=" + path + ",share=" + (cfg.ram_shared ? "on" : "off")});
+  }
   if (cfg.kvm) {
     a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
   } else {
@@ -56,7 +62,8 @@ std::vector<std::string> qemu_argv(const QemuConfig& cfg) {
     a.insert(a.end(), {"-chardev", "socket,id=lfctl,path=" + cfg.control_socket + ",server=on,wait=off",
                        "-serial", "chardev:lfctl"});
   if (!cfg.qmp_socket.empty()) a.insert(a.end(), {"-qmp", "unix:" + cfg.qmp_socket + ",server=on,wait=off"});
-  if (!cfg.incoming.empty()) a.insert(a.end(), {"-incoming", "exec:cat " + shell_quote(cfg.incoming)});
+  if (!cfg.incoming.empty())
+    a.insert(a.end(), {"-incoming", cfg.ram_file.empty() ? "exec:cat " + shell_quote(cfg.incoming) : "defer"});
   if (cfg.coordinator_port > 0) {
     const std::string p = std::to_string(cfg.coordinator_port);
     // cmd: opens one host connection per guest connection; a tcp: chardev

@@ -43,6 +43,16 @@ struct QemuConfig {
   std::string qmp_socket;
   std::string control_socket;
   std::string incoming;
+  // Guest RAM in this file instead of anonymous memory, so that a saved VM
+  // keeps its RAM there and copies map it instead of reading it through
+  // the state file. Shared: the guest's writes go to the file (the template,
+  // whose RAM becomes the saved VM's); private: the guest starts from the
+  // file's content and its writes stay its own (copy-on-write). With a
+  // RAM file, `incoming` is not loaded at start (`-incoming defer`): the
+  // caller starts the load with load_vm_state() (qmp.h), which first tells
+  // QEMU that the RAM is not in the stream.
+  std::string ram_file;
+  bool ram_shared = false;
 };
 
 // `text` quoted for /bin/sh (QEMU runs exec: migration URIs through it).

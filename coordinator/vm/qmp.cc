@@ -89,7 +89,22 @@ nlohmann::json QmpClient::execute(const std::string& command, const nlohmann::js
   }
 }
 
-void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout) {
+namespace {
+// Blocks of shared (file-backed) RAM are left out of the stream: the file
+// has them. Both sides must agree, so copies set it too.
+void ignore_shared_ram(QmpClient& qmp) {
+  qmp.execute("migrate-set-capabilities",
+              {{"capabilities", nlohmann::json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}});
+}
+}  // namespace
+
+void load_vm_state(QmpClient& qmp, const std::string& file) {
+  ignore_shared_ram(qmp);
+  qmp.execute("migrate-incoming", {{"uri", "exec:cat " + shell_quote(file)}});
+}
+
+void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout,
+                   bool ram_in_file) {
   // The VM is stopped first, so that the file is one consistent instant:
   // a live migration of a running TCG guest depends on QEMU tracking every
   // page a vCPU writes meanwhile, and a copy restored from a save of the
@@ -98,6 +113,7 @@ void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::millise
   // with `cont`. QEMU's default bandwidth cap (128 MiB/s) is for networks,
   // not a local file.
   qmp.execute("stop");
+  if (ram_in_file) ignore_shared_ram(qmp);
   qmp.execute("migrate-set-parameters", {{"max-bandwidth", int64_t{1} << 40}});
   qmp.execute("migrate", {{"uri", "exec:cat > " + shell_quote(file)}});
   const auto until = Steady::now() + timeout;

@@ -40,8 +40,18 @@ class QmpClient {
 };
 
 // Saves the VM behind `qmp` into `file`. The VM is stopped for the save and
-// stays stopped (QMP `cont` resumes it).
+// stays stopped (QMP `cont` resumes it). `ram_in_file`: the VM's RAM is a
+// shared RAM file (QemuConfig::ram_file), which then holds it, and the state
+// file only the devices (QEMU's x-ignore-shared): the RAM file must not be
+// written again (the VM must not resume).
 // Throws QmpError if the migration fails or outlasts `timeout`.
-void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout);
+void save_vm_state(QmpClient& qmp, const std::string& file, std::chrono::milliseconds timeout,
+                   bool ram_in_file = false);
+
+// Starts loading `file` (saved with ram_in_file) into the VM behind `qmp`,
+// started with a private RAM file holding the saved RAM and `-incoming
+// defer`. Returns at once; the VM is loaded when query-status says
+// "paused". Throws QmpError if QEMU refuses.
+void load_vm_state(QmpClient& qmp, const std::string& file);
 
 }  // namespace leapfrog::vm

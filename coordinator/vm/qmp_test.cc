@@ -62,13 +62,17 @@ int connect_control(const std::string& socket_path) {
   return -1;
 }
 
-TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
+// Boots a template, saves it, starts a clone from the save and checks that
+// the clone carries on. `ram_file`: guest RAM in a file (shared in the
+// template, private in the clone), left out of the state file.
+void save_and_restore(bool ram_file) {
   const std::string image = testing::newest_boot_kernel();
   if (image.empty()) GTEST_SKIP() << "no /boot/vmlinuz-*";
   TestDir dir;
   const StoredKernel k = store_kernel(dir / "store", image, "");
   const std::string initrd = waiting_initramfs(dir.path());
   ASSERT_FALSE(initrd.empty());
+  const std::string ram = dir / "vm.ram";
   auto config = [&](const std::string& tag) {
     QemuConfig c;
     c.kernel = k.vmlinux.empty() ? k.image : k.vmlinux;
@@ -78,11 +82,13 @@ TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
     c.stderr_log = c.console_log + ".qemu";
     c.qmp_socket = dir / (tag + ".qmp");
     c.control_socket = dir / (tag + ".ctl");
+    if (ram_file) c.ram_file = ram;
     return c;
   };
   const std::string state = dir / "vm.state";
   {
-    const QemuConfig c = config("template");
+    QemuConfig c = config("template");
+    c.ram_shared = true;
     QemuProcess qemu(c);
     ASSERT_TRUE(wait_for_text(c.console_log, "qmp-test: ready", 120s)) << testing::slurp(c.console_log);
     QmpClient qmp(c.qmp_socket, 10s);
@@ -93,15 +99,24 @@ TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
     } catch (const QmpError& e) {
       EXPECT_NE(std::string(e.what()).find("no-such-command"), std::string::npos) << e.what();
     }
-    save_vm_state(qmp, state, 120s);
+    save_vm_state(qmp, state, 120s, ram_file);
   }
-  ASSERT_GT(stdfs::file_size(state), 1u << 20);
+  stdfs::file_time_type ram_written;
+  if (ram_file) {
+    // The RAM is in its file, and only the devices are in the state.
+    EXPECT_LT(stdfs::file_size(state), 4u << 20);
+    ASSERT_EQ(stdfs::file_size(ram), 512u << 20);
+    ram_written = stdfs::last_write_time(ram);
+  } else {
+    ASSERT_GT(stdfs::file_size(state), 1u << 20);
+  }
   QemuConfig c = config("clone");
   c.incoming = state;
   QemuProcess clone(c);
   // Bytes that reach the serial port before the state is loaded are lost:
   // the line goes once the clone runs, and again until the guest has it.
   QmpClient qmp(c.qmp_socket, 10s);
+  if (ram_file) load_vm_state(qmp, state);
   const auto until = std::chrono::steady_clock::now() + 60s;
   // The save stopped the VM, so the loaded copy is paused until `cont`.
   while (qmp.execute("query-status").value("status", "") != "paused" &&
@@ -124,6 +139,19 @@ TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
   // Restored, not booted: the clone's console never saw /init start.
   EXPECT_EQ(testing::slurp(c.console_log).find("qmp-test: ready"), std::string::npos)
       << testing::slurp(c.console_log);
+  // The clone ran on a private copy: the saved RAM file was not written (a
+  // write through a shared mapping sets its mtime).
+  if (ram_file) {
+    EXPECT_TRUE(stdfs::last_write_time(ram) == ram_written) << "the clone wrote the saved RAM file";
+  }
+}
+
+TEST(VmSnapshot, ARestoredVmCarriesOnWithoutBooting) {
+  save_and_restore(false);
+}
+
+TEST(VmSnapshot, ARestoredVmMapsTheSavedRamFileCopyOnWrite) {
+  save_and_restore(true);
 }
 
 TEST(VmSnapshot, NoQemuBehindTheSocketIsAClearError) {
