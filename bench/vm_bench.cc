@@ -198,7 +198,9 @@ std::string newest_built_kernel() {
 // False on a setup error.
 bool boot_rows(Bench& b, const std::string& label, const std::string& image_path,
                const std::string& bare_initrd) {
-  const Result added = b.cli({"kernel", "add", label, image_path, "--cache-dir", b.cache, "--json"});
+  // The bench makes (and times) the saved VMs itself.
+  const Result added =
+      b.cli({"kernel", "add", label, image_path, "--cache-dir", b.cache, "--json", "--no-prepare"});
   if (added.exit != 0) {
     std::fprintf(stderr, "vm bench: kernel add %s failed: %s\n", image_path.c_str(), added.err.c_str());
     return false;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "coordinator/cli/client.h"
@@ -135,6 +136,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (verbose || serve->parsed() || up->parsed()) spdlog::set_level(spdlog::level::info);
+  // What a verb prints for scripts (--json) stays parseable: logs go to stderr.
+  if (json) spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
 
   try {
     if (serve->parsed() || up->parsed()) {

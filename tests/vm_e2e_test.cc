@@ -110,11 +110,22 @@ class VmE2E : public ::testing::Test {
   }
 
   // `leapfrog kernel add` into the build tree's store (kept across runs: the
-  // extracted vmlinux and the images are cached by content).
-  void add_kernel(const std::string& label, const std::string& image,
-                  const std::string& cache = LEAPFROG_VM_CACHE) {
-    const Result r = cli({"kernel", "add", label, image, "--cache-dir", cache, "--json"});
-    ASSERT_EQ(r.exit, 0) << r.out << r.err;
+  // extracted vmlinux and the images are cached by content). Without
+  // `prepare`, --no-prepare: the launcher makes the saved VM itself, which
+  // is what most tests here look at. Returns the CLI's JSON.
+  json add_kernel(const std::string& label, const std::string& image, const std::string& cache = LEAPFROG_VM_CACHE,
+                  bool prepare = false) {
+    std::vector<std::string> args = {"kernel", "add", label, image, "--cache-dir", cache, "--json"};
+    if (!prepare) args.push_back("--no-prepare");
+    args.insert(args.end(), {"--boot-timeout", "25"});
+    const Result r = cli(args);
+    EXPECT_EQ(r.exit, 0) << r.out << r.err;
+    try {
+      return json::parse(r.out);
+    } catch (const json::exception& e) {
+      ADD_FAILURE() << "kernel add printed no JSON: " << r.out << r.err;
+      return json::object();
+    }
   }
 
   void start_launcher(const std::string& label, std::vector<std::string> extra,
@@ -385,6 +396,43 @@ TEST_F(VmE2E, ASavedVmThatDoesNotLoadFallsBackToAFullBoot) {
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=2 mode=boot"), 1) << log;
   EXPECT_TRUE(saved_vms(cache).empty()) << "the saved VM that does not load is removed";
   EXPECT_FALSE(stdfs::exists(stdfs::path(saved[0]).replace_extension(".ram"))) << "with its RAM file";
+}
+
+// `kernel add` boots the kernel once and saves it, so that even the first
+// launch of the kernel starts from the saved VM. A kernel that does not boot
+// is still added, with a warning that says why.
+TEST_F(VmE2E, KernelAddSavesTheBootedVmSoTheFirstLaunchStartsFromIt) {
+  const std::string cache = *dir_ / "cache";
+  const json added = add_kernel("debian", kernel_image_, cache, true);
+  ASSERT_TRUE(added.contains("saved_vm")) << added.dump();
+  EXPECT_TRUE(added["saved_vm"].value("ready", false)) << added.dump();
+  ASSERT_EQ(saved_vms(cache).size(), 1u);
+  // Nothing of the preparation is left to run, or registered.
+  EXPECT_TRUE(sql_once(pg_->url(), "SELECT name FROM agents").empty());
+  // The same kernel under another label has the same saved VM.
+  const json again = add_kernel("debian-again", kernel_image_, cache, true);
+  EXPECT_TRUE(again["saved_vm"].value("ready", false)) << again.dump();
+  EXPECT_LT(again["saved_vm"].value("ms", 1'000'000), added["saved_vm"].value("ms", 0)) << again.dump();
+
+  start_launcher("debian", {"--count", "1"}, cache);
+  ASSERT_NO_FATAL_FAILURE(expect_foffset_runs("debian"));
+  const std::string log = launcher_log();
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
+  EXPECT_EQ(count_matches(log, "mode=template"), 0) << log;
+
+  const std::string broken = *dir_ / "vmlinuz-broken";
+  stdfs::copy_file(kernel_image_, broken);
+  {
+    std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(stdfs::file_size(broken) / 2));
+    const std::string junk(1 << 16, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  const json bad = add_kernel("broken", broken, cache, true);
+  ASSERT_TRUE(bad.contains("saved_vm")) << bad.dump();
+  EXPECT_FALSE(bad["saved_vm"].value("ready", true)) << bad.dump();
+  EXPECT_NE(bad["saved_vm"].value("error", "").find("did not boot"), std::string::npos) << bad.dump();
+  EXPECT_EQ(saved_vms(cache).size(), 1u) << "a kernel that does not boot has no saved VM";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <atomic>
 #include <cstdio>
@@ -58,6 +59,14 @@ VmCommands::VmCommands(CLI::App& app) {
   kernel_add_->add_option(
       "--cache-dir", cache_dir_,
       "kernel and image store (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
+  kernel_add_->add_flag("!--no-prepare", prepare_,
+                        "only register it (default: also boot it once and save the booted VM, so that "
+                        "`vm run` starts its VMs from that in ~1 s; for the default --cpus and --mem)");
+  kernel_add_
+      ->add_option("--boot-timeout", add_boot_timeout_s_,
+                   "seconds the boot for the saved VM may take before the kernel counts as not booting "
+                   "(default 90)")
+      ->check(CLI::Range(1.0, 3600.0));
 
   vm_ = app.add_subcommand("vm", "VMs running the agent on a registered kernel");
   vm_->require_subcommand(1);
@@ -99,12 +108,46 @@ bool VmCommands::parsed() const {
 }
 
 int VmCommands::run(const Endpoint& ep, const std::string& data_dir, bool json) {
-  if (kernel_add_->parsed()) return kernel_add(ep, json);
+  if (kernel_add_->parsed()) return kernel_add(ep, data_dir, json);
   if (vm_run_->parsed()) return vm_run(ep, data_dir);
   return 2;
 }
 
-int VmCommands::kernel_add(const Endpoint& ep, bool json) {
+// Boots the added kernel once and saves the booted VM (launcher.h), as its
+// first `vm run` would. Fills `why` when it could not; logs go to stderr.
+bool prepare_kernel(const Endpoint& ep, const std::string& data_dir, const std::string& label,
+                    const std::string& cache, double boot_timeout_s, std::string& why, long& ms) {
+  vm::LauncherOptions o;
+  o.boot_timeout = std::chrono::milliseconds(static_cast<int64_t>(boot_timeout_s * 1000));
+  o.coordinator = ep.address;
+  o.token = ep.token;
+  o.kernel_label = label;
+  o.cache_dir = cache;
+  o.run_dir = data_dir + "/vm-prepare-" + label + "-" + std::to_string(getpid());
+  o.agent_exe = self_dir() + "/leapfrog-agent-static";
+  o.image_script = self_dir() + "/vm/build-initramfs.sh";
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  int code = 2;
+  try {
+    code = vm::prepare_saved_vm(o, g_stop, why);
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  ms = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+  std::error_code ec;
+  if (code == 0) stdfs::remove_all(o.run_dir, ec);  // else its console logs stay for a look
+  else why += " (logs in " + o.run_dir + ")";
+  return code == 0;
+}
+
+int VmCommands::kernel_add(const Endpoint& ep, const std::string& data_dir, bool json) {
+  // Its output is the kernel's summary; the launcher's log lines go to stderr.
+  if (!spdlog::get("stderr")) spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));
   const std::string cache = cache_dir_.empty() ? vm::default_cache_dir() : cache_dir_;
   vm::StoredKernel k;
   try {
@@ -127,18 +170,29 @@ int VmCommands::kernel_add(const Endpoint& ep, bool json) {
   v1::Kernel resp;
   const grpc::Status s = stub->AddKernel(&ctx, req, &resp);
   if (!s.ok()) throw std::runtime_error(s.error_message());
+  // Registered: a kernel that then does not boot is still added (its VMs
+  // report boot-failure), with a warning now.
+  std::string why;
+  long ms = 0;
+  const bool saved = prepare_ && prepare_kernel(ep, data_dir, label_, cache, add_boot_timeout_s_, why, ms);
+  if (prepare_ && !saved) std::fprintf(stderr, "warning: kernel %s: no saved VM: %s\n", label_.c_str(), why.c_str());
   if (json) {
-    std::cout << nlohmann::json{{"label", resp.label()},   {"version", resp.version()},
-                                {"sha256", resp.sha256()}, {"source", resp.source()},
-                                {"release", k.release},    {"modules", k.modules},
-                                {"vmlinux", k.vmlinux},    {"store", k.dir}}
-                     .dump(2)
-              << std::endl;
+    nlohmann::json out{{"label", resp.label()},   {"version", resp.version()}, {"sha256", resp.sha256()},
+                       {"source", resp.source()}, {"release", k.release},      {"modules", k.modules},
+                       {"vmlinux", k.vmlinux},    {"store", k.dir}};
+    if (prepare_) out["saved_vm"] = {{"ready", saved}, {"ms", ms}, {"error", why}};
+    std::cout << out.dump(2) << std::endl;
   } else {
     std::printf("kernel %s: %s\n  sha256  %s\n  boots   %s\n  modules %s\n", resp.label().c_str(),
                 k.release.c_str(), k.sha256.c_str(),
                 k.vmlinux.empty() ? "bzImage (no ELF vmlinux extracted)" : "ELF vmlinux (PVH)",
                 k.modules.empty() ? "(none)" : k.modules.c_str());
+    if (!prepare_)
+      std::printf("  saved VM  not made (--no-prepare): the first `vm run` makes it\n");
+    else if (saved)
+      std::printf("  saved VM  ready (%.1f s): `vm run` starts its VMs from it\n", ms / 1000.0);
+    else
+      std::printf("  saved VM  none: VMs boot in full until one is saved\n");
   }
   return 0;
 }

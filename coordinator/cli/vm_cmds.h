@@ -22,7 +22,7 @@ class VmCommands {
   int run(const Endpoint& ep, const std::string& data_dir, bool json);
 
  private:
-  int kernel_add(const Endpoint& ep, bool json);
+  int kernel_add(const Endpoint& ep, const std::string& data_dir, bool json);
   int vm_run(const Endpoint& ep, const std::string& data_dir);
 
   CLI::App* kernel_ = nullptr;
@@ -31,8 +31,9 @@ class VmCommands {
   CLI::App* vm_run_ = nullptr;
   std::string label_, image_, modules_, cache_dir_, cmdline_;
   vm::LauncherOptions launch_;
-  double boot_timeout_s_ = 90, hang_timeout_s_ = 30;
+  double boot_timeout_s_ = 90, hang_timeout_s_ = 30, add_boot_timeout_s_ = 90;
   bool die_with_parent_ = false;
+  bool prepare_ = true;  // kernel add: make the kernel's saved VM
 };
 
 // `leapfrog up --vms N --kernel LABEL`: starts `leapfrog vm run` for the

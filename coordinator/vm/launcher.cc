@@ -286,6 +286,7 @@ class Launcher {
 
   int run() {
     if (!prepare()) return 0;  // stopped while waiting for the kernel
+    if (opts_.prepare_only) return make_saved_vm();
     slots_.resize(static_cast<size_t>(opts_.count));
     for (int i = 0; i < opts_.count; ++i) {
       Slot& s = slots_[static_cast<size_t>(i)];
@@ -331,7 +332,33 @@ class Launcher {
     return ever_registered_ ? 0 : 2;
   }
 
+ // Why prepare_only failed.
+  const std::string& failure() const { return failure_; }
+
  private:
+  // prepare_only: boots one template and saves it, unless the saved VM of
+  // this key is there already.
+  int make_saved_vm() {
+    if (!snapshots_ || snapshot_key_.empty()) {
+      failure_ = opts_.snapshot ? "this machine cannot save VMs (see the log)" : "snapshots are off";
+      return 2;
+    }
+    slots_.resize(1);
+    Slot& s = slots_[0];
+    s.name = "vm-" + opts_.kernel_label + "-prepare-" + std::to_string(getpid());
+    start(s);
+    while (!stop_.load() && !s.stopped) {
+      supervise(s);
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    close_control(s);
+    s.qmp.reset();
+    s.qemu.reset();
+    if (saved_) return 0;
+    if (failure_.empty()) failure_ = "stopped before the VM was saved";
+    return 2;
+  }
+
   // Waits for the label's kernel (a campaign's build job may not have built
   // it yet), then prepares its image. False when stopped while waiting.
   bool prepare() {
@@ -548,10 +575,21 @@ class Launcher {
     close_control(s);
     s.qmp.reset();
     s.qemu.reset();
+    if (opts_.prepare_only && (!snapshots_ || snapshot_key_.empty())) {
+      if (failure_.empty()) failure_ = "the VM could not be saved (see the log)";
+      s.stopped = true;
+      return;
+    }
     if (snapshots_ && !snapshot_key_.empty()) {
       s.snapshot_key = snapshot_key_;
       const std::string file = snapshot_file(snapshot_key_);
       if (access(file.c_str(), R_OK) == 0 && access(snapshot_ram(snapshot_key_).c_str(), R_OK) == 0) {
+        if (opts_.prepare_only) {
+          spdlog::info("vm.saved_vm_ready kernel={} file={}", opts_.kernel_label, file);
+          saved_ = true;
+          s.stopped = true;
+          return;
+        }
         launch(s, Slot::Phase::kRestore, file);
         return;
       }
@@ -560,9 +598,21 @@ class Launcher {
         spdlog::info("vm.waiting_for_snapshot agent={}", s.name);
         return;
       }
-      making_key_ = snapshot_key_;
-      launch(s, Slot::Phase::kTemplate, "");
-      return;
+      std::error_code ec;
+      stdfs::create_directories(stdfs::path(file).parent_path(), ec);
+      if (!ec) {
+        making_key_ = snapshot_key_;
+        launch(s, Slot::Phase::kTemplate, "");
+        return;
+      }
+      spdlog::warn("vm.snapshots_off agent={} reason=\"cannot create {}: {}\": every VM boots in full", s.name,
+                   stdfs::path(file).parent_path().string(), ec.message());
+      failure_ = "cannot create " + stdfs::path(file).parent_path().string() + ": " + ec.message();
+      snapshots_ = false;
+      if (opts_.prepare_only) {
+        s.stopped = true;
+        return;
+      }
     }
     launch(s, Slot::Phase::kBoot, "");
   }
@@ -601,7 +651,6 @@ class Launcher {
       if (phase == Slot::Phase::kTemplate) {
         c.ram_file = template_ram(s.snapshot_key);
         c.ram_shared = true;
-        stdfs::create_directories(stdfs::path(c.ram_file).parent_path());
       } else {
         c.ram_file = snapshot_ram(s.snapshot_key);
       }
@@ -631,6 +680,19 @@ class Launcher {
           spdlog::warn("vm.snapshots_off agent={} reason=\"the guest has no second serial port\": every VM "
                        "boots in full",
                        s.name);
+          snapshots_ = false;
+          making_key_.clear();
+          failure_ = "the guest has no second serial port";
+          start(s);
+          return false;
+        }
+        if (exited && text.empty()) {
+          // QEMU itself gave up (e.g. the cache's filesystem cannot hold a
+          // shared RAM file): not the kernel's fault. A full boot tells.
+          spdlog::warn("vm.snapshots_off agent={} reason=\"QEMU exited (status {}) before the template's "
+                       "console said anything: {}\": every VM boots in full",
+                       s.name, s.qemu->exit_status(), trim(read_from(s.console + ".qemu", 0)));
+          failure_ = "QEMU exited before the VM printed anything: " + trim(read_from(s.console + ".qemu", 0));
           snapshots_ = false;
           making_key_.clear();
           start(s);
@@ -735,9 +797,14 @@ class Launcher {
       stdfs::remove(template_ram(s.snapshot_key), ec);  // its mapping lives on
       spdlog::warn("vm.snapshot_failed agent={} error=\"{}\": every VM boots in full from now on", s.name,
                    e.what());
+      failure_ = std::string("saving the VM failed: ") + e.what();
       snapshots_ = false;
     }
     making_key_.clear();
+    if (opts_.prepare_only) {  // stops the slot
+      start(s);
+      return;
+    }
     try {
       if (!s.qmp) throw QmpError("no QMP connection");
       s.qmp->execute("cont");  // a saved VM stays paused
@@ -940,6 +1007,14 @@ class Launcher {
   // wait to boot did not boot.
   void boot_failure(Slot& s, const std::string& why) {
     const v1::Outcome o = outcome(v1::VERDICT_BOOT_FAILURE, why, s);
+    if (opts_.prepare_only) {
+      failure_ = "the kernel did not boot: " + why + "; the console's end:\n" + o.console_tail();
+      spdlog::warn("vm.prepare_failed kernel={} error=\"{}\"", opts_.kernel_label, why);
+      making_key_.clear();
+      s.qemu.reset();
+      s.stopped = true;
+      return;
+    }
     coord_.report_boot_failure(s.name, opts_.kernel_label, o);
     if (s.phase == Slot::Phase::kTemplate || s.phase == Slot::Phase::kHandoff) {
       making_key_.clear();
@@ -972,6 +1047,8 @@ class Launcher {
   int port_ = 0;
   bool kvm_ = false;
   bool ever_registered_ = false;
+  bool saved_ = false;   // prepare_only: the saved VM is there
+  std::string failure_;  // prepare_only: why it is not
   std::vector<Slot> slots_;
   std::map<std::string, v1::AgentInfo> agents_;
 };
@@ -992,6 +1069,17 @@ int run_launcher(const LauncherOptions& in, const std::atomic<bool>& stop) {
   if (opts.count < 1) throw std::runtime_error("--count must be at least 1");
   Launcher launcher(opts, stop);
   return launcher.run();
+}
+
+int prepare_saved_vm(const LauncherOptions& in, const std::atomic<bool>& stop, std::string& why) {
+  LauncherOptions opts = in;
+  if (opts.cache_dir.empty()) opts.cache_dir = default_cache_dir();
+  opts.prepare_only = true;
+  opts.count = 1;
+  Launcher launcher(opts, stop);
+  const int code = launcher.run();
+  why = launcher.failure();
+  return code;
 }
 
 }  // namespace leapfrog::vm

@@ -44,12 +44,21 @@ struct LauncherOptions {
   std::string kvm = "auto";
   // Start VMs from a saved boot (see above); false: every VM boots.
   bool snapshot = true;
+  // Only make the kernel's saved VM (boot the template, save it, stop), so
+  // that no later launch has to: `leapfrog kernel add`. No agent runs and
+  // nothing is reported to the coordinator.
+  bool prepare_only = false;
 };
 
 // Runs until `stop` becomes true (or every slot stopped). Returns the exit
 // code: 0, or 2 when no VM ever booted. Throws std::runtime_error on setup
 // failure (unknown kernel, no image).
 int run_launcher(const LauncherOptions& opts, const std::atomic<bool>& stop);
+
+// With opts.prepare_only: 0 once the saved VM is there (made now, or made
+// before), else 2, with `why` saying what failed (the template's console
+// tail included). Throws like run_launcher.
+int prepare_saved_vm(const LauncherOptions& opts, const std::atomic<bool>& stop, std::string& why);
 
 // The last `max_bytes` of a console log, cut at a line start.
 std::string console_tail(const std::string& text, size_t max_bytes = 8000);
