@@ -398,6 +398,20 @@ TEST_F(VmE2E, ASavedVmThatDoesNotLoadFallsBackToAFullBoot) {
   EXPECT_FALSE(stdfs::exists(stdfs::path(saved[0]).replace_extension(".ram"))) << "with its RAM file";
 }
 
+// A cache where no VM can be saved (its snapshots folder cannot be made) is
+// no reason to fail: the VMs boot in full, and say why.
+TEST_F(VmE2E, ACacheThatCannotHoldSavedVmsMeansFullBoots) {
+  const std::string cache = *dir_ / "cache";
+  add_kernel("debian", kernel_image_, cache);
+  std::ofstream(cache + "/snapshots") << "not a folder\n";
+  start_launcher("debian", {"--count", "1"}, cache);
+  ASSERT_NO_FATAL_FAILURE(expect_foffset_runs("debian"));
+  const std::string log = launcher_log();
+  EXPECT_EQ(count_matches(log, "vm\\.snapshots_off agent=\\S+ reason=\"cannot create "), 1) << log;
+  EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=boot"), 1) << log;
+  EXPECT_EQ(count_matches(log, "mode=template|mode=restore"), 0) << log;
+}
+
 // `kernel add` boots the kernel once and saves it, so that even the first
 // launch of the kernel starts from the saved VM. A kernel that does not boot
 // is still added, with a warning that says why.
