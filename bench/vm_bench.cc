@@ -2,9 +2,11 @@
 // - launch -> agent registered (`leapfrog vm run` until the coordinator lists
 //   the VM's agent), divided by a bare busybox initramfs (busybox and an /init
 //   that prints one line) booting the same kernel, with the same QEMU
-//   machine, to that line. Target <= 1.2. Three ways: a full boot, the first
-//   launch of a kernel (booted, saved, then handed its identity) and a VM
-//   restored from the saved VM (coordinator/vm/launcher.h). Also shown: Leapfrog's image booted
+//   machine, to that line. Target <= 1.2. Three ways: a full boot
+//   (--no-snapshot), a launch with no saved VM (the kernel added with
+//   --no-prepare: the VM boots, is saved, and starts again from the save)
+//   and a launch from the saved VM (what `kernel add` prepares, and what
+//   every later launch and replaced VM gets; coordinator/vm/launcher.h). Also shown: Leapfrog's image booted
 //   to its first /init line (what unpacking the agent costs), and where the
 //   launch's time goes (launcher, kernel to /init, /init to network up,
 //   network up to registered), from the VM's console. Measured for the
@@ -243,7 +245,7 @@ bool boot_rows(Bench& b, const std::string& label, const std::string& image_path
 
   std::printf("boot of %s (%s), TCG unless KVM proved usable; medians, each launch beside a bare boot:\n",
               label.c_str(), k.value("release", "?").c_str());
-  std::printf("  %-40s %12s %12s %12s\n", "", "full boot", "first launch", "restored");
+  std::printf("  %-40s %12s %12s %12s\n", "", "full boot", "no saved VM", "saved VM");
   std::printf("  %-40s %12zu %12zu %12zu\n", "launches", full.launches.size(), first.launches.size(),
               restored.launches.size());
   std::printf("  %-40s %9.0f ms %9.0f ms %9.0f ms\n", "launch -> agent registered",
@@ -258,9 +260,9 @@ bool boot_rows(Bench& b, const std::string& label, const std::string& image_path
   std::printf("  full boot: launch -> first /init line %.0f ms, /init -> network up %.0f ms, network up -> "
               "registered %.0f ms\n",
               fi, fn - fi, fr - fn);
-  std::printf("  first launch: saving the booted VM %.0f ms, its restart from the save -> identity taken %.0f ms\n",
+  std::printf("  no saved VM: saving the booted VM %.0f ms, its restart from the save -> identity taken %.0f ms\n",
               first.median_of(&Bench::Launch::saved), first.median_of(&Bench::Launch::identity));
-  std::printf("  restored: launch -> VM running %.0f ms, -> identity taken %.0f ms\n",
+  std::printf("  saved VM: launch -> VM running %.0f ms, -> identity taken %.0f ms\n",
               restored.median_of(&Bench::Launch::restored), restored.median_of(&Bench::Launch::identity));
   std::printf("  Leapfrog image -> first /init line %.0f ms (the bare boot of the image with the agent)\n",
               median(image));
