@@ -58,6 +58,11 @@ class TouchEveryLeaseStore : public Store {
     if (discard_reports) return ReportResult::Stored;
     return inner_.report_outcome(agent_id, job_id, attempt, outcome, now);
   }
+  void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                            const v1::Outcome& outcome, TimePoint now, ReportDone done) override {
+    if (discard_reports) return done(ReportResult::Stored, nullptr);
+    inner_.report_outcome_async(agent_id, job_id, attempt, outcome, now, std::move(done));
+  }
   void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override {
     inner_.release_job(agent_id, job_id, attempt);
   }

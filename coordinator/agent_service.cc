@@ -95,27 +95,47 @@ Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbeat
   });
 }
 
-Status AgentServiceImpl::ReportOutcome(grpc::ServerContext* ctx, const v1::ReportOutcomeRequest* req,
-                                       v1::ReportOutcomeResponse* resp) {
-  if (auto s = auth_.check(*ctx); !s.ok()) return s;
-  return guarded("ReportOutcome", [&] {
-    if (req->job_id() <= 0 || req->attempt() == 0) return Status(StatusCode::INVALID_ARGUMENT, "job_id and attempt are required");
-    if (!req->has_outcome() || req->outcome().verdict() == v1::VERDICT_UNSPECIFIED)
-      return Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict is required");
-    switch (store_.report_outcome(req->agent_id(), req->job_id(), req->attempt(), req->outcome(), clock_.now())) {
-      case ReportResult::Stored:
-        spdlog::info("job.outcome job={} attempt={} verdict={}", req->job_id(), req->attempt(),
-                     v1::Verdict_Name(req->outcome().verdict()));
-        return Status::OK;
-      case ReportResult::Duplicate:
-        resp->set_duplicate(true);
-        return Status::OK;
-      case ReportResult::Superseded:
-        return Status(StatusCode::FAILED_PRECONDITION, "job " + std::to_string(req->job_id()) + " attempt " +
-                                                           std::to_string(req->attempt()) + " was superseded");
-    }
-    return Status::OK;
-  });
+grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerContext* ctx,
+                                                          const v1::ReportOutcomeRequest* req,
+                                                          v1::ReportOutcomeResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Status refused = auth_.check(*ctx);
+  if (refused.ok() && (req->job_id() <= 0 || req->attempt() == 0))
+    refused = Status(StatusCode::INVALID_ARGUMENT, "job_id and attempt are required");
+  if (refused.ok() && (!req->has_outcome() || req->outcome().verdict() == v1::VERDICT_UNSPECIFIED))
+    refused = Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict is required");
+  if (!refused.ok()) {
+    reactor->Finish(refused);
+    return reactor;
+  }
+  // The request and response live until Finish; `done` runs on a report
+  // writer once the batch holding this report is committed (or failed).
+  store_.report_outcome_async(req->agent_id(), req->job_id(), req->attempt(), req->outcome(),
+                              clock_.now(),
+                              [reactor, req, resp](ReportResult result, std::exception_ptr error) {
+                                reactor->Finish(report_status(req, resp, result, error));
+                              });
+  return reactor;
+}
+
+Status AgentServiceImpl::report_status(const v1::ReportOutcomeRequest* req,
+                                       v1::ReportOutcomeResponse* resp, ReportResult result,
+                                       std::exception_ptr error) {
+  if (error) return status_of("ReportOutcome", error);
+  switch (result) {
+    case ReportResult::Stored:
+      spdlog::info("job.outcome job={} attempt={} verdict={}", req->job_id(), req->attempt(),
+                   v1::Verdict_Name(req->outcome().verdict()));
+      return Status::OK;
+    case ReportResult::Duplicate:
+      resp->set_duplicate(true);
+      return Status::OK;
+    case ReportResult::Superseded:
+      return Status(StatusCode::FAILED_PRECONDITION,
+                    "job " + std::to_string(req->job_id()) + " attempt " +
+                        std::to_string(req->attempt()) + " was superseded");
+  }
+  return Status::OK;
 }
 
 Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,

@@ -7,7 +7,7 @@
 
 namespace leapfrog::coord {
 
-grpc::Status TokenAuth::check(const grpc::ServerContext& ctx) const {
+grpc::Status TokenAuth::check(const grpc::ServerContextBase& ctx) const {
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");
   if (it == md.end())

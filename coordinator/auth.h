@@ -11,7 +11,8 @@ class TokenAuth {
  public:
   explicit TokenAuth(std::string token) : token_(std::move(token)) {}
   // OK, or UNAUTHENTICATED saying whether the token was missing or wrong.
-  grpc::Status check(const grpc::ServerContext& ctx) const;
+  // Takes the base of both the sync and the callback API's contexts.
+  grpc::Status check(const grpc::ServerContextBase& ctx) const;
 
  private:
   std::string token_;

@@ -58,6 +58,11 @@ grpc::Status guarded(const char* rpc, Body&& body) {
   }
 }
 
+// The status guarded() gives a handler body that throws `error`.
+inline grpc::Status status_of(const char* rpc, std::exception_ptr error) {
+  return guarded(rpc, [&]() -> grpc::Status { std::rethrow_exception(error); });
+}
+
 // Wakes long-polling leases when new work is queued in this process.
 class WorkSignal {
  public:

@@ -993,5 +993,105 @@ TEST_F(CoordinatorServerTest, ConcurrentLeasesFromTwoReplicasHandOutEachJobOnce)
   }
 }
 
+// ---- ReportOutcome through the callback API ----
+
+TEST_F(CoordinatorServerTest, ReportOutcomeWithoutTheTokenIsRejected) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  v1::ReportOutcomeRequest req;
+  req.set_agent_id(a);
+  req.set_job_id(job->job_id());
+  req.set_attempt(job->attempt());
+  *req.mutable_outcome() = outcome(v1::VERDICT_PASS);
+  for (const auto& [authorization, want] : std::vector<std::pair<std::string, std::string>>{
+           {"", "missing token"}, {"Bearer wrong-token", "wrong token"}, {kToken, "malformed"}}) {
+    SCOPED_TRACE("authorization: \"" + authorization + "\"");
+    auto r = call(*agent_, &v1::AgentService::Stub::ReportOutcome, req, authorization);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_THAT(r.status.error_message(), HasSubstr(want));
+  }
+  EXPECT_EQ(outcome_rows(job->job_id()), 0) << "a rejected report was stored";
+  auto r = call(*agent_, &v1::AgentService::Stub::ReportOutcome, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(outcome_rows(job->job_id()), 1);
+}
+
+// The agent keeps its outcome spooled while the coordinator answers
+// UNAVAILABLE, and is acknowledged once PostgreSQL is back.
+TEST_F(CoordinatorServerTest, ReportOutcomeWhileTheDatabaseIsDownIsUnavailableThenStored) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  pg_->stop();
+  auto r = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_PASS));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+  EXPECT_THAT(r.status.error_message(), HasSubstr("database unavailable"));
+  pg_->start(*dir_ / "pg");
+  r = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.resp.duplicate());
+  r = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_TRUE(r.resp.duplicate());
+  EXPECT_EQ(outcome_rows(job->job_id()), 1);
+  EXPECT_EQ(job_info(c.id(), job->job_id()).state(), v1::JOB_STATE_DONE);
+}
+
+// Many reports in flight at once (they share batches): every job reported
+// twice at the same time gets one stored answer and one duplicate.
+TEST_F(CoordinatorServerTest, ConcurrentReportsEachGetTheirOwnAnswer) {
+  constexpr int kJobs = 40;
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, kJobs));
+  std::vector<v1::Job> jobs;
+  for (int i = 0; i < kJobs; ++i) {
+    auto j = lease(a);
+    ASSERT_TRUE(j.has_value());
+    jobs.push_back(*j);
+  }
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::ReportOutcomeRequest req;
+    v1::ReportOutcomeResponse resp;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const auto& j : jobs) {
+      auto call = std::make_unique<Call>();
+      call->ctx.AddMetadata("authorization", kBearer);
+      call->ctx.set_deadline(system_clock::now() + kRpcDeadline);
+      call->req.set_agent_id(a);
+      call->req.set_job_id(j.job_id());
+      call->req.set_attempt(j.attempt());
+      *call->req.mutable_outcome() = outcome(copy ? v1::VERDICT_VIOLATION : v1::VERDICT_PASS);
+      calls.push_back(std::move(call));
+    }
+  }
+  std::latch done(static_cast<std::ptrdiff_t>(calls.size()));
+  for (auto& call : calls) {
+    Call* p = call.get();
+    agent_->async()->ReportOutcome(&p->ctx, &p->req, &p->resp, [p, &done](grpc::Status status) {
+      p->status = std::move(status);
+      done.count_down();
+    });
+  }
+  done.wait();
+  std::map<int64_t, int> stored, duplicates;
+  for (const auto& call : calls) {
+    ASSERT_TRUE(call->status.ok()) << call->status.error_message();
+    ++(call->resp.duplicate() ? duplicates : stored)[call->req.job_id()];
+  }
+  for (const auto& j : jobs) {
+    EXPECT_EQ(stored[j.job_id()], 1) << "job " << j.job_id();
+    EXPECT_EQ(duplicates[j.job_id()], 1) << "job " << j.job_id();
+    EXPECT_EQ(outcome_rows(j.job_id()), 1) << "job " << j.job_id();
+  }
+  EXPECT_EQ(get_campaign(c.id()).state(), v1::CAMPAIGN_STATE_DONE);
+}
+
 }  // namespace
 }  // namespace leapfrog::coord

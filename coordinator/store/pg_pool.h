@@ -11,11 +11,14 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -174,6 +177,137 @@ class PgGroupCommit {
   std::mutex mu_;
   std::deque<Item*> queue_;
   int writing_ = 0;
+};
+
+// Group commit on threads of its own: callers queue a request with a
+// callback and return at once; `writers` writer threads take what is queued
+// (up to `max_batch`) and write it as one batch, and call each request's
+// callback once the batch is written. While a batch is being written, another
+// writer starts only once `min_extra_batch` requests wait. Unlike
+// PgGroupCommit, no caller's thread waits for the database (a gRPC callback
+// handler must not block).
+template <class Request, class Result>
+class PgBatchWriter {
+ public:
+  // One queued request; `write` sets `result` or `error` on each.
+  struct Item {
+    Request request;
+    std::optional<Result> result;
+    std::exception_ptr error;
+    std::function<void(Item&)> done;
+  };
+  using Batch = std::vector<Item*>;
+  using Write = std::function<void(Batch&)>;
+
+  PgBatchWriter(int writers, size_t max_batch, size_t min_extra_batch, Write write)
+      : writers_(std::max(writers, 1)),
+        max_batch_(std::max<size_t>(max_batch, 1)),
+        min_extra_batch_(std::clamp<size_t>(min_extra_batch, 1, max_batch_)),
+        write_(std::move(write)) {
+    for (int i = 0; i < writers_; ++i) threads_.emplace_back([this] { run(); });
+  }
+  // Writes what is still queued, then stops the writers.
+  ~PgBatchWriter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  PgBatchWriter(const PgBatchWriter&) = delete;
+  PgBatchWriter& operator=(const PgBatchWriter&) = delete;
+
+  // Queues `request`; `done(item)` runs on a writer thread once the item has
+  // its result or error (what `write` throws becomes the error of the items
+  // it left unset). `done` must not throw.
+  void post(Request request, std::function<void(Item&)> done) {
+    auto item =
+        std::make_unique<Item>(Item{std::move(request), std::nullopt, nullptr, std::move(done)});
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(item.release());
+      wake = ready();
+    }
+    if (wake) cv_.notify_one();
+  }
+
+  // As post, but waits for the result on this thread; rethrows the item's error.
+  Result submit(Request request) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::optional<Result> result;
+    std::exception_ptr error;
+    post(std::move(request), [&](Item& item) {
+      std::lock_guard<std::mutex> lock(mu);
+      result = std::move(item.result);
+      error = item.error;
+      finished = true;
+      cv.notify_one();  // under the lock: the waiter's cv lives until it sees `finished`
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return finished; });
+    if (error) std::rethrow_exception(error);
+    return std::move(*result);
+  }
+
+  // Requests waiting for a writer.
+  size_t queued() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+  }
+
+ private:
+  // Under mu_: a waiting writer may take a batch now.
+  bool ready() const {
+    if (queue_.empty() || writing_ >= writers_) return false;
+    return writing_ == 0 || queue_.size() >= min_extra_batch_;
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return ready() || (stopping_ && queue_.empty()); });
+      if (queue_.empty()) return;  // stopping, and everything was written
+      ++writing_;
+      Batch batch;
+      while (!queue_.empty() && batch.size() < max_batch_) {
+        batch.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      const bool more = ready();
+      lock.unlock();
+      if (more) cv_.notify_one();
+      try {
+        write_(batch);
+      } catch (...) {
+        for (Item* i : batch) {
+          if (!i->result && !i->error) i->error = std::current_exception();
+        }
+      }
+      for (Item* i : batch) {
+        if (!i->result && !i->error)
+          i->error = std::make_exception_ptr(std::logic_error("batch writer set no result"));
+        i->done(*i);
+        delete i;
+      }
+      lock.lock();
+      --writing_;
+    }
+  }
+
+  const int writers_;
+  const size_t max_batch_;
+  const size_t min_extra_batch_;
+  const Write write_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item*> queue_;
+  int writing_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;  // last: started once the rest is initialised
 };
 
 // SQLSTATEs meaning the connection is gone or the server cannot serve now.

@@ -2,7 +2,7 @@
 // autocommit statement where a single statement does the whole call (the
 // agent's hot path: lease, touch, renew, release); run_in in pg_pool.h holds
 // the error policy. Concurrent leases and reports are written in groups
-// (PgGroupCommit). Times cross the wire as microseconds since the epoch
+// (PgGroupCommit, PgBatchWriter). Times cross the wire as microseconds since the epoch
 // (lf_ts/lf_us in SQL), proto messages as bytea, and lists as array literals
 // (libpqxx 6 binds no arrays).
 
@@ -49,7 +49,7 @@ struct PgLease {
 
 namespace {
 
-using ReportBatch = PgGroupCommit<PgReport, ReportResult>::Batch;
+using ReportBatch = PgBatchWriter<PgReport, ReportResult>::Batch;
 using LeaseBatch = PgGroupCommit<PgLease, std::optional<v1::Job>>::Batch;
 
 constexpr int kDefaultMaxAttempts = 3;
@@ -808,10 +808,35 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
   return decisions;
 }
 
+ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, int64_t job_id,
+                                uint32_t attempt, const v1::Outcome& outcome, TimePoint now);
+
 // Writes `batch` in one transaction and hands each caller its result. A batch
 // failing for a reason other than the database being unavailable is written
-// again one report at a time, so that only the report at fault fails.
+// again one report at a time, so that only the report at fault fails. A build
+// job's report (rare) is a transaction of its own: it also registers its
+// kernel and moves the jobs waiting for it.
 void write_reports(PgPool& pool, ReportBatch& batch) {
+  if (std::any_of(batch.begin(), batch.end(),
+                  [](const auto* item) { return item->request.outcome.has_build(); })) {
+    ReportBatch tests;
+    for (auto* item : batch) {
+      if (!item->request.outcome.has_build()) {
+        tests.push_back(item);
+        continue;
+      }
+      const PgReport& r = item->request;
+      try {
+        item->result = run_transaction(pool, "report_build", [&](pqxx::work& txn) {
+          return store_build_report(txn, r.agent_id, r.job_id, r.attempt, r.outcome, r.now);
+        });
+      } catch (...) {
+        item->error = std::current_exception();
+      }
+    }
+    if (!tests.empty()) write_reports(pool, tests);
+    return;
+  }
   try {
     auto decisions = run_transaction(pool, "report_outcome",
                                      [&](pqxx::work& txn) { return store_reports(txn, batch); });
@@ -856,14 +881,15 @@ PgStore::PgStore(const std::string& url, PgStoreOptions options)
       // the actual array length looks cheaper than a generic one; that
       // planning was a fifth of the server's time per batch. (The lease
       // statements keep custom plans: their index choice depends on them.)
-      report_pool_(std::make_unique<PgPool>(url, options.report_writers, all_statements(),
-                                            std::vector<PgSetting>{
-                                                {"plan_cache_mode", "force_generic_plan"}})),
+      report_pool_(std::make_unique<PgPool>(
+          url, options.report_writers, all_statements(),
+          std::vector<PgSetting>{{"plan_cache_mode", "force_generic_plan"}})),
       leases_(std::make_unique<PgGroupCommit<PgLease, std::optional<v1::Job>>>(
           options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)))),
-      reports_(std::make_unique<PgGroupCommit<PgReport, ReportResult>>(
+      reports_(std::make_unique<PgBatchWriter<PgReport, ReportResult>>(
           options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)),
-          static_cast<size_t>(std::max(options.min_parallel_report_batch, 1)))) {
+          static_cast<size_t>(std::max(options.min_parallel_report_batch, 1)),
+          [pool = report_pool_.get()](ReportBatch& batch) { write_reports(*pool, batch); })) {
   if (!options.migrate) return;
   std::optional<PgPool::Handle> handle;
   try {
@@ -1156,8 +1182,16 @@ ReportResult PgStore::report_outcome(const std::string& agent_id, int64_t job_id
       return store_build_report(txn, agent_id, job_id, attempt, outcome, now);
     });
   }
-  PgReport report{agent_id, job_id, attempt, outcome, now};
-  return reports_->submit(report, [this](ReportBatch& batch) { write_reports(*report_pool_, batch); });
+  return reports_->submit(PgReport{agent_id, job_id, attempt, outcome, now});
+}
+
+void PgStore::report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                                   const v1::Outcome& outcome, TimePoint now, ReportDone done) {
+  // Build reports too: the writers give them a transaction of their own.
+  reports_->post(PgReport{agent_id, job_id, attempt, outcome, now},
+                 [done = std::move(done)](auto& item) {
+                   done(item.result.value_or(ReportResult::Stored), item.error);
+                 });
 }
 
 size_t PgStore::queued_reports() { return reports_->queued(); }

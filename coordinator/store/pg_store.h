@@ -38,7 +38,7 @@ struct PgStoreOptions {
   int max_lease_batch = 64;
   // Group commit of report_outcome: the reports that arrive while a batch is
   // being written are written together, in one transaction, by at most this
-  // many writers at once, each on a connection of their own (beyond
+  // many writer threads at once, each on a connection of their own (beyond
   // pool_size).
   int report_writers = 3;
   // Most reports in one batch.
@@ -53,6 +53,8 @@ struct PgStoreOptions {
 class PgPool;
 template <class Request, class Result>
 class PgGroupCommit;
+template <class Request, class Result>
+class PgBatchWriter;
 struct PgLease;   // one lease_job call (pg_store.cc)
 struct PgReport;  // one report_outcome call (pg_store.cc)
 
@@ -85,6 +87,9 @@ class PgStore : public Store {
                                          Duration lease) override;
   ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                               const v1::Outcome& outcome, TimePoint now) override;
+  // Queued for the report writers, which call `done` once the batch is written.
+  void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                            const v1::Outcome& outcome, TimePoint now, ReportDone done) override;
   void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override;
   int expire_leases(TimePoint now) override;
   std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) override;
@@ -115,8 +120,9 @@ class PgStore : public Store {
   std::unique_ptr<PgPool> report_pool_;
   // lease_job calls waiting to be served together.
   std::unique_ptr<PgGroupCommit<PgLease, std::optional<v1::Job>>> leases_;
-  // report_outcome calls waiting to be written together.
-  std::unique_ptr<PgGroupCommit<PgReport, ReportResult>> reports_;
+  // report_outcome calls waiting to be written together, by writer threads
+  // of their own. Last: its writers use the pools and finish before them.
+  std::unique_ptr<PgBatchWriter<PgReport, ReportResult>> reports_;
 };
 
 }  // namespace leapfrog::coord

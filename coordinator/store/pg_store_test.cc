@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -1099,6 +1100,191 @@ TEST_F(PgStoreTest, BuildLostOnEveryAttemptEndsItsWaitingJobs) {
   EXPECT_EQ(store_->get_campaign(c)->state(), v1::CAMPAIGN_STATE_DONE);
 }
 
+// What report_outcome_async handed to its callback, and how often.
+struct AsyncReply {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  std::optional<ReportResult> result;
+  std::exception_ptr error;
+
+  ReportDone callback() {
+    return [this](ReportResult r, std::exception_ptr e) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls;
+      if (e) {
+        error = e;
+      } else {
+        result = r;
+      }
+      cv.notify_all();
+    };
+  }
+  // Waits for the callback (a safety net of 60 s, never an expectation).
+  bool wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return calls > 0; });
+  }
+  int count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return calls;
+  }
+  // The StoreError passed, if any.
+  std::optional<StoreError> store_error() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) return std::nullopt;
+    try {
+      std::rethrow_exception(error);
+    } catch (const StoreError& e) {
+      return e;
+    } catch (...) {
+      return StoreError("not a StoreError", false);
+    }
+  }
+};
+
+// report_outcome_async queues without waiting (the writer is held), and the
+// batch it joins answers each report as report_outcome would: stored,
+// duplicate, superseded, an unknown job's error, and a build job's report
+// (written in a transaction of its own, registering its kernel).
+TEST_F(PgStoreTest, AsyncReportsAnswerAsReportOutcome) {
+  PgStoreOptions options;
+  options.report_writers = 1;
+  store_ = std::make_unique<PgStore>(url_, options);
+  auto campaign =
+      store_->create_campaign(campaign_spec("async"),
+                              {job("setattr-lookup", "tmpfs", 1), job("setattr-lookup", "tmpfs", 2),
+                               job("setattr-lookup", "tmpfs", 3), build_job("nightly")},
+                              0, kT0);
+  auto stale = lease("a", kT0 - 1h);
+  auto fresh = lease("a", kT0);
+  auto held = lease("a", kT0);
+  auto build = store_->lease_build_job("b", kT0, kLease);
+  ASSERT_TRUE(stale && fresh && held && build);
+  ASSERT_EQ(store_->expire_leases(kT0), 1);
+  ASSERT_EQ(lease("b", kT0 + 1s)->attempt(), 2u);
+
+  pqxx::connection blocker(url_);
+  pqxx::work lock(blocker);
+  std::thread first = hold_report_writer(lock, held->job_id(), 1);
+  v1::Outcome built = outcome(v1::VERDICT_PASS);
+  built.mutable_build()->set_ok(true);
+  built.mutable_build()->set_release("6.1.0-lfasync");
+  built.mutable_build()->set_vmlinux_sha256(std::string(64, 'b'));
+  built.mutable_build()->set_version("6.1.0-lfasync #1");
+  const v1::Outcome pass = outcome(v1::VERDICT_PASS);
+  const std::string agent = "a";
+  struct Call {
+    int64_t job_id;
+    const v1::Outcome* outcome;
+    std::optional<ReportResult> want;  // nullopt: an error
+  };
+  const std::vector<Call> calls = {
+      {fresh->job_id(), &pass, ReportResult::Stored},
+      {fresh->job_id(), &pass, ReportResult::Duplicate},
+      {stale->job_id(), &pass, ReportResult::Superseded},
+      {999999, &pass, std::nullopt},
+      {build->job_id(), &built, ReportResult::Stored},
+  };
+  std::vector<AsyncReply> replies(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    store_->report_outcome_async(agent, calls[i].job_id, 1, *calls[i].outcome, kT0 + 4s,
+                                 replies[i].callback());
+  }
+  EXPECT_EQ(store_->queued_reports(), calls.size()) << "an async report waited for the database";
+  for (auto& r : replies) EXPECT_EQ(r.count(), 0) << "answered before its batch was written";
+  lock.commit();
+  first.join();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    ASSERT_TRUE(replies[i].wait()) << "report " << i << " never answered";
+    EXPECT_EQ(replies[i].count(), 1) << "report " << i;
+    EXPECT_EQ(replies[i].result, calls[i].want) << "report " << i;
+    if (!calls[i].want) {
+      auto e = replies[i].store_error();
+      ASSERT_TRUE(e) << "report " << i;
+      EXPECT_FALSE(e->unavailable());
+      EXPECT_NE(std::string(e->what()).find("unknown job 999999"), std::string::npos) << e->what();
+    }
+  }
+  EXPECT_EQ(job_info(campaign, fresh->job_id()).state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job_info(campaign, stale->job_id()).state(), v1::JOB_STATE_LEASED);
+  ASSERT_EQ(store_->list_kernels().size(), 1u);
+  EXPECT_EQ(store_->list_kernels()[0].release(), "6.1.0-lfasync");
+  // held, fresh and the build job.
+  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 3u);
+}
+
+// With the database down an async report fails as unavailable (the agent
+// keeps it spooled); once it is back the same store stores it, once.
+TEST_F(PgStoreTest, AsyncReportWhileTheDatabaseIsDownIsUnavailableThenStored) {
+  auto campaign = store_->create_campaign(campaign_spec("down"), jobs(1), 0, kT0);
+  auto j = lease("a", kT0);
+  ASSERT_TRUE(j);
+  const v1::Outcome pass = outcome(v1::VERDICT_PASS);
+  const std::string agent = "a";
+
+  pg_->stop();
+  AsyncReply down;
+  store_->report_outcome_async(agent, j->job_id(), j->attempt(), pass, kT0 + 1s, down.callback());
+  ASSERT_TRUE(down.wait());
+  auto e = down.store_error();
+  ASSERT_TRUE(e) << "stored with the database down";
+  EXPECT_TRUE(e->unavailable()) << e->what();
+  pg_->start(*dir_ / "pg");
+
+  AsyncReply back, again;
+  store_->report_outcome_async(agent, j->job_id(), j->attempt(), pass, kT0 + 2s, back.callback());
+  ASSERT_TRUE(back.wait());
+  EXPECT_EQ(back.result, ReportResult::Stored);
+  store_->report_outcome_async(agent, j->job_id(), j->attempt(), pass, kT0 + 3s, again.callback());
+  ASSERT_TRUE(again.wait());
+  EXPECT_EQ(again.result, ReportResult::Duplicate);
+  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 1u);
+}
+
+// Reports still queued when the store is destroyed are written first: none
+// is dropped, and each caller hears back once.
+TEST_F(PgStoreTest, DestroyedStoreWritesItsQueuedReportsFirst) {
+  PgStoreOptions options;
+  options.report_writers = 1;
+  store_ = std::make_unique<PgStore>(url_, options);
+  constexpr int kJobs = 40;
+  auto campaign = store_->create_campaign(campaign_spec("drain"), jobs(kJobs), 0, kT0);
+  std::vector<v1::Job> leased;
+  for (int i = 0; i < kJobs; ++i) {
+    auto j = lease("a", kT0);
+    ASSERT_TRUE(j);
+    leased.push_back(*j);
+  }
+  const v1::Outcome pass = outcome(v1::VERDICT_PASS);
+  const std::string agent = "a";
+  std::vector<AsyncReply> replies(kJobs);
+  pqxx::connection blocker(url_);
+  pqxx::work lock(blocker);
+  std::thread first = hold_report_writer(lock, leased[0].job_id(), 1);
+  for (int i = 1; i < kJobs; ++i) {
+    store_->report_outcome_async(agent, leased[i].job_id(), 1, pass, kT0 + 1s,
+                                 replies[i].callback());
+  }
+  ASSERT_EQ(store_->queued_reports(), static_cast<size_t>(kJobs - 1));
+  // The destructor starts while the reports wait (it waits for them); the
+  // held writer goes on once the lock is released.
+  std::atomic<bool> destroying{false};
+  std::thread destroyer([&] {
+    destroying = true;
+    store_.reset();
+  });
+  while (!destroying) std::this_thread::yield();
+  lock.commit();
+  destroyer.join();
+  first.join();
+  for (int i = 1; i < kJobs; ++i) {
+    EXPECT_EQ(replies[i].count(), 1) << "report " << i;
+    EXPECT_EQ(replies[i].result, ReportResult::Stored) << "report " << i;
+  }
+  PgStore reopened(url_);
+  EXPECT_EQ(reopened.list_outcomes(campaign, false, 0).size(), static_cast<size_t>(kJobs));
+}
 
 }  // namespace
 }  // namespace leapfrog::coord

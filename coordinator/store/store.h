@@ -6,6 +6,8 @@
 // other processes (leases use FOR UPDATE SKIP LOCKED).
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -59,6 +61,10 @@ enum class ReportResult {
   Duplicate,   // this (job, attempt) was stored before; nothing changed
   Superseded,  // the job moved on to a later attempt (or is done by another); dropped
 };
+
+// Called once with what report_outcome would have returned, or with what it
+// would have thrown (`error` set; `result` then means nothing).
+using ReportDone = std::function<void(ReportResult result, std::exception_ptr error)>;
 
 class Store {
  public:
@@ -126,6 +132,21 @@ class Store {
   // same transaction.
   virtual ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                                       const v1::Outcome& outcome, TimePoint now) = 0;
+  // report_outcome without blocking the caller on the database: `done` is
+  // called once, possibly from another thread and possibly before this
+  // returns. `agent_id` and `outcome` must stay valid until `done` is called.
+  // By default it calls report_outcome in place.
+  virtual void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                                    const v1::Outcome& outcome, TimePoint now, ReportDone done) {
+    ReportResult result{};
+    try {
+      result = report_outcome(agent_id, job_id, attempt, outcome, now);
+    } catch (...) {
+      done(result, std::current_exception());
+      return;
+    }
+    done(result, nullptr);
+  }
   // The agent gives the job back unfinished: queued again, attempt not counted
   // against max_attempts (the next lease still gets a new attempt number).
   // Ignored unless (job, attempt) is leased by this agent.
