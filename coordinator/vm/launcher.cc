@@ -332,7 +332,7 @@ class Launcher {
     return ever_registered_ ? 0 : 2;
   }
 
- // Why prepare_only failed.
+  // Why prepare_only failed.
   const std::string& failure() const { return failure_; }
 
  private:
@@ -689,10 +689,11 @@ class Launcher {
         if (exited && text.empty()) {
           // QEMU itself gave up (e.g. the cache's filesystem cannot hold a
           // shared RAM file): not the kernel's fault. A full boot tells.
+          const std::string qemu_said = trim(read_from(s.console + ".qemu", 0));
           spdlog::warn("vm.snapshots_off agent={} reason=\"QEMU exited (status {}) before the template's "
                        "console said anything: {}\": every VM boots in full",
-                       s.name, s.qemu->exit_status(), trim(read_from(s.console + ".qemu", 0)));
-          failure_ = "QEMU exited before the VM printed anything: " + trim(read_from(s.console + ".qemu", 0));
+                       s.name, s.qemu->exit_status(), qemu_said);
+          failure_ = "QEMU exited before the VM printed anything: " + qemu_said;
           snapshots_ = false;
           making_key_.clear();
           start(s);
