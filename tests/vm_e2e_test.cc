@@ -128,6 +128,18 @@ class VmE2E : public ::testing::Test {
     }
   }
 
+  // The real bzImage with its compressed payload overwritten in the middle:
+  // the header (and version) read fine, the decompressor fails at boot.
+  std::string broken_kernel() const {
+    const std::string broken = *dir_ / "vmlinuz-broken";
+    stdfs::copy_file(kernel_image_, broken);
+    std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(stdfs::file_size(broken) / 2));
+    const std::string junk(1 << 16, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    return broken;
+  }
+
   void start_launcher(const std::string& label, std::vector<std::string> extra,
                       const std::string& cache = LEAPFROG_VM_CACHE) {
     std::vector<std::string> argv = {LEAPFROG,
@@ -292,17 +304,7 @@ TEST_F(VmE2E, FrozenAgentEndsTheJobAsHangAndTheVmIsReplaced) {
 // A corrupt kernel image ends a job of that kernel as boot-failure within the
 // boot deadline, and the launcher gives up on it instead of looping.
 TEST_F(VmE2E, CorruptKernelIsABootFailure) {
-  // The real bzImage with its compressed payload overwritten in the middle:
-  // the header (and version) read fine, the decompressor fails at boot.
-  const std::string broken = *dir_ / "vmlinuz-broken";
-  stdfs::copy_file(kernel_image_, broken);
-  {
-    std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
-    const auto size = stdfs::file_size(broken);
-    f.seekp(static_cast<std::streamoff>(size / 2));
-    const std::string junk(1 << 16, '\x5a');
-    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
-  }
+  const std::string broken = broken_kernel();
   add_kernel("broken", broken);
   const int64_t c = campaign("broken", {"foffset"});
   const auto start = Clock::now();
@@ -439,14 +441,7 @@ TEST_F(VmE2E, KernelAddSavesTheBootedVmSoTheFirstLaunchStartsFromIt) {
   EXPECT_EQ(count_matches(log, "vm\\.boot agent=\\S+ generation=1 mode=restore"), 1) << log;
   EXPECT_EQ(count_matches(log, "mode=template"), 0) << log;
 
-  const std::string broken = *dir_ / "vmlinuz-broken";
-  stdfs::copy_file(kernel_image_, broken);
-  {
-    std::fstream f(broken, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(stdfs::file_size(broken) / 2));
-    const std::string junk(1 << 16, '\x5a');
-    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
-  }
+  const std::string broken = broken_kernel();
   const json bad = add_kernel("broken", broken, cache, true);
   ASSERT_TRUE(bad.contains("saved_vm")) << bad.dump();
   EXPECT_FALSE(bad["saved_vm"].value("ready", true)) << bad.dump();
