@@ -9,10 +9,14 @@
 //    queue is empty; plus lease latency (p50/p99) with 200 agents, saturated
 //    and paced.
 //  - ingest: outcome + violation rows stored per second end to end
-//    (ReportOutcome RPCs, 8 and 32 calls in flight: the store's group commit
-//    batches what arrives together) divided by a raw COPY (pqxx::stream_to)
+//    (ReportOutcome RPCs, 8, 32 and 200 calls in flight: the store's group
+//    commit batches what arrives together; 200 is the lease side's agent
+//    count, one report in flight per agent) divided by a raw COPY (pqxx::stream_to)
 //    of the same rows into the same tables; with the CPU each side used per
-//    row stored, in this process and in PostgreSQL. --floors also measures
+//    row stored, in this process and in PostgreSQL, and, for durable commits,
+//    the ceiling that the commit latency alone puts on each count of calls
+//    in flight (an outcome is acknowledged only once committed, so a commit
+//    carries at most that many). --floors also measures
 //    gRPC storing nothing and the store called without gRPC; --loop=SIDE
 //    repeats one side for a profiler.
 //  - touch_agent: the agent service touches an agent at most once per
@@ -38,6 +42,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -78,7 +83,7 @@ struct Options {
   int paced_think_ms = 100;       // think time between an agent's leases, paced run
   int paced_leases = 10;          // leases per agent, paced run
   int ingest_outcomes = 2000;
-  std::vector<int> ingest_clients = {8, 32};  // calls in flight, one gRPC run each
+  std::vector<int> ingest_clients = {8, 32, 200};  // calls in flight, one gRPC run each
   int channels = 8;                           // client connections the agents share
   PgStoreOptions store;                       // --report-writers, --min-parallel-batch
   bool no_sync_only = false;                  // skip the durable runs
@@ -337,6 +342,23 @@ class Bench {
     txn.exec("VACUUM ANALYZE jobs");
     txn.exec("VACUUM ANALYZE agents");
     txn.exec("CHECKPOINT");
+  }
+
+  // Median wall time of one committed single-row insert (autocommit), in
+  // seconds: what every durable commit waits for at least (the WAL flush).
+  double commit_seconds(int samples = 60) {
+    pqxx::connection conn(url_);
+    pqxx::nontransaction txn(conn);
+    txn.exec("CREATE TABLE IF NOT EXISTS bench_commit (x int)");
+    std::vector<double> times;
+    for (int i = 0; i < samples; ++i) {
+      auto start = Steady::now();
+      txn.exec("INSERT INTO bench_commit VALUES (1)");
+      times.push_back(seconds_between(start, Steady::now()));
+    }
+    txn.exec("DROP TABLE bench_commit");
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
   }
 
   // Durable: fsync and synchronous_commit on (the defaults). Otherwise both
@@ -847,6 +869,8 @@ struct Mode {
   // --floors: per Options::ingest_clients, per round
   std::vector<std::vector<IngestRun>> floor_grpc, floor_store;
   std::vector<std::vector<CpuTimes>> grpc_cpu;  // per Options::ingest_clients, per round
+  double commit_s = 0;  // durable: median commit latency, measured before the rounds
+  int64_t ingest_rows = 0;
 };
 
 void append(std::vector<double>& to, const std::vector<double>& from) {
@@ -855,6 +879,8 @@ void append(std::vector<double>& to, const std::vector<double>& from) {
 
 void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& outcomes, Mode& m) {
   bench.set_durable(m.durable);
+  if (m.durable) m.commit_s = bench.commit_seconds();
+  m.ingest_rows = Bench::rows_of(outcomes);
   std::printf("%s\n", m.title.c_str());
   std::fflush(stdout);
   m.ingest.resize(o.ingest_clients.size());
@@ -958,6 +984,20 @@ void print_mode(const Options& o, Mode& m) {
     print_row("ingest rows/s, " + std::to_string(o.ingest_clients[i]) + " calls in flight",
               m.ingest[i]);
   }
+  if (m.commit_s > 0 && !m.raw_cpu.empty()) {
+    // Outcomes per round over calls in flight = commits at the least, each
+    // waiting one commit latency: the best any ingest could do, as a ratio.
+    const double raw = median(m.ingest.front().raw);
+    std::printf("  ingest ceiling from the commit latency (%.2f ms per commit):", m.commit_s * 1e3);
+    for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
+      const double commits = std::ceil(static_cast<double>(o.ingest_outcomes) /
+                                        static_cast<double>(o.ingest_clients[i]));
+      const double rows = static_cast<double>(m.ingest_rows);
+      std::printf("%s x%d %.2f", i ? "," : "", o.ingest_clients[i],
+                  rows / (commits * m.commit_s) / raw);
+    }
+    std::printf("\n");
+  }
   std::printf("  ingest CPU us per row (medians)\n");
   print_cpu("raw COPY", m.raw_cpu);
   for (size_t i = 0; i < o.ingest_clients.size(); ++i) {
@@ -1055,7 +1095,10 @@ int run(const Options& o) {
       "the coordinator formats its statement: each side times what the machine storing the rows\n"
       "does. CPU per row: this process (bench clients and coordinator) and PostgreSQL (all its\n"
       "processes) over the timed part. --floors adds gRPC storing nothing and the store called\n"
-      "without gRPC (threads = calls in flight).\n",
+      "without gRPC (threads = calls in flight). Calls in flight: 200 is one report per agent of\n"
+      "the lease side; an outcome is acknowledged once committed, so N in flight means at most N\n"
+      "outcomes per commit, and the ceiling line divides the fewest commits a run needs\n"
+      "(outcomes / N) times the measured commit latency into the rows, over the raw side.\n",
       o.agents, o.channels, o.paced_think_ms,
       o.agents * 1000.0 / static_cast<double>(o.paced_think_ms), o.ingest_outcomes,
       static_cast<long long>(Bench::rows_of(outcomes)));

@@ -259,12 +259,16 @@ class CoordinatorE2E : public ::testing::Test {
                           c),
               0)
         << "outcome of a superseded attempt";
-    const Rows not_pass = sql(url(),
-                              "SELECT id, attempt, verdict, coalesce(reason, '') FROM jobs"
-                              " WHERE verdict IS DISTINCT FROM 1 AND campaign_id = " +
-                                  c + " ORDER BY id");
+    // The reason of an infra failure, or the error the agent reported.
+    const Rows not_pass =
+        sql(url(),
+            "SELECT j.id, j.attempt, j.verdict, coalesce(j.reason, ''), coalesce(o.error, '')"
+            " FROM jobs j LEFT JOIN outcomes o ON o.job_id = j.id AND o.attempt = j.attempt"
+            " WHERE j.verdict IS DISTINCT FROM 1 AND j.campaign_id = " +
+                c + " ORDER BY j.id");
     for (const auto& r : not_pass)
-      ADD_FAILURE() << "job " << r[0] << " attempt " << r[1] << " verdict " << r[2] << ": " << r[3];
+      ADD_FAILURE() << "job " << r[0] << " attempt " << r[1] << " verdict " << r[2] << ": " << r[3]
+                    << r[4];
   }
 
   // Every outcome these agents finished is stored: none was lost or dropped as
