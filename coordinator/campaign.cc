@@ -140,4 +140,66 @@ std::vector<NewJob> expand(const v1::CampaignSpec& spec) {
   return jobs;
 }
 
+std::vector<std::string> unserved(const v1::CampaignSpec& spec,
+                                  const std::vector<v1::AgentInfo>& agents,
+                                  const std::vector<v1::Kernel>& kernels) {
+  std::set<std::string> built;
+  for (const auto& b : spec.builds()) built.insert(b.label());
+  std::vector<std::string> out;
+  for (const auto& label : spec.kernels()) {
+    if (built.count(label)) continue;
+    std::vector<const v1::AgentInfo*> mine;
+    for (const auto& a : agents)
+      if (a.capabilities().kernel_label() == label) mine.push_back(&a);
+    const std::string what = "kernel \"" + label + "\": ";
+    if (mine.empty()) {
+      if (label == "host") {
+        out.push_back(what +
+                      "no agent on a host is registered; its jobs wait until one connects"
+                      " (leapfrog-agent connect, or leapfrog up --agents N)");
+      } else if (auto k = std::find_if(kernels.begin(), kernels.end(),
+                                       [&](const auto& k) { return k.label() == label; });
+                 k != kernels.end()) {
+        if (k->status() == "build-failure") {
+          out.push_back(what +
+                        "its last build failed, so no VM can boot it; its jobs wait until it"
+                        " is rebuilt or added again (leapfrog kernels)");
+        } else {
+          out.push_back(what +
+                        "no VM of this kernel has registered; its jobs wait until one does"
+                        " (leapfrog vm run --kernel " +
+                        label + ")");
+        }
+      } else {
+        out.push_back(what +
+                      "no agent runs it and no kernel of that label is registered; its jobs"
+                      " wait until one is (leapfrog kernel add " +
+                      label + " IMAGE), or check the label");
+      }
+      continue;
+    }
+    if (std::none_of(mine.begin(), mine.end(), [](const auto* a) { return a->online(); })) {
+      std::string names;
+      for (const auto* a : mine) names += (names.empty() ? "" : ", ") + a->name();
+      out.push_back(what + "its agents (" + names +
+                    ") are all offline; its jobs wait until one is back");
+    }
+    for (const auto& fs : spec.filesystems()) {
+      std::set<std::string> offered;
+      bool served = false;
+      for (const auto* a : mine) {
+        const auto& f = a->capabilities().filesystems();
+        served = served || std::find(f.begin(), f.end(), fs) != f.end();
+        offered.insert(f.begin(), f.end());
+      }
+      if (served) continue;
+      std::string list;
+      for (const auto& f : offered) list += (list.empty() ? "" : ", ") + f;
+      out.push_back(what + "none of its agents offers file system \"" + fs + "\" (they offer: " +
+                    (list.empty() ? "none" : list) + "); those jobs wait until one does");
+    }
+  }
+  return out;
+}
+
 }  // namespace leapfrog::coord

@@ -3,6 +3,7 @@
 // after checking it against the scenario catalogue.
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "coordinator/store/store.h"
@@ -33,5 +34,17 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& spec);
 // The jobs of a normalized spec, in a stable order; the build jobs of
 // spec.builds come last.
 std::vector<NewJob> expand(const v1::CampaignSpec& spec);
+
+// Why jobs of a normalized spec would wait with nothing to run them, one
+// line per kernel label (or label and file system): no registered agent runs
+// the label, none of its agents offers the file system, or its agents are
+// all offline. Labels the campaign builds are skipped (their VMs come after
+// the build). `agents`: every registered agent, with `online` set;
+// `kernels`: the registered kernels (one whose build failed cannot boot).
+// Empty when every job has an
+// agent that could lease it.
+std::vector<std::string> unserved(const v1::CampaignSpec& spec,
+                                  const std::vector<v1::AgentInfo>& agents,
+                                  const std::vector<v1::Kernel>& kernels);
 
 }  // namespace leapfrog::coord

@@ -328,5 +328,93 @@ TEST(CampaignBuildsTest, ExpandsOneBuildJobPerBuildAfterTheTests) {
   EXPECT_EQ(jobs[4].build->patches(0), "/src/0001.patch");
 }
 
+// ---- unserved: why jobs would wait with no agent to run them ----
+
+v1::AgentInfo agent(const std::string& name, const std::string& label,
+                    std::initializer_list<const char*> filesystems, bool online = true) {
+  v1::AgentInfo a;
+  a.set_name(name);
+  a.set_online(online);
+  a.mutable_capabilities()->set_kernel_label(label);
+  for (const char* fs : filesystems) a.mutable_capabilities()->add_filesystems(fs);
+  return a;
+}
+
+v1::Kernel kernel(const std::string& label, const std::string& status = "ready") {
+  v1::Kernel k;
+  k.set_label(label);
+  k.set_status(status);
+  return k;
+}
+
+v1::CampaignSpec on(std::initializer_list<const char*> kernels,
+                    std::initializer_list<const char*> filesystems) {
+  v1::CampaignSpec s = spec_of({"setattr-lookup"});
+  for (const char* k : kernels) s.add_kernels(k);
+  for (const char* fs : filesystems) s.add_filesystems(fs);
+  return normalize(s);
+}
+
+TEST(CampaignUnservedTest, QuietWhenEveryKernelAndFileSystemHasAnAgent) {
+  const std::vector<v1::AgentInfo> agents = {agent("a", "host", {"tmpfs"}),
+                                             agent("b", "host", {"ext4"}),
+                                             agent("vm", "6.1-test", {"tmpfs", "ext4"})};
+  EXPECT_THAT(unserved(on({"host", "6.1-test"}, {"tmpfs", "ext4"}), agents, {kernel("6.1-test")}),
+              ::testing::IsEmpty());
+}
+
+TEST(CampaignUnservedTest, NamesTheLabelNoAgentRunsAndSaysWhatToDo) {
+  const std::vector<v1::AgentInfo> agents = {agent("a", "host", {"tmpfs"})};
+  const auto typo = unserved(on({"6.1-tset"}, {"tmpfs"}), agents, {kernel("6.1-test")});
+  ASSERT_EQ(typo.size(), 1u);
+  EXPECT_THAT(typo[0], HasSubstr("kernel \"6.1-tset\""));
+  EXPECT_THAT(typo[0], HasSubstr("no kernel of that label is registered"));
+  EXPECT_THAT(typo[0], HasSubstr("check the label"));
+
+  const auto no_vm = unserved(on({"6.1-test"}, {"tmpfs"}), agents, {kernel("6.1-test")});
+  ASSERT_EQ(no_vm.size(), 1u);
+  EXPECT_THAT(no_vm[0], HasSubstr("leapfrog vm run --kernel 6.1-test"));
+
+  const auto failed =
+      unserved(on({"6.1-test"}, {"tmpfs"}), agents, {kernel("6.1-test", "build-failure")});
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_THAT(failed[0], HasSubstr("last build failed"));
+
+  const auto no_host = unserved(on({"host"}, {"tmpfs"}), {}, {});
+  ASSERT_EQ(no_host.size(), 1u);
+  EXPECT_THAT(no_host[0], HasSubstr("leapfrog-agent connect"));
+}
+
+TEST(CampaignUnservedTest, NamesTheFileSystemNoAgentOfTheLabelOffers) {
+  // xfs is offered, but only by an agent of another kernel.
+  const std::vector<v1::AgentInfo> agents = {agent("a", "host", {"tmpfs", "ext4"}),
+                                             agent("vm", "6.1-test", {"xfs"})};
+  const auto w = unserved(on({"host"}, {"tmpfs", "xfs"}), agents, {});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], HasSubstr("kernel \"host\""));
+  EXPECT_THAT(w[0], HasSubstr("file system \"xfs\""));
+  EXPECT_THAT(w[0], HasSubstr("they offer: ext4, tmpfs"));
+}
+
+TEST(CampaignUnservedTest, SaysWhenEveryAgentOfTheLabelIsOffline) {
+  const std::vector<v1::AgentInfo> agents = {agent("a", "host", {"tmpfs"}, false),
+                                             agent("b", "host", {"tmpfs"}, false)};
+  const auto w = unserved(on({"host"}, {"tmpfs"}), agents, {});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], HasSubstr("its agents (a, b) are all offline"));
+  auto one_back = agents;
+  one_back[1].set_online(true);
+  EXPECT_THAT(unserved(on({"host"}, {"tmpfs"}), one_back, {}), ::testing::IsEmpty());
+}
+
+TEST(CampaignUnservedTest, SkipsTheLabelsTheCampaignBuilds) {
+  v1::CampaignSpec s = spec_of({"setattr-lookup"});
+  s.add_kernels("nightly");
+  auto* b = s.add_builds();
+  b->set_label("nightly");
+  b->set_source("/src/linux");
+  EXPECT_THAT(unserved(normalize(s), {}, {}), ::testing::IsEmpty());
+}
+
 }  // namespace
 }  // namespace leapfrog::coord

@@ -33,6 +33,10 @@ class ControlServiceImpl final : public v1::ControlService::Service {
   grpc::Status ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*, v1::ListKernelsResponse*) override;
 
  private:
+  // Campaign::warnings for `c` (see unserved() in campaign.h); `log` also
+  // logs them (once, at creation: GetCampaign is polled).
+  void add_warnings(v1::Campaign& c, bool log);
+
   Store& store_;
   const Clock& clock_;
   const TokenAuth& auth_;

@@ -472,6 +472,38 @@ TEST_F(CoordinatorServerTest, ListAgentsTellsWhoIsOnline) {
   EXPECT_EQ(c.jobs(), 1u);
 }
 
+// ---- campaigns whose jobs no agent can run ----
+
+TEST_F(CoordinatorServerTest, CampaignsSayWhichJobsNoAgentCanRunUntilOneCan) {
+  register_agent("a", caps("host", {"tmpfs"}));
+  // Served: no warning.
+  const v1::Campaign served = create_campaign(campaign_spec({"host"}, {"tmpfs"}));
+  EXPECT_EQ(served.warnings_size(), 0);
+  EXPECT_EQ(get_campaign(served.id()).warnings_size(), 0);
+
+  // A label nothing runs (a typo), and a file system the host agents lack.
+  const v1::Campaign c = create_campaign(campaign_spec({"host", "6.1-tset"}, {"tmpfs", "ext4"}));
+  EXPECT_EQ(c.jobs(), 4u) << "the jobs are still queued";
+  ASSERT_EQ(c.warnings_size(), 2) << c.DebugString();
+  EXPECT_THAT(c.warnings(0),
+              HasSubstr("kernel \"host\": none of its agents offers file system \"ext4\""));
+  EXPECT_THAT(c.warnings(1), HasSubstr("kernel \"6.1-tset\": no agent runs it"));
+  EXPECT_EQ(get_campaign(c.id()).warnings_size(), 2)
+      << "GetCampaign tells it while jobs are queued";
+
+  // Agents that can run them register: the warnings go.
+  register_agent("b", caps("host", {"ext4"}));
+  EXPECT_EQ(get_campaign(c.id()).warnings_size(), 1);
+  register_agent("vm", caps("6.1-tset", {"tmpfs", "ext4"}));
+  EXPECT_EQ(get_campaign(c.id()).warnings_size(), 0);
+
+  // All the agents of a label go quiet: the campaign says so.
+  clock_.advance(3 * kHeartbeat + 1s);
+  const v1::Campaign offline = get_campaign(c.id());
+  ASSERT_EQ(offline.warnings_size(), 2) << offline.DebugString();
+  EXPECT_THAT(offline.warnings(0), HasSubstr("are all offline"));
+}
+
 // ---- the job life cycle ----
 
 TEST_F(CoordinatorServerTest, RegisterCampaignLeaseHeartbeatReport) {

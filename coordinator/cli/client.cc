@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -150,16 +151,26 @@ static json campaign_summary(const v1::Campaign& c) {
   json by_verdict = json::object();
   for (const auto& [k, v] : c.by_verdict()) by_verdict[k] = v;
   const uint32_t done = c.by_state().count("done") ? c.by_state().at("done") : 0;
-  return json{{"campaign", c.id()},
-              {"name", c.spec().name()},
-              {"state", c.state() == v1::CAMPAIGN_STATE_DONE ? "done" : "running"},
-              {"jobs", c.jobs()},
-              {"outcomes", done},
-              {"violations", c.violations()},
-              {"by_verdict", by_verdict}};
+  return json{
+      {"campaign", c.id()},
+      {"name", c.spec().name()},
+      {"state", c.state() == v1::CAMPAIGN_STATE_DONE ? "done" : "running"},
+      {"jobs", c.jobs()},
+      {"outcomes", done},
+      {"violations", c.violations()},
+      {"by_verdict", by_verdict},
+      {"warnings", json(std::vector<std::string>(c.warnings().begin(), c.warnings().end()))}};
 }
 
-int Client::wait_for(int64_t id, bool json_out) {
+// Campaign::warnings on stderr, each once per call of the verb (`printed`).
+static void print_warnings(const v1::Campaign& c, std::set<std::string>& printed) {
+  for (const auto& w : c.warnings())
+    if (printed.insert(w).second)
+      std::fprintf(stderr, "warning: campaign %lld: %s\n", static_cast<long long>(c.id()),
+                   w.c_str());
+}
+
+int Client::wait_for(int64_t id, bool json_out, std::set<std::string> warned) {
   const bool tty = isatty(1) && !json_out;
   for (;;) {
     v1::GetCampaignRequest req;
@@ -176,6 +187,12 @@ int Client::wait_for(int64_t id, bool json_out) {
       return fail(s);
     }
     const uint32_t done = c.by_state().count("done") ? c.by_state().at("done") : 0;
+    if (std::any_of(c.warnings().begin(), c.warnings().end(),
+                    [&](const auto& w) { return !warned.count(w); })) {
+      if (tty) std::printf("\n");
+      std::fflush(stdout);
+      print_warnings(c, warned);
+    }
     if (tty) {
       const int width = 40;
       const int filled = c.jobs() ? static_cast<int>(static_cast<uint64_t>(width) * done / c.jobs()) : width;
@@ -206,7 +223,9 @@ int Client::campaign_run(const CampaignFlags& f, bool wait, bool json_out) {
   auto context = ctx();
   const grpc::Status s = stub_->CreateCampaign(context.get(), req, &c);
   if (!s.ok()) return fail(s);
-  if (wait) return wait_for(c.id(), json_out);
+  std::set<std::string> warned;
+  print_warnings(c, warned);
+  if (wait) return wait_for(c.id(), json_out, std::move(warned));
   if (json_out)
     std::cout << campaign_summary(c).dump() << std::endl;
   else
@@ -252,6 +271,9 @@ int Client::campaign_show(int64_t id, bool json_out) {
   }
   std::printf("%-6s %-20s %-8s %6s %8s %10s  %s\n", "id", "name", "state", "jobs", "done", "violations", "verdicts");
   print_campaign_row(c);
+  std::fflush(stdout);
+  std::set<std::string> warned;
+  print_warnings(c, warned);
   std::printf("\n%-8s %-16s %-12s %-8s %-6s %-7s %-8s %-14s %s\n", "job", "scenario", "fs", "kernel", "seed", "state",
               "attempt", "verdict", "reason");
   for (const auto& j : jobs.jobs()) {

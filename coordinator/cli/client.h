@@ -3,6 +3,7 @@
 // kernels. Each prints a readable table, or JSON with --json.
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,9 @@ class Client {
   std::unique_ptr<grpc::ClientContext> ctx() const;
   // Prints the status as one line on stderr; returns the exit code (2).
   int fail(const grpc::Status& s) const;
-  int wait_for(int64_t id, bool json);
+  // Polls the campaign until done (progress bar on a terminal); prints each
+  // warning not in `warned` once.
+  int wait_for(int64_t id, bool json, std::set<std::string> warned = {});
 
   Endpoint ep_;
   std::unique_ptr<v1::ControlService::Stub> stub_;

@@ -166,7 +166,19 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     json jobs = json::array();
     const auto all = ctx.store.list_jobs(c.id());
     for (const auto& j : all) jobs.push_back(to_json(j));
-    return json{{"campaign", to_json(c)}, {"matrix", matrix_of(all)}, {"jobs", jobs}};
+    // Why queued jobs have no agent to run them (campaign.h), while any wait.
+    json warnings = json::array();
+    if (std::any_of(all.begin(), all.end(),
+                    [](const auto& j) { return j.state() == v1::JOB_STATE_QUEUED; })) {
+      for (auto& w :
+           unserved(c.spec(), ctx.store.list_agents(ctx.clock.now() - ctx.options.offline_after),
+                    ctx.store.list_kernels()))
+        warnings.push_back(std::move(w));
+    }
+    return json{{"campaign", to_json(c)},
+                {"matrix", matrix_of(all)},
+                {"jobs", jobs},
+                {"warnings", warnings}};
   });
 
   r.get(R"(/api/jobs/([^/]+))", [ctx](const httplib::Request& req) {

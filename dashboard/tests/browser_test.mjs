@@ -439,6 +439,25 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     assert((await page.$$('pre.console *')).length === 0, 'the console tail became elements');
     assert((await page.evaluate(() => window.__xss)) === undefined, 'injected code ran');
   });
+
+  // Last of these: its jobs stay queued for good.
+  await check('a campaign that no agent can run says why, in the CLI and on its page', async () => {
+    const out = JSON.parse(lf.cli(['campaign', 'run', '--name', 'stuck-e2e', '--scenario', 'setattr-lookup',
+      '--kernel', BROKEN, '--kernel', 'no-such-label', '--fs', 'tmpfs', '--json']));
+    assert(out.warnings.length === 2, `CLI warnings ${JSON.stringify(out.warnings)}`);
+    const { body } = await lf.api('GET', `/api/campaigns/${out.campaign}`);
+    assert(body.warnings.some((w) => w.includes(`"${BROKEN}"`) && w.includes('last build failed')), `API warnings ${JSON.stringify(body.warnings)}`);
+    assert(body.warnings.some((w) => w.includes('"no-such-label"') && w.includes('check the label')), `API warnings ${JSON.stringify(body.warnings)}`);
+    await visit(`/campaigns/${out.campaign}`, 'campaign-unserved');
+    const shown = await page.$$eval('#campaign-warnings li', (lis) => lis.map((li) => li.textContent));
+    assert(JSON.stringify(shown) === JSON.stringify(body.warnings), `page shows ${JSON.stringify(shown)}`);
+    // A campaign that ran shows none.
+    const { body: list } = await lf.api('GET', '/api/campaigns');
+    const ran = list.campaigns.find((c) => c.state === 'done');
+    assert(ran, 'no finished campaign');
+    await visit(`/campaigns/${ran.id}`);
+    assert(!(await page.$('#campaign-warnings')), `campaign ${ran.id} shows warnings`);
+  });
 }
 
 const failed = results.filter(([, e]) => e).length;

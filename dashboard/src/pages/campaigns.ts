@@ -39,11 +39,15 @@ export const campaignPage: Page = async (root, [id]) => {
   const jobs = h('div', {});
   root.append(h('h1', {}, `Campaign #${id}`), head, h('h2', {}, 'Matrix'), matrix, h('h2', {}, 'Jobs'), jobs);
   const refresh = async () => {
-    const d = await get<{ campaign: Campaign; matrix: Matrix; jobs: Job[] }>(`/api/campaigns/${id}`);
+    const d = await get<{ campaign: Campaign; matrix: Matrix; jobs: Job[]; warnings: string[] }>(`/api/campaigns/${id}`);
     const c = d.campaign;
     head.replaceChildren(
       h('p', {}, `${c.name}, created ${when(c.created_at)}, ${c.state}; `, c.schedule_id ? `schedule #${c.schedule_id}` : 'made by hand'),
       progress(c),
+      // Queued jobs that no agent can run: say why, or the campaign just looks slow.
+      ...(d.warnings.length
+        ? [h('ul', { id: 'campaign-warnings', class: 'warnings' }, ...d.warnings.map((w) => h('li', {}, w)))]
+        : []),
     );
     matrix.replaceChildren(matrixTable(d.matrix, c.id));
     jobs.replaceChildren(
