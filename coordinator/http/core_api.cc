@@ -73,6 +73,19 @@ json trend_point(const v1::Campaign& c) {
               {"violations", j["violations"]}};
 }
 
+// Why the campaign's queued jobs have no agent to run them (unserved() in
+// campaign.h); empty once none is queued.
+json campaign_warnings(const ApiContext& ctx, const v1::Campaign& c) {
+  json out = json::array();
+  auto queued = c.by_state().find("queued");
+  if (queued == c.by_state().end() || queued->second == 0) return out;
+  for (auto& w :
+       unserved(c.spec(), ctx.store.list_agents(ctx.clock.now() - ctx.options.offline_after),
+                ctx.store.list_kernels()))
+    out.push_back(std::move(w));
+  return out;
+}
+
 json overview(ApiContext& ctx) {
   const auto campaigns = ctx.store.list_campaigns(kCampaignScan);
   std::vector<const v1::Campaign*> nightly;
@@ -81,10 +94,14 @@ json overview(ApiContext& ctx) {
   const bool scheduled = !nightly.empty();
   if (!scheduled)
     for (const auto& c : campaigns) nightly.push_back(&c);
-  json out{{"scheduled", scheduled}, {"campaign", nullptr}, {"matrix", nullptr}};
+  json out{{"scheduled", scheduled},
+           {"campaign", nullptr},
+           {"matrix", nullptr},
+           {"warnings", json::array()}};
   if (!nightly.empty()) {
     out["campaign"] = to_json(*nightly.front());
     out["matrix"] = matrix_of(ctx.store.list_jobs(nightly.front()->id()));
+    out["warnings"] = campaign_warnings(ctx, *nightly.front());
   }
   json trend = json::array();
   for (size_t i = std::min<size_t>(nightly.size(), kTrendNights); i-- > 0;)
@@ -166,19 +183,10 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     json jobs = json::array();
     const auto all = ctx.store.list_jobs(c.id());
     for (const auto& j : all) jobs.push_back(to_json(j));
-    // Why queued jobs have no agent to run them (campaign.h), while any wait.
-    json warnings = json::array();
-    if (std::any_of(all.begin(), all.end(),
-                    [](const auto& j) { return j.state() == v1::JOB_STATE_QUEUED; })) {
-      for (auto& w :
-           unserved(c.spec(), ctx.store.list_agents(ctx.clock.now() - ctx.options.offline_after),
-                    ctx.store.list_kernels()))
-        warnings.push_back(std::move(w));
-    }
     return json{{"campaign", to_json(c)},
                 {"matrix", matrix_of(all)},
                 {"jobs", jobs},
-                {"warnings", warnings}};
+                {"warnings", campaign_warnings(ctx, c)}};
   });
 
   r.get(R"(/api/jobs/([^/]+))", [ctx](const httplib::Request& req) {

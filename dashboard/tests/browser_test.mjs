@@ -457,6 +457,11 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     assert(ran, 'no finished campaign');
     await visit(`/campaigns/${ran.id}`);
     assert(!(await page.$('#campaign-warnings')), `campaign ${ran.id} shows warnings`);
+    // The overview features the nightly, which ran: no warnings there either.
+    const { body: o } = await lf.api('GET', '/api/overview');
+    assert(Array.isArray(o.warnings) && o.warnings.length === 0, `overview warnings ${JSON.stringify(o.warnings)}`);
+    await visit('/');
+    assert(!(await page.$('#campaign-warnings')), 'the overview shows warnings');
   });
 }
 

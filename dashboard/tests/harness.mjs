@@ -36,6 +36,20 @@ const pbString = (field, s) => {
 };
 const pbVarint = (field, n) => Buffer.concat([varint(field << 3), varint(n)]);
 
+// fetch, sent again once if it went out on a pooled connection the server had
+// already closed (UND_ERR_SOCKET "other side closed"): the server closes idle
+// connections after 5 s, and while a synchronous step (execFileSync of a
+// kernel build) blocks the event loop, undici cannot drop them first. The
+// request never reached the server, so sending it again is safe.
+async function fetchOnce(url, init) {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    if (e?.cause?.code !== 'UND_ERR_SOCKET') throw e;
+    return fetch(url, init);
+  }
+}
+
 export class Leapfrog {
   constructor(exe) {
     if (!exe || !fs.existsSync(exe)) throw new Error(`no leapfrog executable "${exe}"`);
@@ -82,12 +96,12 @@ export class Leapfrog {
     const headers = {};
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (token) headers.Authorization = `Bearer ${token}`;
-    const res = await fetch(this.http + p, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetchOnce(this.http + p, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     return { status: res.status, body: await res.json().catch(() => null) };
   }
 
   async rawPost(p, raw, token) {
-    const res = await fetch(this.http + p, { method: 'POST', headers: { Authorization: `Bearer ${token}` }, body: raw });
+    const res = await fetchOnce(this.http + p, { method: 'POST', headers: { Authorization: `Bearer ${token}` }, body: raw });
     return { status: res.status, body: await res.json().catch(() => null) };
   }
 

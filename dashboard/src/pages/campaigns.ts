@@ -1,7 +1,7 @@
 import { get, type Campaign, type Job, type KernelsByLabel, type Matrix, type Outcome } from '../api';
 import { ago, h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
-import { matrixTable, progress } from './overview';
+import { matrixTable, progress, warningList } from './overview';
 import { kernelCard, kernelHref } from './kernels';
 import { outcomeView } from './outcome_view';
 
@@ -45,9 +45,7 @@ export const campaignPage: Page = async (root, [id]) => {
       h('p', {}, `${c.name}, created ${when(c.created_at)}, ${c.state}; `, c.schedule_id ? `schedule #${c.schedule_id}` : 'made by hand'),
       progress(c),
       // Queued jobs that no agent can run: say why, or the campaign just looks slow.
-      ...(d.warnings.length
-        ? [h('ul', { id: 'campaign-warnings', class: 'warnings' }, ...d.warnings.map((w) => h('li', {}, w)))]
-        : []),
+      ...warningList(d.warnings),
     );
     matrix.replaceChildren(matrixTable(d.matrix, c.id));
     jobs.replaceChildren(

@@ -9,6 +9,7 @@ interface Overview {
   matrix: Matrix | null;
   trend: Campaign[];
   running: Campaign[];
+  warnings: string[];
 }
 
 const FAILURES = ['violation', 'kernel-crash', 'hang', 'boot-failure', 'error', 'infra-failure'];
@@ -85,6 +86,7 @@ export const overviewPage: Page = async (root) => {
           link(`#/campaigns/${c.id}`, `#${c.id} ${c.name}`),
           `, ${when(c.created_at)}, ${c.by_state.done ?? 0}/${c.jobs} jobs done`,
         ),
+        ...warningList(o.warnings),
       );
     }
     matrix.replaceChildren(o.matrix && c ? matrixTable(o.matrix, c.id) : h('p', {}, '—'));
@@ -117,6 +119,12 @@ export const overviewPage: Page = async (root) => {
     chart.dispose();
   };
 };
+
+// Why a campaign's queued jobs have no agent to run them (the API's
+// `warnings`): a list, or nothing when there is none.
+export function warningList(warnings: string[]): HTMLElement[] {
+  return warnings.length ? [h('ul', { id: 'campaign-warnings', class: 'warnings' }, ...warnings.map((w) => h('li', {}, w)))] : [];
+}
 
 export function progress(c: Campaign): HTMLElement {
   const done = c.by_state.done ?? 0;
