@@ -26,7 +26,6 @@ namespace {
 
 using namespace leapfrog::testing;
 
-
 int64_t sql_int(const std::string& url, const std::string& query) {
   const Rows rows = sql_once(url, query);
   if (rows.empty() || rows[0].empty() || rows[0][0].empty()) throw std::runtime_error("no value: " + query);

@@ -25,10 +25,10 @@ namespace leapfrog::testing {
 
 // The names every e2e test uses; `using namespace leapfrog::testing` brings
 // them in.
-using nlohmann::json;
 using coord::EmbeddedPostgres;
 using coord::EmbeddedPostgresOptions;
 using coord::testing::TestDir;
+using nlohmann::json;
 namespace stdfs = std::filesystem;
 
 // 32 random hex digits: a token for the coordinator and its clients.

@@ -38,7 +38,6 @@ const std::string kHarmless2 = kPlanted + "0002-harmless-open-comment.patch";
 // setattr-lookup see the stale grant; on a correct kernel none may.
 constexpr const char* kIterations = "2000";
 
-
 class KernelE2E : public E2ETest {
  protected:
   void SetUp() override {
