@@ -15,24 +15,16 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
 
 namespace {
 
-using nlohmann::json;
 using namespace leapfrog::testing;
-using leapfrog::coord::EmbeddedPostgres;
-using leapfrog::coord::EmbeddedPostgresOptions;
-using leapfrog::coord::testing::TestDir;
-namespace stdfs = std::filesystem;
-
 
 int64_t sql_int(const std::string& url, const std::string& query) {
   const Rows rows = sql_once(url, query);
@@ -59,18 +51,13 @@ std::string toy_makefile(const std::string& image, const std::string& count) {
          "\techo built >> " + count + "\n";
 }
 
-class BuilderE2E : public ::testing::Test {
+class BuilderE2E : public E2ETest {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
     image_ = newest_boot_kernel();
     if (image_.empty()) GTEST_SKIP() << "no /boot/vmlinuz-* (install linux-image-amd64)";
-    dir_ = std::make_unique<TestDir>();
-    logs_ = *dir_ / "logs";
-    stdfs::create_directories(logs_);
-    token_file_ = *dir_ / "token";
-    std::random_device rd;
-    std::ofstream(token_file_) << std::hex << rd() << rd() << rd() << rd() << "\n";
+    make_test_dir();
     // The toy source tree and its patches.
     src_ = *dir_ / "linux";
     count_ = *dir_ / "build-count";
@@ -83,17 +70,12 @@ class BuilderE2E : public ::testing::Test {
     bad_patch_ = *dir_ / "0002-does-not-apply.patch";
     std::ofstream(bad_patch_) << "Subject: [PATCH] namei: a hunk for another tree\n---\n--- a/fs/namei.c\n"
                                  "+++ b/fs/namei.c\n@@ -1,3 +1,3 @@\n line uno\n-line dos\n+line DOS\n line tres\n";
-    EmbeddedPostgresOptions o;
-    o.for_tests = true;
-    pg_ = std::make_unique<EmbeddedPostgres>(o);
-    pg_->start(*dir_ / "pg");
+    start_postgres();
     const std::string data = *dir_ / "coord";
     serve_ = spawn("serve", {LEAPFROG, "serve", "--database", pg_->url(), "--listen", "127.0.0.1:0", "--lease-ms",
                              "3000", "--heartbeat-ms", "300", "--data-dir", data, "--token-file", token_file_});
-    ASSERT_TRUE(poll_until([&] { return !slurp(data + "/address").empty() || serve_->exited(); }, 30s))
-        << tail_of(logs_ + "/serve.err");
-    address_ = slurp(data + "/address");
-    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' ')) address_.pop_back();
+    ASSERT_TRUE(wait_address(data, *serve_, 30s)) << tail_of(logs_ + "/serve.err");
+    address_ = read_address(data);
     ASSERT_FALSE(address_.empty());
   }
 
@@ -101,21 +83,8 @@ class BuilderE2E : public ::testing::Test {
     if (!dir_) return;
     for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) (*it)->signal(SIGTERM);
     for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) (*it)->stop();
-    if (HasFailure() || std::getenv("LEAPFROG_E2E_LOGS")) {
-      for (const auto& e : stdfs::directory_iterator(logs_)) {
-        if (stdfs::file_size(e.path()) == 0) continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(), tail_of(e.path(), 5000).c_str());
-      }
-    }
-    procs_.clear();
-    pg_.reset();
-    dir_.reset();
-  }
-
-  Proc* spawn(const std::string& name, std::vector<std::string> argv) {
-    procs_.push_back(
-        std::make_unique<Proc>(std::move(argv), logs_ + "/" + name + ".out", logs_ + "/" + name + ".err"));
-    return procs_.back().get();
+    if (show_logs()) print_logs(logs_, 5000);
+    release();
   }
 
   // A host agent; `extra` adds --builder, --kernel-label, --uname-release...
@@ -180,11 +149,8 @@ class BuilderE2E : public ::testing::Test {
     return r.empty() ? "" : r[0][0];
   }
 
-  std::unique_ptr<TestDir> dir_;
-  std::string logs_, token_file_, image_, src_, count_, good_patch_, bad_patch_, address_;
-  std::unique_ptr<EmbeddedPostgres> pg_;
+  std::string image_, src_, count_, good_patch_, bad_patch_, address_;
   Proc* serve_ = nullptr;
-  std::vector<std::unique_ptr<Proc>> procs_;
 };
 
 // The build job waits for a builder (an agent of the label cannot take it);

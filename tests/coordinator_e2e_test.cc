@@ -17,25 +17,18 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
 
 namespace {
 
-using nlohmann::json;
 using namespace leapfrog::testing;
-using leapfrog::coord::EmbeddedPostgres;
-using leapfrog::coord::EmbeddedPostgresOptions;
-using leapfrog::coord::testing::TestDir;
-namespace stdfs = std::filesystem;
 
 // Lease and heartbeat timing of every coordinator here: an expired lease
 // requeues its job within about two seconds.
@@ -58,13 +51,6 @@ int64_t sql_int(const std::string& url, const std::string& query) {
   if (rows.empty() || rows[0].empty() || rows[0][0].empty())
     throw std::runtime_error("query returned no value: " + query);
   return std::stoll(rows[0][0]);
-}
-
-std::string random_token() {
-  std::random_device rd;
-  std::string t;
-  for (int i = 0; i < 32; ++i) t += "0123456789abcdef"[rd() % 16];
-  return t;
 }
 
 // /tmp/leapfrog-run-<pid>-* folders of one `leapfrog-agent run` process.
@@ -113,15 +99,11 @@ struct Coordinator {
   int port = 0;
 };
 
-class CoordinatorE2E : public ::testing::Test {
+class CoordinatorE2E : public E2ETest {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
-    dir_ = std::make_unique<TestDir>();
-    logs_ = *dir_ / "logs";
-    stdfs::create_directories(logs_);
-    token_file_ = *dir_ / "token";
-    std::ofstream(token_file_) << random_token() << "\n";
+    make_test_dir();
   }
 
   void TearDown() override {
@@ -129,18 +111,12 @@ class CoordinatorE2E : public ::testing::Test {
     // Agents first (they hand their jobs back), then coordinators, then PostgreSQL.
     for (bool agents : {true, false}) {
       for (auto& p : procs_)
-        if (p.agent == agents && p.proc) p.proc->signal(SIGTERM);
+        if (is_agent(p.get()) == agents) p->signal(SIGTERM);
       for (auto it = procs_.rbegin(); it != procs_.rend(); ++it)
-        if (it->agent == agents && it->proc) it->proc->stop();
+        if (is_agent(it->get()) == agents) (*it)->stop();
     }
     // LEAPFROG_E2E_LOGS=1 shows the logs of passing tests too.
-    if (HasFailure() || std::getenv("LEAPFROG_E2E_LOGS")) {
-      for (const auto& e : stdfs::directory_iterator(logs_)) {
-        if (stdfs::file_size(e.path()) == 0) continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(),
-                     tail_of(e.path(), 6000).c_str());
-      }
-    }
+    if (show_logs()) print_logs(logs_, 6000);
     // LEAPFROG_E2E_KEEP=DIR keeps every log under DIR/<test name>.
     if (const char* keep = std::getenv("LEAPFROG_E2E_KEEP")) {
       const std::string to =
@@ -150,25 +126,16 @@ class CoordinatorE2E : public ::testing::Test {
       stdfs::create_directories(to, ec);
       stdfs::copy(logs_, to, stdfs::copy_options::recursive, ec);
     }
-    procs_.clear();
-    pg_.reset();
-    dir_.reset();
+    release();
   }
 
-  void start_postgres() {
-    EmbeddedPostgresOptions o;
-    o.for_tests = true;
-    pg_ = std::make_unique<EmbeddedPostgres>(o);
-    pg_->start(*dir_ / "pg");
-  }
   std::string url() const { return pg_->url(); }
 
+  // A child as E2ETest::spawn; TearDown stops agents before the others.
   Proc* spawn(const std::string& name, std::vector<std::string> argv, bool agent) {
-    auto p = std::make_unique<Proc>(std::move(argv), logs_ + "/" + name + ".out",
-                                    logs_ + "/" + name + ".err");
-    Proc* raw = p.get();
-    procs_.push_back({std::move(p), agent});
-    return raw;
+    Proc* p = E2ETest::spawn(name, std::move(argv));
+    if (agent) agents_.insert(p);
+    return p;
   }
 
   // `leapfrog serve` on the test's database; port 0 picks a free one.
@@ -181,10 +148,8 @@ class CoordinatorE2E : public ::testing::Test {
                     "127.0.0.1:" + std::to_string(port), "--lease-ms", kLeaseMs, "--heartbeat-ms",
                     kHeartbeatMs, "--data-dir", c.data_dir, "--token-file", token_file_},
                    false);
-    const std::string address_file = c.data_dir + "/address";
-    poll_until([&] { return !slurp(address_file).empty() || c.proc->exited(); }, 30s);
-    std::string a = slurp(address_file);
-    while (!a.empty() && (a.back() == '\n' || a.back() == ' ')) a.pop_back();
+    wait_address(c.data_dir, *c.proc, 30s);
+    const std::string a = read_address(c.data_dir);
     if (a.empty())
       throw std::runtime_error("coordinator " + name +
                                " wrote no address: " + tail_of(c.proc->err_file()));
@@ -312,15 +277,9 @@ class CoordinatorE2E : public ::testing::Test {
         << agent << " spool holds: " << entries();
   }
 
-  struct Owned {
-    std::unique_ptr<Proc> proc;
-    bool agent = false;
-  };
-  std::unique_ptr<TestDir> dir_;
-  std::string logs_;
-  std::string token_file_;
-  std::unique_ptr<EmbeddedPostgres> pg_;
-  std::vector<Owned> procs_;
+  bool is_agent(const Proc* p) const { return agents_.count(p) > 0; }
+
+  std::set<const Proc*> agents_;  // the agents among procs_: stopped first
 };
 
 // ---- 1. many jobs, two agents ----------------------------------------------

@@ -18,23 +18,16 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
 
 namespace {
 
-using nlohmann::json;
 using namespace leapfrog::testing;
-using leapfrog::coord::EmbeddedPostgres;
-using leapfrog::coord::EmbeddedPostgresOptions;
-using leapfrog::coord::testing::TestDir;
-namespace stdfs = std::filesystem;
 
 constexpr const char* kSource = "/usr/src/linux-source-6.1.tar.xz";
 const std::string kPlanted = std::string(LEAPFROG_SOURCE_DIR) + "/tests/planted/";
@@ -45,30 +38,19 @@ const std::string kHarmless2 = kPlanted + "0002-harmless-open-comment.patch";
 // setattr-lookup see the stale grant; on a correct kernel none may.
 constexpr const char* kIterations = "2000";
 
-
-class KernelE2E : public ::testing::Test {
+class KernelE2E : public E2ETest {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
     ASSERT_TRUE(stdfs::exists(kSource)) << kSource << " is missing: run deploy/install-deps.sh";
-    dir_ = std::make_unique<TestDir>();
-    logs_ = *dir_ / "logs";
-    stdfs::create_directories(logs_);
-    token_file_ = *dir_ / "token";
-    std::random_device rd;
-    std::ofstream(token_file_) << std::hex << rd() << rd() << rd() << rd() << "\n";
-    EmbeddedPostgresOptions o;
-    o.for_tests = true;
-    pg_ = std::make_unique<EmbeddedPostgres>(o);
-    pg_->start(*dir_ / "pg");
+    make_test_dir();
+    start_postgres();
     data_dir_ = *dir_ / "coord";
     serve_ = spawn("serve", {LEAPFROG, "serve", "--database", pg_->url(), "--listen", "127.0.0.1:0",
                              "--lease-ms", "20000", "--heartbeat-ms", "1000", "--data-dir", data_dir_,
                              "--token-file", token_file_});
-    ASSERT_TRUE(poll_until([&] { return !slurp(data_dir_ + "/address").empty() || serve_->exited(); }, 30s))
-        << tail_of(serve_->err_file());
-    address_ = slurp(data_dir_ + "/address");
-    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' ')) address_.pop_back();
+    ASSERT_TRUE(wait_address(data_dir_, *serve_, 30s)) << tail_of(serve_->err_file());
+    address_ = read_address(data_dir_);
     ASSERT_FALSE(address_.empty()) << tail_of(serve_->err_file());
   }
 
@@ -77,25 +59,11 @@ class KernelE2E : public ::testing::Test {
     for (auto* l : launchers_) l->signal(SIGTERM);
     for (auto* l : launchers_) l->stop(30s);
     for (auto& p : procs_) p->stop();
-    if (HasFailure() || std::getenv("LEAPFROG_E2E_LOGS")) {
-      for (const auto& e : stdfs::recursive_directory_iterator(*dir_ / "coord")) {
-        if (!e.is_regular_file() || e.path().string().find("console") == std::string::npos) continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().c_str(), tail_of(e.path(), 3000).c_str());
-      }
-      for (const auto& e : stdfs::directory_iterator(logs_)) {
-        if (stdfs::file_size(e.path()) == 0) continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(), tail_of(e.path(), 5000).c_str());
-      }
+    if (show_logs()) {
+      print_consoles(*dir_ / "coord");
+      print_logs(logs_, 5000);
     }
-    procs_.clear();
-    pg_.reset();
-    dir_.reset();
-  }
-
-  Proc* spawn(const std::string& name, std::vector<std::string> argv) {
-    procs_.push_back(
-        std::make_unique<Proc>(std::move(argv), logs_ + "/" + name + ".out", logs_ + "/" + name + ".err"));
-    return procs_.back().get();
+    release();
   }
 
   Result cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 600s) {
@@ -160,12 +128,9 @@ class KernelE2E : public ::testing::Test {
     return all;
   }
 
-  std::unique_ptr<TestDir> dir_;
-  std::unique_ptr<EmbeddedPostgres> pg_;
-  std::vector<std::unique_ptr<Proc>> procs_;
   std::vector<Proc*> launchers_;
   Proc* serve_ = nullptr;
-  std::string logs_, token_file_, data_dir_, address_;
+  std::string data_dir_, address_;
 };
 
 // A patch that does not apply against Debian's source: a clear error naming

@@ -49,7 +49,6 @@ inline std::string newest_boot_kernel() {
   return best;
 }
 
-// The last `max` bytes of a file, for failure messages.
 // A bare initramfs in `dir`: busybox-static and `init_script` as /init (plus
 // /dev/console), packed with cpio. Returns the cpio's path, "" on failure.
 inline std::string busybox_initramfs(const std::string& dir, const std::string& init_script) {
@@ -70,6 +69,7 @@ inline std::string busybox_initramfs(const std::string& dir, const std::string& 
   return out;
 }
 
+// The last `max` bytes of a file, for failure messages.
 inline std::string tail_of(const std::string& path, size_t max = 4000) {
   std::string s = slurp(path);
   return s.size() > max ? "..." + s.substr(s.size() - max) : s;

@@ -16,43 +16,26 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
 #include "scenarios/fs/workspace.h"
+#include "tests/e2e_util.h"
 #include "tests/process_util.h"
 
 namespace {
 
-using nlohmann::json;
 using namespace leapfrog::testing;
-using leapfrog::coord::EmbeddedPostgres;
-using leapfrog::coord::EmbeddedPostgresOptions;
-using leapfrog::coord::testing::TestDir;
-namespace stdfs = std::filesystem;
 
 // Rounds per run: a run takes a few tenths of a second on fuse-cached.
 const char* const kIterations = "40";
 
-class TriageE2E : public ::testing::Test {
+class TriageE2E : public E2ETest {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
-    dir_ = std::make_unique<TestDir>();
-    logs_ = *dir_ / "logs";
-    stdfs::create_directories(logs_);
-    token_file_ = *dir_ / "token";
-    std::random_device rd;
-    std::string token;
-    for (int i = 0; i < 32; ++i) token += "0123456789abcdef"[rd() % 16];
-    std::ofstream(token_file_) << token << "\n";
-    EmbeddedPostgresOptions o;
-    o.for_tests = true;
-    pg_ = std::make_unique<EmbeddedPostgres>(o);
-    pg_->start(*dir_ / "pg");
+    make_test_dir();
+    start_postgres();
     start_coordinator("127.0.0.1:0");
     ASSERT_FALSE(address_.empty());
     for (int k = 1; k <= 5; ++k) {
@@ -72,16 +55,8 @@ class TriageE2E : public ::testing::Test {
     for (auto* a : agents_) a->signal(SIGTERM);
     for (auto* a : agents_) a->stop();
     for (auto& p : procs_) p->stop();
-    if (HasFailure()) {
-      for (const auto& e : stdfs::directory_iterator(logs_)) {
-        if (stdfs::file_size(e.path()) == 0) continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(),
-                     tail_of(e.path(), 5000).c_str());
-      }
-    }
-    procs_.clear();
-    pg_.reset();
-    dir_.reset();
+    if (HasFailure()) print_logs(logs_, 5000);
+    release();
   }
 
   // `leapfrog serve` on the test's database, listening on `listen`.
@@ -91,18 +66,9 @@ class TriageE2E : public ::testing::Test {
     coordinator_ = spawn("coordinator-" + std::to_string(++coordinators_),
                          {LEAPFROG, "serve", "--database", pg_->url(), "--listen", listen,
                           "--data-dir", data, "--token-file", token_file_});
-    ASSERT_TRUE(poll_until(
-        [&] { return !slurp(data + "/address").empty() || coordinator_->exited(); }, 30s));
-    address_ = slurp(data + "/address");
-    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' '))
-      address_.pop_back();
+    ASSERT_TRUE(wait_address(data, *coordinator_, 30s));
+    address_ = read_address(data);
     ASSERT_FALSE(address_.empty()) << tail_of(coordinator_->err_file());
-  }
-
-  Proc* spawn(const std::string& name, std::vector<std::string> argv) {
-    procs_.push_back(std::make_unique<Proc>(std::move(argv), logs_ + "/" + name + ".out",
-                                            logs_ + "/" + name + ".err"));
-    return procs_.back().get();
   }
 
   Result cli(std::vector<std::string> args) {
@@ -152,10 +118,7 @@ class TriageE2E : public ::testing::Test {
     return found;
   }
 
-  std::unique_ptr<TestDir> dir_;
-  std::string logs_, token_file_, address_;
-  std::unique_ptr<EmbeddedPostgres> pg_;
-  std::vector<std::unique_ptr<Proc>> procs_;
+  std::string address_;
   Proc* coordinator_ = nullptr;
   int coordinators_ = 0;
   std::vector<Proc*> agents_;

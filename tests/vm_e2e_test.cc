@@ -13,26 +13,17 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/pg/test_dir.h"
+#include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
 
 namespace {
 
-using nlohmann::json;
 using namespace leapfrog::testing;
-using leapfrog::coord::EmbeddedPostgres;
-using leapfrog::coord::EmbeddedPostgresOptions;
-using leapfrog::coord::testing::TestDir;
-namespace stdfs = std::filesystem;
-
-
 
 int count_matches(const std::string& text, const std::string& re) {
   const std::regex r(re);
@@ -40,22 +31,14 @@ int count_matches(const std::string& text, const std::string& re) {
       std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
 }
 
-class VmE2E : public ::testing::Test {
+class VmE2E : public E2ETest {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root";
     kernel_image_ = newest_boot_kernel();
     if (kernel_image_.empty()) GTEST_SKIP() << "no /boot/vmlinuz-* (install linux-image-amd64)";
-    dir_ = std::make_unique<TestDir>();
-    logs_ = *dir_ / "logs";
-    stdfs::create_directories(logs_);
-    token_file_ = *dir_ / "token";
-    std::random_device rd;
-    std::ofstream(token_file_) << std::hex << rd() << rd() << rd() << rd() << "\n";
-    EmbeddedPostgresOptions o;
-    o.for_tests = true;
-    pg_ = std::make_unique<EmbeddedPostgres>(o);
-    pg_->start(*dir_ / "pg");
+    make_test_dir();
+    start_postgres();
     data_dir_ = *dir_ / "coord";
     start_serve("serve");
   }
@@ -65,17 +48,11 @@ class VmE2E : public ::testing::Test {
   void start_serve(const std::string& log) {
     std::error_code ec;
     stdfs::remove(data_dir_ + "/address", ec);
-    serve_ = std::make_unique<Proc>(
-        std::vector<std::string>{LEAPFROG, "serve", "--database", pg_->url(), "--listen",
-                                 "127.0.0.1:0", "--lease-ms", "4000", "--heartbeat-ms", "500",
-                                 "--data-dir", data_dir_, "--token-file", token_file_},
-        logs_ + "/" + log + ".out", logs_ + "/" + log + ".err");
-    ASSERT_TRUE(
-        poll_until([&] { return !slurp(data_dir_ + "/address").empty() || serve_->exited(); }, 30s))
-        << tail_of(logs_ + "/" + log + ".err");
-    address_ = slurp(data_dir_ + "/address");
-    while (!address_.empty() && (address_.back() == '\n' || address_.back() == ' '))
-      address_.pop_back();
+    serve_ = logged_proc(log, {LEAPFROG, "serve", "--database", pg_->url(), "--listen",
+                               "127.0.0.1:0", "--lease-ms", "4000", "--heartbeat-ms", "500",
+                               "--data-dir", data_dir_, "--token-file", token_file_});
+    ASSERT_TRUE(wait_address(data_dir_, *serve_, 30s)) << tail_of(logs_ + "/" + log + ".err");
+    address_ = read_address(data_dir_);
     ASSERT_FALSE(address_.empty()) << tail_of(logs_ + "/" + log + ".err");
   }
 
@@ -83,23 +60,13 @@ class VmE2E : public ::testing::Test {
     if (!dir_) return;
     if (launcher_) launcher_->stop(30s);
     if (serve_) serve_->stop();
-    if (HasFailure() || std::getenv("LEAPFROG_E2E_LOGS")) {
-      for (const auto& e : stdfs::recursive_directory_iterator(*dir_ / "coord")) {
-        if (!e.is_regular_file() || e.path().string().find("console") == std::string::npos)
-          continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().c_str(),
-                     tail_of(e.path(), 3000).c_str());
-      }
-      for (const auto& e : stdfs::directory_iterator(logs_)) {
-        if (stdfs::file_size(e.path()) == 0) continue;
-        std::fprintf(stderr, "---- %s ----\n%s\n", e.path().filename().c_str(),
-                     tail_of(e.path(), 5000).c_str());
-      }
+    if (show_logs()) {
+      print_consoles(*dir_ / "coord");
+      print_logs(logs_, 5000);
     }
     launcher_.reset();
     serve_.reset();
-    pg_.reset();
-    dir_.reset();
+    release();
   }
 
   Result cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 120s) {
@@ -157,8 +124,12 @@ class VmE2E : public ::testing::Test {
                                      cache};
     argv.insert(argv.end(), extra.begin(), extra.end());
     ++launches_;
-    const std::string log = logs_ + "/launcher" + (launches_ > 1 ? std::to_string(launches_) : "");
-    launcher_ = std::make_unique<Proc>(argv, log + ".out", log + ".err");
+    launcher_ = logged_proc(launcher_name(), argv);
+  }
+
+  // The log name of the last launcher started: launcher, launcher2, ...
+  std::string launcher_name() const {
+    return "launcher" + (launches_ > 1 ? std::to_string(launches_) : "");
   }
 
   int64_t campaign(const std::string& label, std::vector<std::string> scenarios,
@@ -206,7 +177,7 @@ class VmE2E : public ::testing::Test {
 
   // The log of the last launcher started.
   std::string launcher_log() const {
-    const std::string log = logs_ + "/launcher" + (launches_ > 1 ? std::to_string(launches_) : "");
+    const std::string log = logs_ + "/" + launcher_name();
     return slurp(log + ".err") + slurp(log + ".out");
   }
 
@@ -219,10 +190,8 @@ class VmE2E : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<TestDir> dir_;
-  std::unique_ptr<EmbeddedPostgres> pg_;
   std::unique_ptr<Proc> serve_, launcher_;
-  std::string logs_, token_file_, data_dir_, address_, kernel_image_;
+  std::string data_dir_, address_, kernel_image_;
   int launches_ = 0;
 };
 
@@ -369,10 +338,7 @@ TEST_F(VmE2E, VmsStartFromOneSavedBootEachWithItsOwnIdentity) {
   // coordinator has a new port and a new token.
   launcher_->stop(30s);
   serve_->stop();
-  {
-    std::random_device rd;
-    std::ofstream(token_file_) << std::hex << rd() << rd() << "\n";
-  }
+  std::ofstream(token_file_) << random_token() << "\n";
   start_serve("serve2");
   if (HasFatalFailure()) return;
   start_launcher("debian", {"--count", "1"}, cache);
