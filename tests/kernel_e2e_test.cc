@@ -113,13 +113,18 @@ class KernelE2E : public E2ETest {
                     900s);
   }
 
-  // Verdict and violation kinds of the campaign's outcomes.
+  // Verdict and violation kinds of the campaign's outcomes, the error, and
+  // what the run checked (for the message when a verdict is unexpected).
   Rows results(int64_t campaign) {
     return sql_once(pg_->url(),
-               "SELECT o.verdict, coalesce(string_agg(DISTINCT v.kind::text, ','), ''), o.error "
+               "SELECT o.verdict, coalesce(string_agg(DISTINCT v.kind::text, ','), ''), o.error,"
+               " format('ops %s, lookups checked %s, race window hits %s, agent %s', o.ops,"
+               "  o.lookups_checked, o.race_window_hits, o.agent_id) "
                "FROM outcomes o LEFT JOIN violations v ON v.job_id = o.job_id AND v.attempt = o.attempt "
                "WHERE o.campaign_id = " +
-                   std::to_string(campaign) + " GROUP BY o.seq, o.verdict, o.error ORDER BY o.seq");
+                   std::to_string(campaign) +
+                   " GROUP BY o.seq, o.verdict, o.error, o.ops, o.lookups_checked, o.race_window_hits,"
+                   " o.agent_id ORDER BY o.seq");
   }
 
   std::string logs() const {
@@ -199,7 +204,8 @@ TEST_F(KernelE2E, PlantedRaceIsCaughtWithTheBugOnAndCleanWithItOff) {
 
   const Rows bad_rows = results(bad.at("campaign").get<int64_t>());
   ASSERT_EQ(bad_rows.size(), 1u) << logs();
-  EXPECT_EQ(bad_rows[0][0], "2") << bad_rows[0][2];  // VERDICT_VIOLATION
+  EXPECT_EQ(bad_rows[0][0], "2") << bad_rows[0][2] << " " << bad_rows[0][3] << "\n"
+                                  << cli({"agents", "--json"}).out;  // VERDICT_VIOLATION
   EXPECT_NE(bad_rows[0][1].find("stale-grant"), std::string::npos) << bad_rows[0][1];
   std::printf("bug on: verdict %s kinds %s\n", bad_rows.empty() ? "-" : bad_rows[0][0].c_str(),
               bad_rows.empty() ? "-" : bad_rows[0][1].c_str());
