@@ -202,4 +202,10 @@ std::vector<std::string> unserved(const v1::CampaignSpec& spec,
   return out;
 }
 
+std::vector<std::string> unserved(Store& store, const v1::Campaign& c, TimePoint online_since) {
+  auto queued = c.by_state().find("queued");
+  if (queued == c.by_state().end() || queued->second == 0) return {};
+  return unserved(c.spec(), store.list_agents(online_since), store.list_kernels());
+}
+
 }  // namespace leapfrog::coord

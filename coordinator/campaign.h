@@ -47,4 +47,9 @@ std::vector<std::string> unserved(const v1::CampaignSpec& spec,
                                   const std::vector<v1::AgentInfo>& agents,
                                   const std::vector<v1::Kernel>& kernels);
 
+// unserved() for a stored campaign, against the store's agents (online when
+// seen at or after `online_since`) and kernels; empty once none of its jobs
+// is queued.
+std::vector<std::string> unserved(Store& store, const v1::Campaign& c, TimePoint online_since);
+
 }  // namespace leapfrog::coord

@@ -38,9 +38,7 @@ Status ControlServiceImpl::CreateCampaign(grpc::ServerContext* ctx, const v1::Cr
 }
 
 void ControlServiceImpl::add_warnings(v1::Campaign& c, bool log) {
-  const auto kernels = store_.list_kernels();
-  const auto agents = store_.list_agents(clock_.now() - 3 * cfg_.heartbeat_interval);
-  for (auto& w : unserved(c.spec(), agents, kernels)) {
+  for (auto& w : unserved(store_, c, clock_.now() - 3 * cfg_.heartbeat_interval)) {
     if (log) spdlog::warn("campaign.unserved campaign={} why=\"{}\"", c.id(), w);
     c.add_warnings(std::move(w));
   }
@@ -53,8 +51,7 @@ Status ControlServiceImpl::GetCampaign(grpc::ServerContext* ctx, const v1::GetCa
     auto c = store_.get_campaign(req->id());
     if (!c) return Status(StatusCode::NOT_FOUND, "no campaign \"" + std::to_string(req->id()) + "\"");
     *resp = std::move(*c);
-    auto queued = resp->by_state().find("queued");
-    if (queued != resp->by_state().end() && queued->second > 0) add_warnings(*resp, false);
+    add_warnings(*resp, false);
     return Status::OK;
   });
 }

@@ -73,17 +73,9 @@ json trend_point(const v1::Campaign& c) {
               {"violations", j["violations"]}};
 }
 
-// Why the campaign's queued jobs have no agent to run them (unserved() in
-// campaign.h); empty once none is queued.
+// Why the campaign's queued jobs have no agent to run them (campaign.h).
 json campaign_warnings(const ApiContext& ctx, const v1::Campaign& c) {
-  json out = json::array();
-  auto queued = c.by_state().find("queued");
-  if (queued == c.by_state().end() || queued->second == 0) return out;
-  for (auto& w :
-       unserved(c.spec(), ctx.store.list_agents(ctx.clock.now() - ctx.options.offline_after),
-                ctx.store.list_kernels()))
-    out.push_back(std::move(w));
-  return out;
+  return unserved(ctx.store, c, ctx.clock.now() - ctx.options.offline_after);
 }
 
 json overview(ApiContext& ctx) {
