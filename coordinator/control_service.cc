@@ -38,7 +38,7 @@ Status ControlServiceImpl::CreateCampaign(grpc::ServerContext* ctx, const v1::Cr
 }
 
 void ControlServiceImpl::add_warnings(v1::Campaign& c, bool log) {
-  for (auto& w : unserved(store_, c, clock_.now() - 3 * cfg_.heartbeat_interval)) {
+  for (auto& w : unserved(store_, c, online_since())) {
     if (log) spdlog::warn("campaign.unserved campaign={} why=\"{}\"", c.id(), w);
     c.add_warnings(std::move(w));
   }
@@ -90,7 +90,7 @@ Status ControlServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAg
                                       v1::ListAgentsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListAgents", [&] {
-    for (auto& a : store_.list_agents(clock_.now() - 3 * cfg_.heartbeat_interval)) *resp->add_agents() = std::move(a);
+    for (auto& a : store_.list_agents(online_since())) *resp->add_agents() = std::move(a);
     return Status::OK;
   });
 }

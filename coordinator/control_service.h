@@ -36,6 +36,8 @@ class ControlServiceImpl final : public v1::ControlService::Service {
   // Campaign::warnings for `c` (see unserved() in campaign.h); `log` also
   // logs them (once, at creation: GetCampaign is polled).
   void add_warnings(v1::Campaign& c, bool log);
+  // Agents seen since then count as online: within three heartbeat intervals.
+  TimePoint online_since() const { return clock_.now() - 3 * cfg_.heartbeat_interval; }
 
   Store& store_;
   const Clock& clock_;
