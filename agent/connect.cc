@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <fmt/ranges.h>
 #include <grpcpp/grpcpp.h>
 #include <random>
 #include <spdlog/spdlog.h>
@@ -26,6 +27,7 @@
 
 #include "agent/outcome_proto.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
+#include "scenarios/fs/workspace.h"
 
 extern char** environ;
 
@@ -55,21 +57,19 @@ class Backoff {
   std::mt19937 rng_{std::random_device{}()};
 };
 
+// What this machine can provision now; each kind left out is logged with the
+// reason, so `leapfrog agents` and the agent's log tell why a VM does not
+// offer, say, xfs.
 std::vector<std::string> default_filesystems() {
-  std::vector<std::string> fs = {"tmpfs"};
-  auto have = [](const char* bin) {
-    for (const char* dir : {"/usr/sbin/", "/sbin/", "/usr/bin/"})
-      if (access((std::string(dir) + bin).c_str(), X_OK) == 0) return true;
-    return false;
-  };
-  if (have("mkfs.ext4")) fs.push_back("ext4");
-  if (have("mkfs.xfs")) fs.push_back("xfs");
-  if (have("mkfs.btrfs")) fs.push_back("btrfs");
-  if (access("/dev/fuse", R_OK | W_OK) == 0) {
-    fs.push_back("fuse-cached");
-    fs.push_back("fuse-direct");
+  std::vector<std::string> out;
+  for (const char* name : {"tmpfs", "ext4", "xfs", "btrfs", "fuse-cached", "fuse-direct"}) {
+    const std::string why = fs::unavailable_reason(fs::parse_fs_kind(name));
+    if (why.empty())
+      out.push_back(name);
+    else
+      spdlog::info("agent.fs_unavailable fs={} reason=\"{}\"", name, why);
   }
-  return fs;
+  return out;
 }
 
 std::string host_name() {
@@ -135,10 +135,6 @@ class Agent {
     struct utsname u;
     if (uname(&u) == 0)
       caps_.set_uname((opts.uname_release.empty() ? std::string(u.release) : opts.uname_release) + " " + u.version);
-    for (const auto& f : opts.filesystems.empty() ? default_filesystems() : opts.filesystems) caps_.add_filesystems(f);
-    for (const auto& [from, to] : opts.fs_map)
-      if (std::find(caps_.filesystems().begin(), caps_.filesystems().end(), from) == caps_.filesystems().end())
-        caps_.add_filesystems(from);
     caps_.set_root(geteuid() == 0);
     caps_.set_cpus(static_cast<uint32_t>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN))));
     caps_.set_host(host_name());
@@ -151,6 +147,9 @@ class Agent {
     Backoff backoff;
     if (opts_.vm) reseed_random();
     if (!opts_.wait_for.empty()) wait_for_file(opts_.wait_for);
+    // In a VM, /init loads the file systems' modules while the agent starts:
+    // what it can offer is known once it may connect (--wait-for).
+    advertise_filesystems();
     while (!stopping()) {
       if (agent_id_.empty() && !register_agent()) {
         pause_for(backoff.next());
@@ -201,6 +200,17 @@ class Agent {
       const auto slice = std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(50));
       channel_->WaitForStateChange(state, std::chrono::system_clock::now() + slice);
     }
+  }
+
+  void advertise_filesystems() {
+    caps_.clear_filesystems();
+    for (const auto& f : opts_.filesystems.empty() ? default_filesystems() : opts_.filesystems)
+      caps_.add_filesystems(f);
+    for (const auto& [from, to] : opts_.fs_map)
+      if (std::find(caps_.filesystems().begin(), caps_.filesystems().end(), from) ==
+          caps_.filesystems().end())
+        caps_.add_filesystems(from);
+    spdlog::info("agent.filesystems fs={}", fmt::join(caps_.filesystems(), ","));
   }
 
   // Polls: the file appears once, within a second or so of the agent's start.

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <grpc/grpc.h>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -79,10 +80,15 @@ int cmd_run(const RunOptions& opts, bool json_out) {
   return fs::run_sandboxed([&](const std::string& workdir) {
     Outcome o;
     try {
+      const auto setup_start = std::chrono::steady_clock::now();
       auto ws = fs::provision(opts.fs, workdir);
+      const double setup_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+      spdlog::info("run.provisioned fs={} setup_ms={:.0f}", ws->name(), setup_s * 1000);
       RunContext ctx{opts, *ws, params, Rng(opts.seed ^ 0x6c6561706672ULL),
                      opts.observers ? opts.observers : scenario.default_observers()};
       o = scenario.run(ctx);
+      o.setup_s = setup_s;
     } catch (const std::exception& e) {
       // Setup failures of the file system or the scenario: one line, exit 2.
       std::fprintf(stderr, "error: %s\n", e.what());

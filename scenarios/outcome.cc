@@ -93,6 +93,7 @@ json to_json(const Outcome& o) {
          {"first_violation_ns", o.first_violation_ns},
          {"ops_to_first_violation", o.ops_to_first_violation},
          {"duration_s", o.duration_s},
+         {"setup_s", o.setup_s},
          {"ops_per_sec", o.ops_per_sec},
          {"clock_source", o.clock_source},
          {"epsilon_ns", o.epsilon_ns},

@@ -36,6 +36,9 @@ struct Outcome {
   uint64_t rounds = 0;
   uint64_t race_window_hits = 0;
   double duration_s = 0;
+  // Wall time to provision the file system under test (mkfs, mount, FUSE
+  // daemon), before the scenario's own setup.
+  double setup_s = 0;
   double ops_per_sec = 0;
   std::string clock_source;
   TimeNs epsilon_ns = 0;

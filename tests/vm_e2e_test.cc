@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -133,13 +135,23 @@ class VmE2E : public E2ETest {
   }
 
   int64_t campaign(const std::string& label, std::vector<std::string> scenarios,
-                   const std::string& duration = "1s") {
-    std::vector<std::string> args = {"campaign", "run",        "--kernel", label,   "--fs",
-                                     "tmpfs",    "--duration", duration,   "--json"};
+                   const std::string& duration = "1s",
+                   const std::vector<std::string>& filesystems = {"tmpfs"}) {
+    return json::parse(campaign_run(label, scenarios, duration, filesystems).out)
+        .at("campaign")
+        .get<int64_t>();
+  }
+
+  // `leapfrog campaign run --json` of scenarios × filesystems on `label`.
+  Result campaign_run(const std::string& label, const std::vector<std::string>& scenarios,
+                      const std::string& duration, const std::vector<std::string>& filesystems) {
+    std::vector<std::string> args = {"campaign",   "run",    "--kernel", label,
+                                     "--duration", duration, "--json"};
     for (const auto& s : scenarios) args.insert(args.end(), {"--scenario", s});
+    for (const auto& f : filesystems) args.insert(args.end(), {"--fs", f});
     const Result r = cli(args);
     if (r.exit != 0) throw std::runtime_error("campaign run failed: " + r.out + r.err);
-    return json::parse(r.out).at("campaign").get<int64_t>();
+    return r;
   }
 
   // Waits until every job of the campaign is done; false on timeout.
@@ -413,6 +425,152 @@ TEST_F(VmE2E, KernelAddSavesTheBootedVmSoTheFirstLaunchStartsFromIt) {
   EXPECT_FALSE(bad["saved_vm"].value("ready", true)) << bad.dump();
   EXPECT_NE(bad["saved_vm"].value("error", "").find("did not boot"), std::string::npos) << bad.dump();
   EXPECT_EQ(saved_vms(cache).size(), 1u) << "a kernel that does not boot has no saved VM";
+}
+
+// ---- every file system in the VM -------------------------------------------
+
+const std::vector<std::string> kVmFilesystems = {"tmpfs", "ext4",        "xfs",
+                                                 "btrfs", "fuse-cached", "fuse-direct"};
+const std::vector<std::string> kDiskFilesystems = {"tmpfs", "ext4", "xfs", "btrfs"};
+const std::vector<std::string> kLookupScenarios = {
+    "setattr-lookup", "chown-lookup",  "acl-exec-deny",  "rename-lookup",
+    "mount-lookup",   "dotdot-lookup", "symlink-lookup", "dirfd-lookup"};
+
+// The file systems each registered agent offers, by agent name.
+std::map<std::string, std::vector<std::string>> offered(const json& agents) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& a : agents) {
+    std::vector<std::string> fs;
+    for (const auto& f : a.at("capabilities").value("filesystems", json::array()))
+      fs.push_back(f.get<std::string>());
+    out[a.value("name", "?")] = fs;
+  }
+  return out;
+}
+
+// The first violations of a campaign, one line each, for a failure message.
+std::string violations_text(const std::string& url, int64_t campaign) {
+  std::string out;
+  for (const auto& v :
+       sql_once(url,
+                "SELECT j.scenario, j.fs, v.kind, v.op, v.path, v.observed, v.expected"
+                " FROM violations v JOIN jobs j ON j.id = v.job_id WHERE j.campaign_id = " +
+                    std::to_string(campaign) + " ORDER BY j.id, v.idx LIMIT 8")) {
+    for (const auto& f : v) out += f + " | ";
+    out += "\n";
+  }
+  return out;
+}
+
+// The guest's agent offers every file system the host agent does (the
+// image carries the modules, their dependencies and the mkfs programs); the
+// lookup scenarios run clean on each in the Debian kernel, and the FUSE
+// positive control fires inside the VM while its uncached twin stays clean.
+// Prints how long each file system took to provision in the guest.
+TEST_F(VmE2E, EveryFileSystemRunsInTheVmAndTheLookupScenariosStayClean) {
+  add_kernel("debian", kernel_image_);
+  start_launcher("debian", {"--count", "2", "--cpus", "2"});
+  ASSERT_TRUE(poll_until([&] { return count_matches(launcher_log(), "vm\\.registered ") >= 2; },
+                         300s, 200ms))
+      << launcher_log();
+  const Result a = cli({"agents", "--json"});
+  ASSERT_EQ(a.exit, 0) << a.err;
+  for (const auto& [name, fs] : offered(json::parse(a.out))) EXPECT_EQ(fs, kVmFilesystems) << name;
+
+  const int64_t c = campaign("debian", kLookupScenarios, "1s", kDiskFilesystems);
+  ASSERT_TRUE(wait_done(c, 540s)) << launcher_log();
+  const Rows rows =
+      sql_once(pg_->url(),
+               "SELECT j.scenario, j.fs, o.verdict, o.error, o.lookups_checked, o.violation_count,"
+               " substring(encode(o.outcome, 'escape') from '\"setup_s\":([0-9.e+-]+)')"
+               " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
+                   std::to_string(c) + " ORDER BY j.id, o.attempt");
+  ASSERT_EQ(rows.size(), kLookupScenarios.size() * kDiskFilesystems.size());
+  std::map<std::string, std::vector<double>> setup;
+  for (const auto& r : rows) {
+    // Any violation on the stock kernel is a finding: the message carries it.
+    EXPECT_EQ(r[2], "1") << r[0] << " on " << r[1] << ": verdict " << r[2] << " error " << r[3]
+                         << " violations " << r[5] << "\n"
+                         << violations_text(pg_->url(), c);
+    EXPECT_GT(std::stoull(r[4]), 0u) << r[0] << " on " << r[1] << " judged no lookup";
+    if (!r[6].empty()) setup[r[1]].push_back(std::stod(r[6]));
+  }
+  for (auto& [fs, times] : setup) {
+    std::sort(times.begin(), times.end());
+    std::printf("guest file system setup: %-6s median %.0f ms, max %.0f ms over %zu jobs\n",
+                fs.c_str(), times[times.size() / 2] * 1000, times.back() * 1000, times.size());
+  }
+  EXPECT_EQ(setup.size(), kDiskFilesystems.size());
+
+  // The positive control in the guest: the kernel's FUSE cache serves stale
+  // attributes; with caching off the same race is clean.
+  const int64_t f = campaign("debian", {"setattr-lookup"}, "3s", {"fuse-cached", "fuse-direct"});
+  ASSERT_TRUE(wait_done(f, 240s)) << launcher_log();
+  const Rows fuse = sql_once(
+      pg_->url(),
+      "SELECT j.fs, o.verdict, o.error, coalesce((SELECT string_agg(DISTINCT kind, ',') FROM"
+      " violations v WHERE v.job_id = o.job_id AND v.attempt = o.attempt), '')"
+      " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
+          std::to_string(f) + " ORDER BY j.fs");
+  ASSERT_EQ(fuse.size(), 2u);
+  EXPECT_EQ(fuse[0][0], "fuse-cached");
+  EXPECT_EQ(fuse[0][1], "2") << "the FUSE control did not fire in the VM: " << fuse[0][2];
+  EXPECT_NE(fuse[0][3].find("stale-grant"), std::string::npos) << fuse[0][3];
+  EXPECT_EQ(fuse[1][0], "fuse-direct");
+  EXPECT_EQ(fuse[1][1], "1") << fuse[1][2] << " " << fuse[1][3];
+}
+
+// A modules folder that lacks xfs (as a kernel without it would): the image
+// carries the rest, the VM offers every other file system, and a campaign on
+// xfs says that no agent of the label offers it instead of waiting silently.
+TEST_F(VmE2E, AFileSystemTheKernelLacksIsNotOfferedAndCampaignsSaySo) {
+  const std::string release = stdfs::path(kernel_image_).filename().string().substr(8);
+  const stdfs::path from = "/lib/modules/" + release;
+  if (!stdfs::exists(from / "modules.dep")) GTEST_SKIP() << "no " << from << "/modules.dep";
+  const stdfs::path base = *dir_ / "modroot";
+  const stdfs::path to = base / "lib/modules" / release;
+  std::ifstream dep(from / "modules.dep");
+  std::string line;
+  int copied = 0;
+  while (std::getline(dep, line)) {
+    const std::string path = line.substr(0, line.find(':'));
+    if (path.find("kernel/fs/xfs/") == 0) continue;
+    for (const char* keep : {"kernel/drivers/virtio/", "kernel/drivers/net/", "kernel/net/core/",
+                             "kernel/drivers/block/loop", "kernel/fs/", "kernel/lib/",
+                             "kernel/crypto/", "kernel/arch/x86/crypto/"}) {
+      if (path.rfind(keep, 0) != 0) continue;
+      stdfs::create_directories((to / path).parent_path());
+      stdfs::copy_file(from / path, to / path);
+      ++copied;
+      break;
+    }
+  }
+  ASSERT_GT(copied, 10);
+  for (const char* f : {"modules.builtin", "modules.builtin.modinfo", "modules.order"})
+    if (stdfs::exists(from / f)) stdfs::copy_file(from / f, to / f);
+  const Result dm = run_to_end({"/sbin/depmod", "-b", base.string(), release}, logs_, 120s);
+  ASSERT_EQ(dm.exit, 0) << dm.out << dm.err;
+
+  const Result added =
+      cli({"kernel", "add", "debian-noxfs", kernel_image_, "--modules", to.string(), "--cache-dir",
+           LEAPFROG_VM_CACHE, "--no-prepare", "--json"});
+  ASSERT_EQ(added.exit, 0) << added.out << added.err;
+  start_launcher("debian-noxfs", {"--count", "1"});
+  ASSERT_TRUE(poll_until([&] { return count_matches(launcher_log(), "vm\\.registered ") >= 1; },
+                         240s, 200ms))
+      << launcher_log();
+  const Result a = cli({"agents", "--json"});
+  ASSERT_EQ(a.exit, 0) << a.err;
+  const auto fs = offered(json::parse(a.out));
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs.begin()->second,
+            (std::vector<std::string>{"tmpfs", "ext4", "btrfs", "fuse-cached", "fuse-direct"}));
+
+  const Result r = campaign_run("debian-noxfs", {"setattr-lookup"}, "1s", {"xfs"});
+  const json w = json::parse(r.out).value("warnings", json::array());
+  ASSERT_FALSE(w.empty()) << r.out << r.err;
+  EXPECT_NE(w.dump().find("xfs"), std::string::npos) << w.dump();
+  EXPECT_NE(r.err.find("warning: campaign"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -15,6 +15,15 @@ die() { echo "build-initramfs: $*" >&2; exit 2; }
 
 # Dependency order of the virtio network stack (PITFALLS.md).
 modules=(virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net)
+# The file systems under test and loop devices. Their dependencies (and the
+# crypto modules they ask for by alias) are read from the kernel's
+# modules.dep, modules.softdep and modules.alias, and loaded first. A file
+# system whose module is neither there nor built in is left out: the agent
+# then does not offer it (agent/connect.cc).
+fs_modules=(loop ext4 xfs btrfs fuse overlay)
+# The programs the agent runs to make a fresh file system per job, with the
+# shared libraries they need (the rest of the image is static).
+fs_programs=(mkfs.ext4 mkfs.xfs mkfs.btrfs)
 
 mode="${1:-}"
 [ -n "$mode" ] || die "usage: build-initramfs.sh image ..."
@@ -42,6 +51,22 @@ done
 # which is a fifth of a VM's whole boot under TCG. A module package updated
 # in place reruns depmod, which changes modules.dep.
 stat_files=("$agent" "$busybox" "$here/init" "$here/build-initramfs.sh")
+find_program() {
+  local d
+  for d in /usr/sbin /sbin /usr/bin /bin; do
+    if [ -x "$d/$1" ]; then echo "$d/$1"; return 0; fi
+  done
+  return 1
+}
+program_files=()
+program_names=()
+for p in "${fs_programs[@]}"; do
+  if f="$(find_program "$p")"; then
+    program_files+=("$(readlink -f "$f")")
+    program_names+=("$p")
+    stat_files+=("$f")
+  fi
+done
 if [ -n "$moddir" ]; then stat_files+=("$moddir" "$moddir/modules.dep" "$moddir/modules.builtin"); fi
 fingerprint="$( {
   echo "release $release modules $moddir"
@@ -69,23 +94,66 @@ command -v cpio >/dev/null || die "cpio is missing (install cpio)"
 # The module files to ship, in load order; built-in ones are skipped.
 module_files=()
 module_names=()
-if [ -n "$moddir" ]; then
-  [ -d "$moddir" ] || die "no modules folder \"$moddir\""
-  for m in "${modules[@]}"; do
-    f="$(find "$moddir" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" -o -name "$m.ko.gz" | head -n 1)"
-    if [ -n "$f" ]; then
-      module_files+=("$f")
+declare -A module_seen=()
+# A module's path (relative to $moddir) from modules.dep, or nothing.
+module_path() {
+  awk -F: -v m="$1" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko(\.(xz|zst|gz))?$/, "", n);
+    gsub(/-/, "_", n); if (n == m) { print $1; exit } }' "$moddir/modules.dep"
+}
+module_name() { local n="${1##*/}"; n="${n%%.ko*}"; echo "${n//-/_}"; }
+# Adds module $1 after its soft and hard dependencies (depth first), once.
+add_module() {
+  local m="${1//-/_}" path dep soft alias
+  [ -z "${module_seen[$m]:-}" ] || return 0
+  module_seen[$m]=1
+  if [ ! -f "$moddir/modules.dep" ]; then
+    # A folder of loose modules: take each by name, in the listed order,
+    # with no dependencies to resolve.
+    path="$(cd "$moddir" && find . -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" -o -name "$m.ko.gz" | head -n 1)"
+    if [ -n "$path" ]; then
+      module_files+=("$moddir/${path#./}")
       module_names+=("$m")
-    elif ! grep -qs "/$m.ko\$" "$moddir/modules.builtin"; then
+    fi
+    return 0
+  fi
+  path="$(module_path "$m")"
+  if [ -z "$path" ]; then
+    if ! grep -qsE "/${m//_/[-_]}\.ko\$" "$moddir/modules.builtin"; then
       echo "build-initramfs: module $m is neither in \"$moddir\" nor built in" >&2
     fi
+    return 0
+  fi
+  # "softdep M pre: A B": modules (or aliases) M asks for at run time, such as
+  # ext4's crypto-crc32c, which no modprobe in the image could load later.
+  for soft in $(awk -v m="$m" '$1 == "softdep" && $2 == m { pre = 0
+      for (i = 3; i <= NF; i++) { if ($i == "pre:") pre = 1; else if ($i == "post:") pre = 0; else if (pre) print $i } }' \
+      "$moddir/modules.softdep" 2>/dev/null); do
+    if [ -n "$(module_path "$soft")" ]; then add_module "$soft"; continue; fi
+    # An alias: the generic implementation when there is one (it needs no CPU feature).
+    alias="$(awk -v a="$soft" '$1 == "alias" && $2 == a { print $3 }' "$moddir/modules.alias" 2>/dev/null |
+      awk '/_generic$/ { g = $0 } NR == 1 { f = $0 } END { print (g != "" ? g : f) }')"
+    [ -n "$alias" ] && add_module "$alias"
   done
+  # modules.dep lists every module this one needs, transitively.
+  for dep in $(awk -F: -v p="$path" '$1 == p { print $2; exit }' "$moddir/modules.dep"); do
+    add_module "$(module_name "$dep")"
+  done
+  module_files+=("$moddir/$path")
+  module_names+=("$m")
+}
+if [ -n "$moddir" ]; then
+  [ -d "$moddir" ] || die "no modules folder \"$moddir\""
+  [ -f "$moddir/modules.dep" ] ||
+    echo "build-initramfs: no modules.dep in \"$moddir\": its modules are taken by name, without their dependencies" >&2
+  for m in "${modules[@]}" "${fs_modules[@]}"; do add_module "$m"; done
 fi
 
 key="$( {
   echo "release $release"
   echo "modules ${module_names[*]:-}"
+  echo "programs ${program_names[*]:-}"
   sha256sum "$agent" "$busybox" "$here/init" "$here/build-initramfs.sh" | cut -d' ' -f1
+  for f in "${program_files[@]}"; do sha256sum "$f" | cut -d' ' -f1; done
   for f in "${module_files[@]}"; do sha256sum "$f" | cut -d' ' -f1; done
 } | sha256sum | cut -c1-32)"
 target="$cache/$key.cpio"
@@ -110,6 +178,17 @@ install -m 0755 "$busybox" "$stage/bin/busybox"
 strip -o "$stage/bin/leapfrog-agent" "$agent" 2>/dev/null || cp "$agent" "$stage/bin/leapfrog-agent"
 chmod 0755 "$stage/bin/leapfrog-agent"
 install -m 0755 "$here/init" "$stage/init"
+# mkfs programs and the shared libraries they load, at the paths ldd gives
+# (the dynamic loader among them).
+for i in "${!program_files[@]}"; do
+  install -m 0755 "${program_files[$i]}" "$stage/sbin/${program_names[$i]}"
+  for lib in $(ldd "${program_files[$i]}" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }'); do
+    [ -e "$stage$lib" ] && continue
+    mkdir -p "$stage$(dirname "$lib")"
+    cp -L "$lib" "$stage$lib"
+  done
+done
+[ -f /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$stage/etc/mke2fs.conf"
 # The kernel opens /dev/console for /init before anything is mounted.
 mknod -m 0600 "$stage/dev/console" c 5 1 || die "cannot create dev/console (needs root)"
 : > "$stage/etc/leapfrog/modules"

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -311,6 +312,83 @@ const char* to_string(FsKind kind) {
     if (k == kind) return kind_name;
   }
   return "unknown";
+}
+
+namespace {
+
+// Is `type` in /proc/filesystems ("nodev\ttmpfs" or "\text4")?
+bool kernel_has_fs(const std::string& type) {
+  FILE* f = std::fopen("/proc/filesystems", "re");
+  if (f == nullptr) return false;
+  char line[256];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+    std::string l(line);
+    while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
+    const size_t tab = l.rfind('\t');
+    found = (tab == std::string::npos ? l : l.substr(tab + 1)) == type;
+  }
+  std::fclose(f);
+  return found;
+}
+
+// Can the kernel load `type`'s module on first mount (request_module runs
+// modprobe, which needs the module in this kernel's modules.dep)?
+bool kernel_can_load_fs(const std::string& type) {
+  struct utsname u;
+  if (uname(&u) != 0) return false;
+  FILE* f = std::fopen((std::string("/lib/modules/") + u.release + "/modules.dep").c_str(), "re");
+  if (f == nullptr) return false;
+  const std::string want = "/" + type + ".ko";
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string l(line);
+    const size_t colon = l.find(':');
+    const std::string path = l.substr(0, colon);
+    const size_t at = path.rfind(want);
+    found = at != std::string::npos &&
+            (at + want.size() == path.size() || path[at + want.size()] == '.');
+  }
+  std::fclose(f);
+  return found && !find_program("modprobe").empty();
+}
+
+}  // namespace
+
+std::string unavailable_reason(FsKind kind) {
+  switch (kind) {
+    case FsKind::Tmpfs:
+      return kernel_has_fs("tmpfs") ? "" : "the kernel has no tmpfs";
+    case FsKind::Ext4:
+    case FsKind::Xfs:
+    case FsKind::Btrfs: {
+      const BlockFs fs = block_fs(kind);
+      if (find_program(fs.mkfs).empty())
+        return std::string(fs.mkfs) + " not found (Debian package " + fs.package + ")";
+      if (access("/dev/loop-control", R_OK | W_OK) != 0)
+        return "no loop devices (/dev/loop-control)";
+      if (!kernel_has_fs(fs.type) && !kernel_can_load_fs(fs.type))
+        return std::string("the kernel has no ") + fs.type +
+               " (not built in, no module loaded or loadable)";
+      return "";
+    }
+    case FsKind::FuseCached:
+    case FsKind::FuseDirect:
+      if (access("/dev/fuse", R_OK | W_OK) != 0) return "no FUSE device (/dev/fuse)";
+      return "";
+    case FsKind::UserDir:
+      return "needs --dir";
+  }
+  return "unknown kind";
+}
+
+std::vector<FsKind> available_kinds() {
+  std::vector<FsKind> out;
+  for (const auto& [kind, name] : kKindNames) {
+    if (kind != FsKind::UserDir && unavailable_reason(kind).empty()) out.push_back(kind);
+  }
+  return out;
 }
 
 std::unique_ptr<Workspace> provision(const FsSpec& spec, const std::string& workdir) {

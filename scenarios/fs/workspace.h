@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace leapfrog::fs {
 
@@ -58,6 +59,16 @@ class Workspace {
   // Kind name for reports: "tmpfs", "ext4", ..., "dir".
   virtual std::string name() const = 0;
 };
+
+// Why provision() cannot set up `kind` on this machine now, or "" when it
+// can: the mkfs program, loop devices and the kernel's support for the type
+// (registered, or a module the kernel can load) for the block kinds; the
+// FUSE device for the FUSE kinds. UserDir is never available this way.
+std::string unavailable_reason(FsKind kind);
+
+// The kinds a fresh run can use here (unavailable_reason() empty), in the
+// order of parse_fs_kind's names, without UserDir.
+std::vector<FsKind> available_kinds();
 
 // Mounts the file system of `spec` under `workdir` (which must be inside a
 // sandbox, see run_sandboxed) and returns it. The destructor unmounts it, stops
