@@ -27,6 +27,7 @@
 
 #include "agent/outcome_proto.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
+#include "scenarios/fs/view.h"
 #include "scenarios/fs/workspace.h"
 
 extern char** environ;
@@ -62,12 +63,28 @@ class Backoff {
 // offer, say, xfs.
 std::vector<std::string> default_filesystems() {
   std::vector<std::string> out;
+  std::vector<fs::FsKind> bases;
   for (const char* name : {"tmpfs", "ext4", "xfs", "btrfs", "fuse-cached", "fuse-direct"}) {
-    const std::string why = fs::unavailable_reason(fs::parse_fs_kind(name));
-    if (why.empty())
+    const fs::FsKind kind = fs::parse_fs_kind(name);
+    const std::string why = fs::unavailable_reason(kind);
+    if (why.empty()) {
       out.push_back(name);
-    else
+      bases.push_back(kind);
+    } else {
       spdlog::info("agent.fs_unavailable fs={} reason=\"{}\"", name, why);
+    }
+  }
+  // Then each view over each base that takes it: "ext4+overlay", ...
+  for (const fs::FsView view : {fs::FsView::Bind, fs::FsView::Overlay, fs::FsView::Idmap}) {
+    for (const fs::FsKind kind : bases) {
+      if (kind == fs::FsKind::FuseCached || kind == fs::FsKind::FuseDirect) continue;
+      const std::string name = fs::fs_name(kind, view);
+      const std::string why = fs::view_unavailable_reason(kind, view);
+      if (why.empty())
+        out.push_back(name);
+      else
+        spdlog::info("agent.fs_unavailable fs={} reason=\"{}\"", name, why);
+    }
   }
   return out;
 }

@@ -76,7 +76,8 @@ int cmd_run(const RunOptions& opts, bool json_out) {
     std::ofstream probe(opts.history_path, std::ios::app);
     if (!probe) throw UsageError("cannot write history file \"" + opts.history_path + "\"");
   }
-  spdlog::info("run.start scenario={} seed={} fs={}", opts.scenario, opts.seed, fs::to_string(opts.fs.kind));
+  spdlog::info("run.start scenario={} seed={} fs={}", opts.scenario, opts.seed,
+               fs::fs_name(opts.fs.kind, opts.fs.view));
   return fs::run_sandboxed([&](const std::string& workdir) {
     Outcome o;
     try {
@@ -95,7 +96,7 @@ int cmd_run(const RunOptions& opts, bool json_out) {
       if (!json_out) return 2;
       o.scenario = opts.scenario;
       o.seed = opts.seed;
-      o.fs = fs::to_string(opts.fs.kind);
+      o.fs = fs::fs_name(opts.fs.kind, opts.fs.view);
       o.verdict = "error";
       o.error = e.what();
     }

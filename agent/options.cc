@@ -2,12 +2,15 @@
 
 #include <cmath>
 
+#include "scenarios/fs/view.h"
+
 namespace leapfrog {
 
 void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--scenario", f.scenario, "scenario name (see `leapfrog-agent list`)")->required();
   cmd.add_option("--seed", f.seed, "seed: decides the tree, the operation mix and the delays");
-  cmd.add_option("--fs", f.fs, "tmpfs | ext4 | xfs | btrfs | fuse-cached | fuse-direct");
+  cmd.add_option("--fs", f.fs, "tmpfs | ext4 | xfs | btrfs | fuse-cached | fuse-direct, or KIND+VIEW");
+  cmd.add_option("--view", f.view, "second view of the tree: bind | overlay | idmap, or overlay-lower (a positive control)");
   cmd.add_option("--dir", f.dir, "run inside this existing directory instead (your NFS, ZFS, ...)");
   cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m");
   cmd.add_option("--iterations", f.iterations, "rounds to race (instead of --duration)");
@@ -57,12 +60,19 @@ RunOptions to_run_options(const RunFlags& f) {
     o.fs.user_dir = f.dir;
   } else {
     try {
-      o.fs.kind = fs::parse_fs_kind(f.fs);
+      const fs::FsSpec named = fs::parse_fs_name(f.fs);
+      o.fs.kind = named.kind;
+      o.fs.view = named.view;
+      if (!f.view.empty()) {
+        if (o.fs.view != fs::FsView::None) throw UsageError("--fs " + f.fs + " already names a view; drop --view");
+        o.fs.view = fs::parse_fs_view(f.view);
+      }
     } catch (const fs::SetupError& e) {
       throw UsageError(e.what());
     }
     if (o.fs.kind == fs::FsKind::UserDir) throw UsageError("--fs dir needs --dir PATH");
   }
+  if (!f.dir.empty() && !f.view.empty()) throw UsageError("--view needs --fs, not --dir");
   if (!(f.fuse_timeout > 0 && f.fuse_timeout <= 3600)) throw UsageError("bad --fuse-timeout: want (0, 3600] seconds");
   o.fs.fuse_timeout_s = f.fuse_timeout;
   o.duration = parse_duration(f.duration);

@@ -13,6 +13,7 @@ struct RunFlags {
   std::string scenario;
   uint64_t seed = 1;
   std::string fs = "tmpfs";
+  std::string view;  // --view: bind | overlay | idmap (or KIND+VIEW in --fs)
   std::string dir;
   std::string duration = "2s";
   uint64_t iterations = 0;

@@ -14,13 +14,13 @@ static fs::SetupError setup_error(const std::string& what, const std::string& pa
 }
 
 void DiskTree::mkdir(const std::string& rel, mode_t mode) const {
-  const std::string p = m(rel);
+  const std::string p = s(rel);
   if (::mkdir(p.c_str(), mode) != 0) throw setup_error("mkdir", p);
   if (::chmod(p.c_str(), mode) != 0) throw setup_error("chmod", p);
 }
 
 void DiskTree::file(const std::string& rel, mode_t mode, const std::string& tag) const {
-  const std::string p = m(rel);
+  const std::string p = s(rel);
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) throw setup_error("create", p);
   const ssize_t n = ::write(fd, tag.data(), tag.size());
@@ -30,7 +30,7 @@ void DiskTree::file(const std::string& rel, mode_t mode, const std::string& tag)
 }
 
 void DiskTree::symlink(const std::string& target, const std::string& rel) const {
-  const std::string p = m(rel);
+  const std::string p = s(rel);
   if (::symlink(target.c_str(), p.c_str()) != 0) throw setup_error("symlink", p);
 }
 

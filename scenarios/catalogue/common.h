@@ -14,19 +14,22 @@ namespace leapfrog::catalogue {
 // their cwd, the lookup root) the plain relative path.
 class DiskTree {
  public:
-  explicit DiskTree(const fs::Workspace& ws) : mroot_(ws.mutate_root()), lroot_(ws.lookup_root()) {}
+  explicit DiskTree(const fs::Workspace& ws)
+      : mroot_(ws.mutate_root()), lroot_(ws.lookup_root()), sroot_(ws.setup_root()) {}
   std::string m(const std::string& rel) const { return rel.empty() ? mroot_ : mroot_ + "/" + rel; }
   std::string l(const std::string& rel) const { return rel.empty() ? lroot_ : lroot_ + "/" + rel; }
   const std::string& lookup_root() const { return lroot_; }
 
-  // Each throws fs::SetupError on failure.
+  // The initial tree, built under the workspace's setup root (the overlay
+  // view's lower layer; else the mutate view). Each throws fs::SetupError.
   void mkdir(const std::string& rel, mode_t mode) const;
   // A regular file holding `tag`.
   void file(const std::string& rel, mode_t mode, const std::string& tag) const;
   void symlink(const std::string& target, const std::string& rel) const;
 
  private:
-  std::string mroot_, lroot_;
+  std::string s(const std::string& rel) const { return rel.empty() ? sroot_ : sroot_ + "/" + rel; }
+  std::string mroot_, lroot_, sroot_;
 };
 
 // Observer lookups, relative to the observer's cwd (or to `dirfd`).

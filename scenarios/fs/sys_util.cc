@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <cstdio>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -165,6 +167,53 @@ bool wait_child_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
   int st = wait_child(pid);
   if (status) *status = st;
   return true;
+}
+
+// Is `type` in /proc/filesystems ("nodev\ttmpfs" or "\text4")?
+bool kernel_has_fs(const std::string& type) {
+  FILE* f = std::fopen("/proc/filesystems", "re");
+  if (f == nullptr) return false;
+  char line[256];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+    std::string l(line);
+    while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
+    const size_t tab = l.rfind('\t');
+    found = (tab == std::string::npos ? l : l.substr(tab + 1)) == type;
+  }
+  std::fclose(f);
+  return found;
+}
+
+// Can the kernel load `type`'s module on first mount (request_module runs
+// modprobe, which needs the module in this kernel's modules.dep)?
+bool kernel_can_load_fs(const std::string& type) {
+  struct utsname u;
+  if (uname(&u) != 0) return false;
+  FILE* f = std::fopen((std::string("/lib/modules/") + u.release + "/modules.dep").c_str(), "re");
+  if (f == nullptr) return false;
+  const std::string want = "/" + type + ".ko";
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string l(line);
+    const size_t colon = l.find(':');
+    const std::string path = l.substr(0, colon);
+    const size_t at = path.rfind(want);
+    found = at != std::string::npos &&
+            (at + want.size() == path.size() || path[at + want.size()] == '.');
+  }
+  std::fclose(f);
+  return found && !find_program("modprobe").empty();
+}
+
+
+bool kernel_at_least(int major, int minor) {
+  struct utsname u;
+  if (uname(&u) != 0) return false;
+  int got_major = 0, got_minor = 0;
+  if (std::sscanf(u.release, "%d.%d", &got_major, &got_minor) != 2) return false;
+  return got_major > major || (got_major == major && got_minor >= minor);
 }
 
 }  // namespace leapfrog::fs

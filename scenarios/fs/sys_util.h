@@ -40,4 +40,13 @@ bool wait_child_for(pid_t pid, std::chrono::milliseconds timeout, int* status);
 // waitpid that retries on EINTR. Returns the raw status, or -1 on error.
 int wait_child(pid_t pid);
 
+// Is `type` (a mount(2) type) registered in /proc/filesystems?
+bool kernel_has_fs(const std::string& type);
+// Can the kernel load `type`'s module on first mount (it is in this kernel's
+// modules.dep, and modprobe is there for request_module)?
+bool kernel_can_load_fs(const std::string& type);
+
+// Is the running kernel's release (uname -r) at least major.minor?
+bool kernel_at_least(int major, int minor);
+
 }  // namespace leapfrog::fs

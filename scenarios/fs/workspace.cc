@@ -7,7 +7,6 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "scenarios/fs/fuse_passthrough.h"
 #include "scenarios/fs/loop_device.h"
 #include "scenarios/fs/sys_util.h"
+#include "scenarios/fs/view.h"
 
 namespace leapfrog::fs {
 
@@ -314,48 +314,6 @@ const char* to_string(FsKind kind) {
   return "unknown";
 }
 
-namespace {
-
-// Is `type` in /proc/filesystems ("nodev\ttmpfs" or "\text4")?
-bool kernel_has_fs(const std::string& type) {
-  FILE* f = std::fopen("/proc/filesystems", "re");
-  if (f == nullptr) return false;
-  char line[256];
-  bool found = false;
-  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
-    std::string l(line);
-    while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
-    const size_t tab = l.rfind('\t');
-    found = (tab == std::string::npos ? l : l.substr(tab + 1)) == type;
-  }
-  std::fclose(f);
-  return found;
-}
-
-// Can the kernel load `type`'s module on first mount (request_module runs
-// modprobe, which needs the module in this kernel's modules.dep)?
-bool kernel_can_load_fs(const std::string& type) {
-  struct utsname u;
-  if (uname(&u) != 0) return false;
-  FILE* f = std::fopen((std::string("/lib/modules/") + u.release + "/modules.dep").c_str(), "re");
-  if (f == nullptr) return false;
-  const std::string want = "/" + type + ".ko";
-  char line[4096];
-  bool found = false;
-  while (!found && std::fgets(line, sizeof line, f) != nullptr) {
-    const std::string l(line);
-    const size_t colon = l.find(':');
-    const std::string path = l.substr(0, colon);
-    const size_t at = path.rfind(want);
-    found = at != std::string::npos &&
-            (at + want.size() == path.size() || path[at + want.size()] == '.');
-  }
-  std::fclose(f);
-  return found && !find_program("modprobe").empty();
-}
-
-}  // namespace
-
 std::string unavailable_reason(FsKind kind) {
   switch (kind) {
     case FsKind::Tmpfs:
@@ -391,7 +349,31 @@ std::vector<FsKind> available_kinds() {
   return out;
 }
 
+std::string fs_name(FsKind kind, FsView view) {
+  std::string n = to_string(kind);
+  if (view != FsView::None) n += std::string("+") + to_string(view);
+  return n;
+}
+
+FsSpec parse_fs_name(const std::string& name) {
+  FsSpec spec;
+  const size_t plus = name.find('+');
+  spec.kind = parse_fs_kind(name.substr(0, plus));
+  if (plus != std::string::npos) {
+    spec.view = parse_fs_view(name.substr(plus + 1));
+    if (spec.view == FsView::None) throw SetupError("bad file system '" + name + "': want KIND or KIND+VIEW");
+  }
+  return spec;
+}
+
 std::unique_ptr<Workspace> provision(const FsSpec& spec, const std::string& workdir) {
+  if (spec.view != FsView::None) {
+    const std::string why = view_unavailable_reason(spec.kind, spec.view);
+    if (!why.empty()) throw SetupError("cannot run " + fs_name(spec.kind, spec.view) + ": " + why);
+    FsSpec base = spec;
+    base.view = FsView::None;
+    return make_view(provision(base, workdir), spec.view, workdir);
+  }
   switch (spec.kind) {
     case FsKind::Tmpfs:
     case FsKind::Ext4:

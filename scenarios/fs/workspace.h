@@ -20,6 +20,8 @@ class SetupError : public std::runtime_error {
 };
 
 enum class FsKind { Tmpfs, Ext4, Xfs, Btrfs, FuseCached, FuseDirect, UserDir };
+// A second view of the tree (see view.h); None: one view.
+enum class FsView { None, Bind, Overlay, Idmap, OverlayLower };
 
 // Parses "tmpfs", "ext4", "xfs", "btrfs", "fuse-cached", "fuse-direct".
 // Also "dir" (UserDir, which needs FsSpec::user_dir), so that
@@ -32,7 +34,14 @@ struct FsSpec {
   std::string user_dir;       // UserDir only: an existing directory to run inside
   double fuse_timeout_s = 1;  // FuseCached: attr_timeout and entry_timeout
                               // (and negative_timeout); must be > 0
+  FsView view = FsView::None;  // a second view of the tree (view.h)
 };
+
+// The name campaigns and agents use for a file system with a view:
+// "ext4", "ext4+overlay", ...; parse_fs_name is its inverse (kind and view
+// of the result; other fields default). Throws SetupError.
+std::string fs_name(FsKind kind, FsView view);
+FsSpec parse_fs_name(const std::string& name);
 
 // Runs `body` in a forked child that has its own mount namespace (all mounts
 // private) and a fresh tmpfs work folder (mode 0755) under /tmp. The parent waits,
@@ -52,11 +61,14 @@ class Workspace {
   virtual const std::string& mutate_root() const = 0;
   // Folder where observers look up the same tree (mode 0755).
   virtual const std::string& lookup_root() const = 0;
+  // Folder where a scenario builds its initial tree: mutate_root(), except
+  // for the overlay view, whose tree starts in the lower layer.
+  virtual const std::string& setup_root() const { return mutate_root(); }
   // st_dev of lookup_root().
   virtual dev_t lookup_dev() const = 0;
-  // True when mutate_root() and lookup_root() differ (FUSE).
+  // True when mutate_root() and lookup_root() differ (FUSE, views).
   virtual bool two_views() const = 0;
-  // Kind name for reports: "tmpfs", "ext4", ..., "dir".
+  // Kind name for reports: "tmpfs", "ext4", ..., "dir", "ext4+overlay".
   virtual std::string name() const = 0;
 };
 

@@ -25,10 +25,12 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "scenarios/fs/test_support.h"
+#include "scenarios/fs/view.h"
 
 namespace leapfrog::fs {
 namespace {
@@ -403,6 +405,108 @@ TEST(UserDirTest, UnsearchableParentIsRefused) {
       return 0;
     }
     return 14;
+  });
+  EXPECT_EQ(status, 0);
+}
+
+// ---- views (view.h) ------------------------------------------------------
+
+// The mountinfo line of the mount at `point`, or "".
+std::string mountinfo_of(const std::string& point) {
+  for (const auto& line : read_lines("/proc/self/mountinfo")) {
+    if (line.find(" " + point + " ") != std::string::npos) return line;
+  }
+  return "";
+}
+
+class ViewTest : public ::testing::TestWithParam<std::tuple<const char*, FsView>> {};
+
+// One tree, two mounts: what the setup root holds, the mutate and lookup
+// roots show; a chmod through the mutate view is seen through the lookup
+// view; the overlay copies a changed file up, the idmapped view is marked
+// idmapped; nothing stays mounted afterwards.
+TEST_P(ViewTest, OneTreeThroughTwoMountsAndNoTrace) {
+  const auto [kind_name, view] = GetParam();
+  const FsKind kind = parse_fs_kind(kind_name);
+  if (!view_unavailable_reason(kind, view).empty()) GTEST_SKIP() << view_unavailable_reason(kind, view);
+  int status = run_sandboxed([&, kind = kind, view = view](const std::string& workdir) {
+    FsSpec spec;
+    spec.kind = kind;
+    spec.view = view;
+    auto ws = provision(spec, workdir);
+    SANDBOX_CHECK(ws->name() == fs_name(kind, view), 10);
+    SANDBOX_CHECK(ws->two_views() && ws->mutate_root() != ws->lookup_root(), 11);
+    SANDBOX_CHECK(mkdir((ws->setup_root() + "/d").c_str(), 0755) == 0, 12);
+    SANDBOX_CHECK(write_file(ws->setup_root() + "/d/f", "x"), 13);
+    SANDBOX_CHECK(chmod((ws->setup_root() + "/d/f").c_str(), 0644) == 0, 14);
+    SANDBOX_CHECK(read_file(ws->lookup_root() + "/d/f") == "x", 15);
+    SANDBOX_CHECK(read_file(ws->mutate_root() + "/d/f") == "x", 16);
+    struct stat st;
+    SANDBOX_CHECK(stat(ws->lookup_root().c_str(), &st) == 0 && st.st_dev == ws->lookup_dev(), 17);
+    SANDBOX_CHECK(stat((ws->lookup_root() + "/d/f").c_str(), &st) == 0, 18);
+    const ino_t ino_before = st.st_ino;
+    SANDBOX_CHECK(chmod((ws->mutate_root() + "/d/f").c_str(), 0600) == 0, 19);
+    SANDBOX_CHECK(stat((ws->lookup_root() + "/d/f").c_str(), &st) == 0 && (st.st_mode & 0777) == 0600, 20);
+    // The oracle identifies nodes by st_ino: a copy-up must not change it.
+    SANDBOX_CHECK(st.st_ino == ino_before, 21);
+    SANDBOX_CHECK(as_observer([&] { return access((ws->lookup_root() + "/d/f").c_str(), R_OK) == 0 ? 1 : 0; }) == 0,
+                  22);
+    if (view == FsView::Overlay) {
+      // Built in the lower layer, copied up by the chmod through the merge.
+      SANDBOX_CHECK(ws->setup_root().size() > 6 &&
+                        ws->setup_root().compare(ws->setup_root().size() - 6, 6, "/lower") == 0,
+                    23);
+      const std::string upper = ws->setup_root().substr(0, ws->setup_root().size() - 6) + "/upper/d/f";
+      SANDBOX_CHECK(stat(upper.c_str(), &st) == 0 && (st.st_mode & 0777) == 0600, 24);
+    }
+    if (view == FsView::Idmap) SANDBOX_CHECK(mountinfo_of(ws->lookup_root()).find("idmapped") != std::string::npos, 25);
+    ws.reset();
+    SANDBOX_CHECK(!mounted_below(workdir), 26);
+    return 0;
+  });
+  EXPECT_EQ(status, 0) << kind_name << "+" << to_string(view);
+}
+
+INSTANTIATE_TEST_SUITE_P(Views, ViewTest,
+                         ::testing::Combine(::testing::Values("tmpfs", "ext4", "xfs", "btrfs"),
+                                            ::testing::Values(FsView::Bind, FsView::Overlay, FsView::Idmap)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
+                         });
+
+TEST(FsViewTest, NamesRoundTripAndBadNamesSayWhatIsAccepted) {
+  for (auto view : {FsView::Bind, FsView::Overlay, FsView::Idmap}) {
+    const FsSpec spec = parse_fs_name(fs_name(FsKind::Xfs, view));
+    EXPECT_EQ(spec.kind, FsKind::Xfs);
+    EXPECT_EQ(spec.view, view);
+  }
+  EXPECT_EQ(fs_name(FsKind::Ext4, FsView::None), "ext4");
+  EXPECT_EQ(parse_fs_name("ext4").view, FsView::None);
+  try {
+    parse_fs_name("ext4+union");
+    FAIL() << "ext4+union was accepted";
+  } catch (const SetupError& e) {
+    const std::string what = e.what();
+    for (const char* name : {"'union'", "bind", "overlay", "idmap"}) EXPECT_NE(what.find(name), std::string::npos) << what;
+  }
+  EXPECT_THROW(parse_fs_name("ext4+none"), SetupError);
+  EXPECT_THROW(parse_fs_name("ext5+bind"), SetupError);
+}
+
+TEST(FsViewTest, AViewOverTwoViewsIsRefusedWithTheReason) {
+  EXPECT_NE(view_unavailable_reason(FsKind::FuseCached, FsView::Bind).find("fuse-cached"), std::string::npos);
+  int status = run_sandboxed([&](const std::string& workdir) {
+    FsSpec spec;
+    spec.kind = FsKind::FuseDirect;
+    spec.view = FsView::Overlay;
+    try {
+      provision(spec, workdir);
+    } catch (const SetupError& e) {
+      SANDBOX_CHECK(std::string(e.what()).find("fuse-direct+overlay") != std::string::npos, 10);
+      SANDBOX_CHECK(!mounted_below(workdir), 11);
+      return 0;
+    }
+    return 12;
   });
   EXPECT_EQ(status, 0);
 }
