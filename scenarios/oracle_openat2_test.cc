@@ -204,7 +204,7 @@ TEST(OracleOpenat2, EagainNeedsAScopedDotdotOrACachedWalk) {
   Hist h(t);
   h.mutate(t.move_out(), 100, 200);
   h.open2("a/m/../s", kResolveBeneath, 150, 250, EAGAIN);  // a rename during the walk
-  h.open2("../o/f", kResolveInRoot, 500, 600, EAGAIN);   // legal, but no rename of the run: noted
+  h.open2("../o/f", kResolveInRoot, 500, 600, EAGAIN);     // legal, but no rename of the run: noted
   h.open2("a/m/f", kResolveBeneath, 150, 250, EAGAIN);     // illegal: no ".."
   h.open2("a/m/../s", kResolveNoXdev, 150, 250, EAGAIN);   // illegal: not scoped
   h.open2("a/m/f", kResolveCached, 700, 800, EAGAIN);      // the lockless walk may give up
