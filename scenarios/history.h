@@ -24,6 +24,18 @@ struct Effect {
   std::vector<ObjectSet> sets;
 };
 
+// openat2(2) resolve flags (Query::resolve), as RESOLVE_* in <linux/openat2.h>
+// but numbered for the history only.
+inline constexpr uint8_t kResolveBeneath = 1;
+inline constexpr uint8_t kResolveInRoot = 2;
+inline constexpr uint8_t kResolveNoXdev = 4;
+inline constexpr uint8_t kResolveNoSymlinks = 8;
+inline constexpr uint8_t kResolveNoMagiclinks = 16;
+inline constexpr uint8_t kResolveCached = 32;
+inline constexpr uint8_t kResolveAll = 63;
+// "beneath", "in-root", "no-xdev", "no-symlinks", "no-magiclinks", "cached".
+const char* resolve_flag_name(uint8_t bit);
+
 // A lookup template: where it starts, the path it walks, the final check.
 struct Query {
   std::string op;  // "stat", "access", "open", "openat", ...
@@ -31,6 +43,10 @@ struct Query {
   std::vector<std::string> path;  // components; "." and ".." allowed
   uint8_t final_access = 0;       // rwx bits checked on the final node (0: none)
   bool follow_final = true;       // follow a symlink in the last component
+  // openat2(2): the walk follows its resolve rules and EXDEV/EAGAIN are judged
+  // results. For RESOLVE_BENEATH/RESOLVE_IN_ROOT the root is `start`.
+  bool openat2 = false;
+  uint8_t resolve = 0;  // kResolve* bits (openat2 only)
 };
 
 struct MutationRecord {

@@ -22,6 +22,28 @@ const std::pair<int, const char*> kErrnoNames[] = {
     {EEXIST, "EEXIST"}, {ENOTEMPTY, "ENOTEMPTY"}, {EXDEV, "EXDEV"}, {ENOMEM, "ENOMEM"}, {EAGAIN, "EAGAIN"},
 };
 
+json resolve_to_json(uint8_t resolve) {
+  json a = json::array();
+  for (uint8_t bit = 1; bit & kResolveAll; bit = uint8_t(bit << 1))
+    if (resolve & bit) a.push_back(resolve_flag_name(bit));
+  return a;
+}
+
+uint8_t resolve_from_json(const json& j) {
+  if (!j.is_array()) throw HistoryFormatError("\"resolve\" must be an array of flag names");
+  uint8_t out = 0;
+  for (const auto& f : j) {
+    const std::string name = f.is_string() ? f.get<std::string>() : "";
+    uint8_t bit = 1;
+    while ((bit & kResolveAll) && name != resolve_flag_name(bit)) bit = uint8_t(bit << 1);
+    if (!(bit & kResolveAll))
+      throw HistoryFormatError("unknown resolve flag \"" + name +
+                               "\", want beneath|in-root|no-xdev|no-symlinks|no-magiclinks|cached");
+    out |= bit;
+  }
+  return out;
+}
+
 json object_to_json(const ObjectKey& k) {
   json j{{"kind", to_string(k.kind)}};
   if (k.kind == ObjectKind::Entry) {
@@ -155,6 +177,7 @@ json header_to_json(const HistoryHeader& h) {
     json j{{"id", n.id}, {"kind", to_string(n.kind)}, {"name", n.name}, {"dev", n.identity.dev}, {"ino", n.identity.ino}};
     if (n.identity.any_other_dev) j["any_other_dev"] = true;
     if (n.kind == NodeKind::Symlink) j["target"] = n.symlink_target;
+    if (n.magic_target != kNoNode) j["magic"] = n.magic_target;
     nodes.push_back(std::move(j));
   }
   json initial = json::array();
@@ -195,6 +218,10 @@ HistoryHeader header_from_json(const json& j) {
     node.identity.ino = get_or<uint64_t>(n, "ino", 0);
     node.identity.any_other_dev = get_or<bool>(n, "any_other_dev", false);
     if (node.kind == NodeKind::Symlink) node.symlink_target = get<std::string>(n, "target");
+    node.magic_target = get_or<NodeId>(n, "magic", kNoNode);
+    if (node.magic_target != kNoNode && node.kind != NodeKind::Symlink)
+      throw HistoryFormatError("node " + std::to_string(node.id) +
+                               ": only a symlink can be a magic link");
     h.nodes.push_back(std::move(node));
   }
   for (const auto& s : get_or<json>(j, "initial", json::array())) h.initial.push_back(set_from_json(s));
@@ -213,6 +240,24 @@ HistoryHeader header_from_json(const json& j) {
 }
 
 }  // namespace
+
+const char* resolve_flag_name(uint8_t bit) {
+  switch (bit) {
+    case kResolveBeneath:
+      return "beneath";
+    case kResolveInRoot:
+      return "in-root";
+    case kResolveNoXdev:
+      return "no-xdev";
+    case kResolveNoSymlinks:
+      return "no-symlinks";
+    case kResolveNoMagiclinks:
+      return "no-magiclinks";
+    case kResolveCached:
+      return "cached";
+  }
+  return "?";
+}
 
 std::string errno_name(int err) {
   if (err == 0) return "ok";
@@ -258,10 +303,18 @@ void write_history(const History& h, std::ostream& out) {
     } else if (ref.stream == 1) {
       const auto& l = h.lookups[ref.index];
       const Query& q = h.queries.at(l.query);
-      j = {{"type", "lookup"},     {"actor", l.actor},       {"op", q.op},
-           {"start", q.start},     {"path", join_path(q.path)}, {"access", q.final_access},
-           {"follow", q.follow_final}, {"invoke", l.invoke}, {"complete", l.complete},
-           {"result", errno_name(l.err)}, {"round", l.round}};
+      j = {{"type", "lookup"},
+           {"actor", l.actor},
+           {"op", q.op},
+           {"start", q.start},
+           {"path", join_path(q.path)},
+           {"access", q.final_access},
+           {"follow", q.follow_final},
+           {"invoke", l.invoke},
+           {"complete", l.complete},
+           {"result", errno_name(l.err)},
+           {"round", l.round}};
+      if (q.openat2) j["resolve"] = resolve_to_json(q.resolve);
       if (l.err == 0 && (l.dev || l.ino)) {
         j["dev"] = l.dev;
         j["ino"] = l.ino;
@@ -339,8 +392,14 @@ History read_history(std::istream& in) {
         q.final_access = get_or<uint8_t>(j, "access", 0);
         if (q.final_access > 7) throw HistoryFormatError("\"access\" must be rwx bits 0..7");
         q.follow_final = get_or<bool>(j, "follow", true);
-        const std::string key = q.op + '\0' + std::to_string(q.start) + '\0' + join_path(q.path) + '\0' +
-                                std::to_string(q.final_access) + (q.follow_final ? "f" : "n");
+        if (j.contains("resolve")) {
+          q.openat2 = true;
+          q.resolve = resolve_from_json(j.at("resolve"));
+        }
+        const std::string key = q.op + '\0' + std::to_string(q.start) + '\0' + join_path(q.path) +
+                                '\0' + std::to_string(q.final_access) +
+                                (q.follow_final ? "f" : "n") +
+                                (q.openat2 ? "r" + std::to_string(q.resolve) : "");
         auto [it, inserted] = query_ids.try_emplace(key, static_cast<uint32_t>(h.queries.size()));
         if (inserted) h.queries.push_back(std::move(q));
         LookupRecord l;

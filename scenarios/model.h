@@ -35,7 +35,10 @@ struct Node {
   NodeKind kind = NodeKind::Dir;
   std::string name;            // human label, e.g. "a/b" (for reports only)
   NodeIdentity identity;       // as seen through the lookup view
-  std::string symlink_target;  // relative target, for symlinks
+  std::string symlink_target;  // target, for symlinks (absolute ones start with '/')
+  // A /proc magic link (e.g. /proc/self/fd/N): following it jumps to this
+  // node, whatever symlink_target says. kNoNode: an ordinary symlink.
+  NodeId magic_target = kNoNode;
 };
 
 // One extended POSIX ACL entry (ACL_USER or ACL_GROUP); perms are rwx bits (4/2/1).

@@ -11,8 +11,17 @@
 
 namespace leapfrog {
 
-enum class ViolationKind : uint8_t { StaleGrant, StaleDeny, StaleEntry, WrongMount, TornOffset };
-inline constexpr int kViolationKinds = 5;
+// Escape: an openat2 RESOLVE_BENEATH/RESOLVE_IN_ROOT walk succeeded to a node
+// that no version in its window places beneath the walk's root (a security bug).
+enum class ViolationKind : uint8_t {
+  StaleGrant,
+  StaleDeny,
+  StaleEntry,
+  WrongMount,
+  TornOffset,
+  Escape
+};
+inline constexpr int kViolationKinds = 6;
 const char* to_string(ViolationKind k);
 
 // A version of an object that was possible somewhere in a lookup's window.

@@ -55,6 +55,10 @@ void TreeModel::declare_mount_point(NodeId mountpoint) {
   initial_.push_back(ObjectSet{ObjectKey{ObjectKind::Mount, mountpoint, ""}, Value{{}, kNoNode}});
 }
 
+void TreeModel::declare_mounted(NodeId mountpoint, NodeId fs_root) {
+  initial_.push_back(ObjectSet{ObjectKey{ObjectKind::Mount, mountpoint, ""}, Value{{}, fs_root}});
+}
+
 void TreeModel::declare_absent(NodeId dir, const std::string& name) {
   initial_.push_back(ObjectSet{ObjectKey{ObjectKind::Entry, dir, name}, Value{{}, kNoNode}});
 }

@@ -24,10 +24,14 @@ class TreeModel {
   NodeId add_detached(NodeKind kind, const std::string& label, const Attr& attr, const std::string& target = "");
   // Declares that `mountpoint` may get things mounted on it (nothing initially).
   void declare_mount_point(NodeId mountpoint);
+  // Declares that `fs_root` is mounted on `mountpoint` from the start.
+  void declare_mounted(NodeId mountpoint, NodeId fs_root);
   // Records an entry that is initially absent (so lookups of it are modelled).
   void declare_absent(NodeId dir, const std::string& name);
 
   void set_identity(NodeId n, const NodeIdentity& id) { nodes_.at(n).identity = id; }
+  // Makes symlink `link` a /proc magic link that jumps to `target`.
+  void set_magic(NodeId link, NodeId target) { nodes_.at(link).magic_target = target; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const Attr& attr(NodeId n) const;
 

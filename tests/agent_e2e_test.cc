@@ -186,7 +186,8 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, EveryScenario,
                          ::testing::Combine(::testing::Values("setattr-lookup", "chown-lookup", "acl-exec-deny",
                                                               "rename-lookup", "mount-lookup", "dotdot-lookup",
                                                               "symlink-lookup", "dirfd-lookup", "foffset",
-                                                              "lookup-scale"),
+                                                              "lookup-scale",
+                                                              "beneath-lookup", "cached-lookup"),
                                             ::testing::Values("tmpfs", "ext4")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -194,6 +195,66 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, EveryScenario,
                              if (c == '-') c = '_';
                            return n;
                          });
+
+// The openat2 scenarios on the other disk file systems too.
+INSTANTIATE_TEST_SUITE_P(Openat2, EveryScenario,
+                         ::testing::Combine(::testing::Values("beneath-lookup", "cached-lookup"),
+                                            ::testing::Values("xfs", "btrfs")),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// ---- openat2: the FUSE control, and hand-built histories where none fires ---
+
+// FUSE with kernel caching serves stale entries to both walks; the lockless
+// (RESOLVE_CACHED) walk's violations are told apart by their op and a note.
+TEST_F(AgentE2E, CachedLookupOnCachedFuseReportsFastPathViolations) {
+  TempDir dir;
+  const std::string file = dir.path() + "/cached.jsonl";
+  json o = run_json(
+      {"--scenario", "cached-lookup", "--fs", "fuse-cached", "--duration", "2s", "--history", file},
+      1);
+  EXPECT_EQ(o["verdict"], "violation");
+  size_t cached = 0;
+  for (const auto& v : o["violations"]) cached += v["op"] == "openat2-cached";
+  EXPECT_GT(cached, 0u) << o.dump().substr(0, 2000);
+  bool noted = false;
+  for (const auto& n : o["notes"])
+    noted = noted || n.get<std::string>().find("RESOLVE_CACHED walks") != std::string::npos;
+  EXPECT_TRUE(noted) << o["notes"].dump();
+  // The resolve flags survive the history file.
+  Result r = agent({"check", file, "--json"});
+  EXPECT_EQ(r.exit, 1) << r.err;
+  json offline = json::parse(r.out);
+  EXPECT_EQ(offline["violation_count"], o["violation_count"]);
+  EXPECT_EQ(offline["violations_by_kind"], o["violations_by_kind"]);
+}
+
+// The stale FUSE dcache is a consistent old tree: ".." of the moved directory
+// still leads to its old parent, so scoped walks see stale entries, never an
+// escape (the escape control is the hand-built history below).
+TEST_F(AgentE2E, BeneathLookupOnCachedFuseReportsStaleEntryNotEscape) {
+  json o = run_json({"--scenario", "beneath-lookup", "--fs", "fuse-cached", "--duration", "2s"}, 1);
+  EXPECT_GT(kind_count(o, "stale-entry"), 0u) << o.dump().substr(0, 2000);
+  EXPECT_EQ(kind_count(o, "escape"), 0u) << o.dump().substr(0, 2000);
+}
+
+TEST_F(AgentE2E, HandBuiltOpenat2HistoriesAreJudged) {
+  const std::string testdata = std::string(LEAPFROG_SOURCE) + "/scenarios/testdata/";
+  Result escape = agent({"check", testdata + "escape.jsonl", "--json"});
+  EXPECT_EQ(escape.exit, 1) << escape.err;
+  json e = json::parse(escape.out);
+  EXPECT_EQ(kind_count(e, "escape"), 1u) << escape.out;
+  EXPECT_EQ(e["violations"][0]["kind"], "escape");
+  Result illegal = agent({"check", testdata + "openat2_illegal.jsonl", "--json"});
+  EXPECT_EQ(illegal.exit, 1) << illegal.err;
+  EXPECT_EQ(json::parse(illegal.out)["violation_count"], 9);
+  Result legal = agent({"check", testdata + "openat2_legal.jsonl", "--json"});
+  EXPECT_EQ(legal.exit, 0) << legal.out << legal.err;
+}
 
 TEST_F(AgentE2E, StaticAclDenyHolds) {
   // Rounds, not a duration: a loaded machine must not turn this into a
@@ -335,15 +396,18 @@ TEST_F(AgentE2E, ListShowsParametersAndLimits) {
   Result r = agent({"list", "--json"});
   ASSERT_EQ(r.exit, 0);
   json l = json::parse(r.out);
-  EXPECT_EQ(l.size(), 10u);
-  bool found = false;
+  EXPECT_EQ(l.size(), 12u);
+  bool found = false, resolve = false;
   for (const auto& s : l) {
-    if (s["name"] != "setattr-lookup") continue;
     for (const auto& p : s["params"]) {
-      if (p["name"] == "depth") found = p["min"] == 3 && p["max"] == 8;
+      if (s["name"] == "setattr-lookup" && p["name"] == "depth")
+        found = p["min"] == 3 && p["max"] == 8;
+      if (s["name"] == "beneath-lookup" && p["name"] == "resolve")
+        resolve = p["min"] == 1 && p["max"] == 63;
     }
   }
   EXPECT_TRUE(found);
+  EXPECT_TRUE(resolve);
 }
 
 TEST_F(AgentE2E, SameSeedSameTree) {

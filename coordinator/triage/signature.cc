@@ -111,7 +111,9 @@ Signature violation_signature(const std::string& scenario, const v1::Violation& 
   s.scenario = scenario;
   s.key = "violation|" + scenario + "|" + v.kind() + "|" + pair +
           "|step=" + std::to_string(v.step()) + "|via=" + via;
-  s.title = v.kind() + " in " + scenario + ": " + v.op() + " raced " + mop + ", stale at step " +
+  // An escape's step is where the walk was last beneath its root.
+  const char* where = v.kind() == "escape" ? ", out of the root after step " : ", stale at step ";
+  s.title = v.kind() + " in " + scenario + ": " + v.op() + " raced " + mop + where +
             std::to_string(v.step()) + " (via " + via + ")";
   return s;
 }

@@ -54,6 +54,24 @@ TEST(Signature, NamesTheMutatorFromTheVersions) {
   EXPECT_NE(violation_signature("s", v).key.find("|via=mount"), std::string::npos);
 }
 
+// beneath-lookup's escape, and the lockless walk's violations apart from the plain walk's.
+TEST(Signature, EscapeAndCachedWalks) {
+  v1::Violation v;
+  v.set_kind("escape");
+  v.set_op("openat2");
+  v.set_path("a/m/../s");
+  v.set_step(3);
+  v.set_object("parent(o)");
+  v.set_detail_json(R"({"versions":[{"value":"#0","from":null,"to":null}]})");
+  const auto e = violation_signature("beneath-lookup", v);
+  EXPECT_EQ(e.key, "violation|beneath-lookup|escape|openat2/rename|step=3|via=dotdot");
+  EXPECT_NE(e.title.find("escape in beneath-lookup: openat2 raced rename, out of the root after step 3"),
+            std::string::npos)
+      << e.title;
+  v.set_op("openat2-cached");
+  EXPECT_NE(violation_signature("beneath-lookup", v).key, e.key);
+}
+
 TEST(Signature, PathShape) {
   auto v = chmod_violation("stat", 2, 1);
   v.set_path("d0/../d0/f");

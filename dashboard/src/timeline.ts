@@ -16,6 +16,8 @@ interface Bar {
 }
 
 const us = (ns: number, t0: number) => (ns - t0) / 1000;
+// An escape (a security bug) is drawn apart from the stale kinds.
+const ESCAPE_COLOR = '#7b2d9e';
 
 function tipOf(title: string, rows: [string, string][]): HTMLElement {
   return h('div', { class: 'tip' }, h('b', {}, title), ...rows.map(([k, v]) => h('div', {}, `${k}: ${v}`)));
@@ -34,6 +36,8 @@ export function explanation(v: Violation): string {
       return `The lookup saw a mount state that no version of ${obj} possible in its window (${versions}) gives.`;
     case 'stale-entry':
       return `The lookup's result needs an entry that no version of ${obj} possible in its window (${versions}) has.`;
+    case 'escape':
+      return `The scoped openat2 walk (RESOLVE_BENEATH or RESOLVE_IN_ROOT) succeeded, but every walk that reaches what it opened ends outside its root: no version of ${obj} possible in its window (${versions}) puts it beneath the root. A security bug.`;
     default:
       return `No time in the window explains what the operation observed (${versions}).`;
   }
@@ -109,8 +113,8 @@ export function drawTimeline(container: HTMLElement, v: Violation): echarts.ECha
     lane: lookupLane,
     start: d.invoke,
     end: d.complete,
-    color: '#d64545',
-    label: `${d.op} ${d.path}: step ${d.step} stale`,
+    color: v.kind === 'escape' ? ESCAPE_COLOR : '#d64545',
+    label: v.kind === 'escape' ? `${d.op} ${d.path}: out of the root after step ${d.step}` : `${d.op} ${d.path}: step ${d.step} stale`,
     tip: tipOf(`${v.kind}: actor ${d.actor} ${d.op} ${d.path}`, [
       ['stale step', `${d.step} (${d.component}, ${d.object})`],
       ['observed', d.observed],

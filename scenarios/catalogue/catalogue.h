@@ -17,5 +17,8 @@ std::unique_ptr<Scenario> make_symlink_lookup();
 std::unique_ptr<Scenario> make_dirfd_lookup();
 std::unique_ptr<Scenario> make_foffset();
 std::unique_ptr<Scenario> make_lookup_scale();
+// openat2 resolve flags (beneath_lookup.cc, cached_lookup.cc).
+std::unique_ptr<Scenario> make_beneath_lookup();
+std::unique_ptr<Scenario> make_cached_lookup();
 
 }  // namespace leapfrog::catalogue
