@@ -395,7 +395,8 @@ class Checker {
           }
           t_final = earliest;
         }
-        (void)t_final;
+        if (want_success && r.has_ids && !ids_explained(s, t_final, b, r, res, best, ignore_perms))
+          continue;
         res.can_succeed = true;
         if (best && !ignore_perms) best->finals.push_back(s.node);
         if (want_success && matches(s.node, r)) {
@@ -512,6 +513,41 @@ class Checker {
     return res;
   }
 
+  // An exec that reported its effective ids (LookupRecord::has_ids): some
+  // version of the final node's attributes current no earlier than the
+  // permission check must explain them, as the kernel computes the new
+  // credentials from one reading of mode, owner and group after that check.
+  // Set-uid gives the owner's uid, set-gid (with group exec) the group's gid;
+  // a nosuid mount or no_new_privs gives neither, so the caller's own ids are
+  // always explained. In ignore-permissions mode an unexplained gain counts as
+  // a denied check (stale-grant).
+  bool ids_explained(State& s, TimeNs t, TimeNs b, const LookupRecord& r, WalkOutcome& res,
+                     Ending* best, bool ignore_perms) {
+    const uint32_t obj = attr_obj_[s.node];
+    if (obj == kNone) {
+      res.unknown = true;
+      return false;
+    }
+    const Cred& c = h_.header.actors[r.actor].cred;
+    const auto& vs = objects_[obj].versions;
+    for (const Version* v = first_reaching(vs, t); v && v != vs.data() + vs.size() && v->start <= b;
+         ++v) {
+      const Attr& a = values_[v->value].attr;
+      const bool uid_ok = r.euid == c.uid || ((a.mode & 04000) && a.uid == r.euid);
+      const bool gid_ok = r.egid == c.gid || ((a.mode & 02010) == 02010 && a.gid == r.egid);
+      if (uid_ok && gid_ok) return true;
+    }
+    if (ignore_perms) {
+      if (s.denied_step == 0) {
+        s.denied_step = static_cast<uint16_t>(s.step + 1);
+        s.denied_trace = best ? add_trace(s.trace, s.step + 1, kNone, obj, t, b) : kNone;
+      }
+      return true;
+    }
+    if (best) note_end(*best, s.step + 1, ViolationKind::StaleGrant, s.trace, kNone, obj, t, b);
+    return false;
+  }
+
   // Steps into `child` (crossing a mount and following a symlink if needed).
   void expand_child(const State& s, NodeId child, TimeNs t, TimeNs b, int step, const Query& q, uint32_t trace,
                     WalkOutcome& res, Ending* best) {
@@ -553,6 +589,9 @@ class Checker {
       work_.push_back(next);
       return;
     }
+    // A final symlink not followed: open(O_NOFOLLOW) fails ELOOP there (lstat
+    // succeeds; both are legal).
+    if (node.kind == NodeKind::Symlink) res.fail_bits |= kFailLoop;
     next.node = n;
     work_.push_back(next);
   }
@@ -713,6 +752,8 @@ class Checker {
 
   std::string observed_text(const LookupRecord& r) const {
     if (r.err != 0) return std::string("error ") + strerrorname(r.err);
+    if (r.has_ids)
+      return "success: ran with euid=" + std::to_string(r.euid) + " egid=" + std::to_string(r.egid);
     if (r.dev == 0 && r.ino == 0) return "success";
     for (const auto& n : h_.header.nodes) {
       if (matches(n.id, r)) return "success: reached " + (n.name.empty() ? "#" + std::to_string(n.id) : n.name);

@@ -17,5 +17,7 @@ std::unique_ptr<Scenario> make_symlink_lookup();
 std::unique_ptr<Scenario> make_dirfd_lookup();
 std::unique_ptr<Scenario> make_foffset();
 std::unique_ptr<Scenario> make_lookup_scale();
+std::unique_ptr<Scenario> make_typeflip_lookup();
+std::unique_ptr<Scenario> make_exec_setid();
 
 }  // namespace leapfrog::catalogue
