@@ -539,6 +539,7 @@ TEST(Oracle, SetuidGainNeedsTheBitAndTheOwnerInOneVersion) {
   EXPECT_EQ(r.violations[2].record, 6u);
   EXPECT_EQ(r.violations[0].observed, "success: ran with euid=0 egid=65534");
   EXPECT_EQ(r.violations[0].object, "attr(bin/helper)");
+  EXPECT_EQ(r.violations[0].expected, "success: ran with euid=65534 egid=65534");
 }
 
 TEST(Oracle, SetgidNeedsGroupExec) {
