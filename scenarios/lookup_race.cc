@@ -267,7 +267,7 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
         LookupRecord l{
             static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round, r.a, r.b};
         if (r.err == 0 && r.op < plan.queries.size() && plan.queries[r.op].reports_ids) {
-          l = LookupRecord{l.actor, l.query, l.invoke, l.complete, l.err, l.round, 0, 0};
+          l.dev = l.ino = 0;  // a and b carried the ids, not an identity
           l.has_ids = true;
           l.euid = static_cast<uint32_t>(r.a);
           l.egid = static_cast<uint32_t>(r.b);
