@@ -513,14 +513,12 @@ class Checker {
     return res;
   }
 
-  // An exec that reported its effective ids (LookupRecord::has_ids): some
+  // An exec that reported its effective ids (LookupRecord::has_ids): one
   // version of the final node's attributes current no earlier than the
-  // permission check must explain them, as the kernel computes the new
-  // credentials from one reading of mode, owner and group after that check.
-  // Set-uid gives the owner's uid, set-gid (with group exec) the group's gid;
-  // a nosuid mount or no_new_privs gives neither, so the caller's own ids are
-  // always explained. In ignore-permissions mode an unexplained gain counts as
-  // a denied check (stale-grant).
+  // permission check must explain them (exec_ids_possible), as the kernel
+  // computes the new credentials from one reading of mode, owner and group
+  // after that check. In ignore-permissions mode an unexplained gain counts
+  // as a denied check (stale-grant).
   bool ids_explained(State& s, TimeNs t, TimeNs b, const LookupRecord& r, WalkOutcome& res,
                      Ending* best, bool ignore_perms) {
     const uint32_t obj = attr_obj_[s.node];
@@ -532,10 +530,7 @@ class Checker {
     const auto& vs = objects_[obj].versions;
     for (const Version* v = first_reaching(vs, t); v && v != vs.data() + vs.size() && v->start <= b;
          ++v) {
-      const Attr& a = values_[v->value].attr;
-      const bool uid_ok = r.euid == c.uid || ((a.mode & 04000) && a.uid == r.euid);
-      const bool gid_ok = r.egid == c.gid || ((a.mode & 02010) == 02010 && a.gid == r.egid);
-      if (uid_ok && gid_ok) return true;
+      if (exec_ids_possible(values_[v->value].attr, c, r.euid, r.egid)) return true;
     }
     if (ignore_perms) {
       if (s.denied_step == 0) {
