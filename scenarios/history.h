@@ -67,6 +67,11 @@ struct LookupRecord {
   uint32_t round = 0;
   uint64_t dev = 0;  // observed st_dev / st_ino on success
   uint64_t ino = 0;
+  // execve of a program that reports its credentials: on success, the
+  // effective ids it ran with (judged against the final node's set-id bits).
+  bool has_ids = false;
+  uint32_t euid = 0;
+  uint32_t egid = 0;
 };
 
 // Shared-file-offset operation: a read of one block, or lseek(fd, 0, SEEK_CUR).

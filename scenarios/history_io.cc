@@ -319,6 +319,10 @@ void write_history(const History& h, std::ostream& out) {
         j["dev"] = l.dev;
         j["ino"] = l.ino;
       }
+      if (l.err == 0 && l.has_ids) {
+        j["euid"] = l.euid;
+        j["egid"] = l.egid;
+      }
     } else {
       const auto& o = h.offsets[ref.index];
       j = {{"type", o.kind == OffsetRecord::Kind::Read ? "read" : "seek"},
@@ -411,6 +415,11 @@ History read_history(std::istream& in) {
         l.round = get_or<uint32_t>(j, "round", 0);
         l.dev = get_or<uint64_t>(j, "dev", 0);
         l.ino = get_or<uint64_t>(j, "ino", 0);
+        if (j.contains("euid") || j.contains("egid")) {
+          l.has_ids = true;
+          l.euid = get<uint32_t>(j, "euid");
+          l.egid = get<uint32_t>(j, "egid");
+        }
         h.lookups.push_back(l);
       } else if (type == "read" || type == "seek") {
         OffsetRecord o;

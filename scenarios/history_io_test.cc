@@ -70,6 +70,25 @@ TEST(HistoryIo, GoldenHandWrittenHistory) {
   EXPECT_EQ(r.violations[0].object, "attr(a)");
 }
 
+TEST(HistoryIo, ExecIdsRoundTrip) {
+  std::ifstream in(std::string(LEAPFROG_TESTDATA) + "/exec_setid_illegal.jsonl");
+  ASSERT_TRUE(in.good());
+  History h = read_history(in);
+  size_t with_ids = 0;
+  for (const auto& l : h.lookups) with_ids += l.has_ids;
+  EXPECT_EQ(with_ids, 6u);  // the successful execs; a failed one reports none
+  std::stringstream ss;
+  write_history(h, ss);
+  History back = read_history(ss);
+  ASSERT_EQ(back.lookups.size(), h.lookups.size());
+  for (size_t i = 0; i < h.lookups.size(); ++i) {
+    EXPECT_EQ(back.lookups[i].has_ids, h.lookups[i].has_ids) << i;
+    EXPECT_EQ(back.lookups[i].euid, h.lookups[i].euid) << i;
+    EXPECT_EQ(back.lookups[i].egid, h.lookups[i].egid) << i;
+  }
+  EXPECT_EQ(check_history(back).by_kind, check_history(h).by_kind);
+}
+
 void expect_error(const std::string& text, const std::string& want) {
   std::stringstream ss(text);
   try {

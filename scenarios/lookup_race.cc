@@ -264,8 +264,15 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
         if (mutation_in_round.size() <= r.round) mutation_in_round.resize(r.round + 1, {0, -1});
         mutation_in_round[r.round] = {r.invoke, r.complete};
       } else {
-        h.lookups.push_back(LookupRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete,
-                                         r.err, r.round, r.a, r.b});
+        LookupRecord l{
+            static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round, r.a, r.b};
+        if (r.err == 0 && r.op < plan.queries.size() && plan.queries[r.op].reports_ids) {
+          l.dev = l.ino = 0;  // a and b carried the ids, not an identity
+          l.has_ids = true;
+          l.euid = static_cast<uint32_t>(r.a);
+          l.egid = static_cast<uint32_t>(r.b);
+        }
+        h.lookups.push_back(l);
       }
     }
   }

@@ -55,6 +55,9 @@ struct QueryTemplate {
   LookupCall call = LookupCall::Custom;
   int at = AT_FDCWD;  // dirfd, or AT_FDCWD
   std::string path;
+  // Custom lookups that run a program reporting its credentials: `run`
+  // leaves the effective uid in a and gid in b (LookupRecord::euid/egid).
+  bool reports_ids = false;
 };
 
 // Performs a lookup and returns its record with invoke, complete, err, a and b

@@ -44,6 +44,12 @@ bool permits(const Attr& attr, const Cred& cred, uint8_t want) {
   return grants(other);
 }
 
+bool exec_ids_possible(const Attr& attr, const Cred& caller, uint32_t euid, uint32_t egid) {
+  const bool uid_ok = euid == caller.uid || ((attr.mode & 04000) && attr.uid == euid);
+  const bool gid_ok = egid == caller.gid || ((attr.mode & 02010) == 02010 && attr.gid == egid);
+  return uid_ok && gid_ok;
+}
+
 const char* to_string(NodeKind k) {
   switch (k) {
     case NodeKind::Dir: return "dir";

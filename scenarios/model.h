@@ -75,6 +75,12 @@ inline constexpr uint8_t kMayRead = 4;
 // follows the POSIX.1e access check algorithm.
 bool permits(const Attr& attr, const Cred& cred, uint8_t want);
 
+// Could an exec of a file with `attr` by `caller` run with effective ids
+// euid/egid? Set-uid (04000) gives the file's owner, set-gid with group exec
+// (02010) its group; the caller's own ids are always possible (a nosuid
+// mount or no_new_privs ignores the bits).
+bool exec_ids_possible(const Attr& attr, const Cred& caller, uint32_t euid, uint32_t egid);
+
 enum class ObjectKind : uint8_t {
   Attr,    // attributes of `node`
   Entry,   // directory entry `name` in directory `node`

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 
+#include "scenarios/history_io.h"
 #include "scenarios/outcome.h"
 #include "scenarios/tree_model.h"
 
@@ -453,6 +455,164 @@ TEST(Oracle, SymlinkLoopIsEloop) {
   auto r = h.check();
   ASSERT_EQ(r.violation_count, 1u);
   EXPECT_EQ(r.violations[0].record, 1u);
+}
+
+TEST(Oracle, UnfollowedFinalSymlinkMayBeEloop) {
+  // open(O_NOFOLLOW) of a symlink fails ELOOP; lstat of it succeeds.
+  TreeModel tree(kOpen);
+  tree.add_dir(tree.root(), "d", kOpen);
+  tree.add_symlink(tree.root(), "l", "d");
+  Chain::identify(tree);
+  Hist h(tree);
+  h.lookup("l", 10, 20, ELOOP);
+  h.history().queries.back().follow_final = false;
+  h.lookup("l", 10, 20, ELOOP);  // followed: reaches d, never ELOOP
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].record, 1u);
+}
+
+TEST(Oracle, FileOnThePathIsEnotdirOnlyWhileItIsThere) {
+  // The entry names a file, then a directory: its node's kind changes
+  // between versions.
+  TreeModel tree(kOpen);
+  const NodeId file = tree.add_file(tree.root(), "n", Attr{0644, 0, 0, {}});
+  const NodeId dir = tree.add_detached(NodeKind::Dir, "n(dir)", kOpen);
+  Chain::identify(tree);
+  Hist h(tree);
+  const Effect to_dir{"rename", {ObjectSet{ObjectKey{ObjectKind::Entry, 0, "n"}, Value{{}, dir}}}};
+  h.mutate(to_dir, 100, 200);
+  h.lookup("n/f", 10, 90, ENOTDIR);    // the file
+  h.lookup("n/f", 150, 250, ENOTDIR);  // either
+  h.lookup("n/f", 150, 250, ENOENT);   // either: the directory is empty
+  h.lookup("n/.", 300, 400, 0, dir);   // the directory
+  h.lookup("n/f", 300, 400, ENOTDIR);  // stale: the file was replaced
+  h.lookup("n/.", 10, 90, 0, file);    // never: "." of a file is ENOTDIR
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleEntry), 2u);
+  EXPECT_EQ(r.violations[0].record, 4u);
+  EXPECT_EQ(r.violations[1].record, 5u);
+}
+
+// ---- exec of set-id programs (LookupRecord::has_ids) ------------------------
+
+struct ExecTree {
+  TreeModel tree{kOpen};
+  NodeId bin, helper;
+  ExecTree() {
+    bin = tree.add_dir(tree.root(), "bin", kOpen);
+    helper = tree.add_file(bin, "helper", kOpen);
+    Chain::identify(tree);
+  }
+};
+
+void exec_lookup(Hist& h, TimeNs inv, TimeNs comp, int err, uint32_t euid = kNobody,
+                 uint32_t egid = kNobody) {
+  h.lookup("bin/helper", inv, comp, err, kNoNode, 1, 0, kMayExec, "execve");
+  LookupRecord& r = h.history().lookups.back();
+  r.has_ids = err == 0;
+  r.euid = euid;
+  r.egid = egid;
+}
+
+TEST(Oracle, SetuidGainNeedsTheBitAndTheOwnerInOneVersion) {
+  ExecTree t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.helper, Attr{04755, 0, 0, {}}), 100, 200);
+  h.mutate(t.tree.chmod(t.helper, Attr{0755, 0, 0, {}}), 300, 400);
+  h.mutate(t.tree.chown_effect(t.helper, Attr{0755, 1000, 0, {}}), 500, 600);
+  h.mutate(t.tree.chmod(t.helper, Attr{04755, 1000, 0, {}}), 700, 800);
+  exec_lookup(h, 210, 290, 0, 0);           // set-uid root
+  exec_lookup(h, 210, 290, 0);              // no gain is always explained (nosuid)
+  exec_lookup(h, 350, 450, 0, 0);           // the revoke may not have happened yet
+  exec_lookup(h, 810, 890, 0, 1000);        // set-uid to the new owner
+  exec_lookup(h, 410, 490, 0, 0);           // gain after the revoke completed
+  exec_lookup(h, 550, 750, 0, 0);           // the bit of one version, the owner of another
+  exec_lookup(h, 810, 890, 0, 1000, 1000);  // a set-gid gain that no version has
+  auto r = h.check();
+  EXPECT_EQ(r.lookups_checked, 7u);
+  ASSERT_EQ(r.violation_count, 3u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 3u);
+  EXPECT_EQ(r.violations[0].record, 4u);
+  EXPECT_EQ(r.violations[1].record, 5u);
+  EXPECT_EQ(r.violations[2].record, 6u);
+  EXPECT_EQ(r.violations[0].observed, "success: ran with euid=0 egid=65534");
+  EXPECT_EQ(r.violations[0].object, "attr(bin/helper)");
+  EXPECT_EQ(r.violations[0].expected, "success: ran with euid=65534 egid=65534");
+}
+
+TEST(Oracle, SetgidNeedsGroupExec) {
+  ExecTree t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.helper, Attr{02745, 0, 7, {}}), 100,
+           200);  // g-x: a lock marker, not set-gid
+  h.mutate(t.tree.chmod(t.helper, Attr{02755, 0, 7, {}}), 300, 400);
+  exec_lookup(h, 210, 290, 0, kNobody, 7);
+  exec_lookup(h, 410, 490, 0, kNobody, 7);
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(r.violations[0].record, 0u);
+}
+
+TEST(Oracle, ExecPermissionIsJudgedWithIds) {
+  ExecTree t;
+  Hist h(t.tree);
+  h.mutate(t.tree.chmod(t.helper, Attr{04754, 0, 0, {}}), 100, 200);
+  exec_lookup(h, 10, 90, EACCES);    // stale-deny
+  exec_lookup(h, 210, 290, 0, 0);    // exec passed a revoked check: stale-grant
+  exec_lookup(h, 210, 290, EACCES);  // legal
+  auto r = h.check();
+  ASSERT_EQ(r.violation_count, 2u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleDeny), 1u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 1u);
+}
+
+// ---- golden histories (testdata/) ------------------------------------------
+
+CheckResult check_golden(const std::string& name) {
+  std::ifstream in(std::string(LEAPFROG_TESTDATA) + "/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  return check_history(read_history(in));
+}
+
+TEST(OracleGolden, TypeflipLegal) {
+  auto r = check_golden("typeflip_legal.jsonl");
+  EXPECT_EQ(r.violation_count, 0u);
+  EXPECT_EQ(r.lookups_checked, 13u);
+  EXPECT_EQ(r.unjudged, 0u);
+}
+
+TEST(OracleGolden, TypeflipIllegalIsStaleEntry) {
+  auto r = check_golden("typeflip_illegal.jsonl");
+  EXPECT_EQ(r.lookups_checked, 5u);
+  EXPECT_EQ(r.violation_count, 5u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleEntry), 5u);
+  ASSERT_EQ(r.violations.size(), 5u);
+  EXPECT_EQ(r.violations[0].observed, "error ENOTDIR");
+  EXPECT_EQ(r.violations[0].expected, "ENOENT");
+  EXPECT_EQ(r.violations[1].expected, "ENOENT");
+  // In the file's order: ENOTDIR through the symlink, then t/f through the
+  // file, then ENOENT through the directory holding f.
+  EXPECT_EQ(r.violations[2].expected, "success: reached t/f");
+  EXPECT_EQ(r.violations[3].observed, "success: reached t/f");
+  EXPECT_EQ(r.violations[3].expected, "ENOTDIR");
+  EXPECT_EQ(r.violations[4].expected, "success: reached staging/D/f");
+}
+
+TEST(OracleGolden, ExecSetidLegal) {
+  auto r = check_golden("exec_setid_legal.jsonl");
+  EXPECT_EQ(r.violation_count, 0u);
+  EXPECT_EQ(r.lookups_checked, 11u);
+  EXPECT_EQ(r.unjudged, 0u);
+}
+
+TEST(OracleGolden, ExecSetidIllegal) {
+  auto r = check_golden("exec_setid_illegal.jsonl");
+  EXPECT_EQ(r.lookups_checked, 7u);
+  EXPECT_EQ(r.violation_count, 7u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 6u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleDeny), 1u);
 }
 
 TEST(Oracle, AclDenyEntryHoldsForOneUserOnly) {

@@ -19,6 +19,8 @@ const std::vector<std::unique_ptr<Scenario>>& scenarios() {
     t.push_back(catalogue::make_lookup_scale());
     t.push_back(catalogue::make_beneath_lookup());
     t.push_back(catalogue::make_cached_lookup());
+    t.push_back(catalogue::make_typeflip_lookup());
+    t.push_back(catalogue::make_exec_setid());
     return t;
   }();
   return table;

@@ -141,6 +141,73 @@ TEST_F(AgentE2E, RenameOnCachedFuseReportsStaleEntryOrGrant) {
   EXPECT_GT(kind_count(o, "stale-entry") + kind_count(o, "stale-grant"), 0u);
 }
 
+// typeflip-lookup's control: the cached FUSE view keeps serving the old type
+// of "n" after the mutator changed it (ENOTDIR from a replaced file, or a
+// walk through a replaced symlink or directory).
+TEST_F(AgentE2E, TypeflipOnCachedFuseReportsStaleEntry) {
+  json o =
+      run_json({"--scenario", "typeflip-lookup", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+  EXPECT_EQ(o["verdict"], "violation");
+  EXPECT_GT(kind_count(o, "stale-entry"), 0u);
+  ASSERT_FALSE(o["violations"].empty());
+  const json& v = o["violations"][0];
+  EXPECT_EQ(v["kind"], "stale-entry");
+  EXPECT_EQ(v["object"], "entry(., \"n\")");
+  EXPECT_FALSE(v["versions"].empty());
+}
+
+// exec-setid's control on the cached FUSE view: exec passes on a cached mode
+// after its exec bit (or bin's search) was revoked. FUSE mounts are nosuid,
+// so the set-id gain itself cannot fire there: see ExecSetidGainInForeignHistory.
+TEST_F(AgentE2E, ExecSetidOnCachedFuseReportsStaleGrant) {
+  json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+  EXPECT_EQ(o["verdict"], "violation");
+  EXPECT_GT(kind_count(o, "stale-grant"), 0u);
+  ASSERT_FALSE(o["violations"].empty());
+  const json& v = o["violations"][0];
+  EXPECT_EQ(v["kind"], "stale-grant");
+  EXPECT_EQ(v["op"].get<std::string>().rfind("execve", 0), 0u) << v.dump();
+}
+
+// The set-id gain's control: a hand-built history (a gain after the bit was
+// removed, a gain with the bit of one version and the owner of another) that
+// `check` must flag, next to its legal twin that it must pass.
+TEST_F(AgentE2E, ExecSetidGainInForeignHistory) {
+  const std::string dir = std::string(LEAPFROG_SOURCE) + "/scenarios/testdata/";
+  Result bad = agent({"check", dir + "exec_setid_illegal.jsonl", "--json"});
+  EXPECT_EQ(bad.exit, 1) << bad.err;
+  json o = json::parse(bad.out);
+  EXPECT_EQ(kind_count(o, "stale-grant"), 6u);
+  EXPECT_EQ(kind_count(o, "stale-deny"), 1u);
+  bool gain = false;
+  for (const auto& v : o["violations"])
+    gain |= v["observed"] == "success: ran with euid=0 egid=65534";
+  EXPECT_TRUE(gain) << bad.out;
+  Result good = agent({"check", dir + "exec_setid_legal.jsonl"});
+  EXPECT_EQ(good.exit, 0) << good.out << good.err;
+}
+
+// On a plain tmpfs the set-id bits apply: the observers really gain the
+// helper's owner and group, so the clean runs above judged gains.
+TEST_F(AgentE2E, ExecSetidObserversGainPrivilegeOnTmpfs) {
+  TempDir dir;
+  const std::string file = dir.path() + "/h.jsonl";
+  run_json({"--scenario", "exec-setid", "--iterations", "3000", "--history", file}, 0);
+  std::istringstream in(slurp(file));
+  std::string line;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j.value("type", "") == "lookup" && j.contains("euid"))
+      seen.insert(j["op"].get<std::string>() + " " + std::to_string(j["euid"].get<uint32_t>()) +
+                  " " + std::to_string(j["egid"].get<uint32_t>()));
+  }
+  EXPECT_TRUE(seen.count("execve 0 65534")) << line;
+  EXPECT_TRUE(seen.count("execve-script 0 65534"));
+  EXPECT_TRUE(seen.count("execve 65533 65534"));
+  EXPECT_TRUE(seen.count("execve 65534 65533"));
+}
+
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
   for (const char* fs : {"tmpfs", "fuse-direct"}) {
     for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {
@@ -182,13 +249,26 @@ TEST_P(EveryScenario, RunsClean) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Catalogue, EveryScenario,
-                         ::testing::Combine(::testing::Values("setattr-lookup", "chown-lookup", "acl-exec-deny",
-                                                              "rename-lookup", "mount-lookup", "dotdot-lookup",
-                                                              "symlink-lookup", "dirfd-lookup", "foffset",
-                                                              "lookup-scale",
-                                                              "beneath-lookup", "cached-lookup"),
-                                            ::testing::Values("tmpfs", "ext4")),
+INSTANTIATE_TEST_SUITE_P(
+    Catalogue, EveryScenario,
+    ::testing::Combine(::testing::Values("setattr-lookup", "chown-lookup", "acl-exec-deny",
+                                         "rename-lookup", "mount-lookup", "dotdot-lookup",
+                                         "symlink-lookup", "dirfd-lookup", "foffset",
+                                         "lookup-scale", "typeflip-lookup", "exec-setid",
+                                         "beneath-lookup", "cached-lookup"),
+                       ::testing::Values("tmpfs", "ext4")),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      for (auto& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
+
+// The type and set-id shapes on the other disk file systems: xfs and btrfs
+// keep negative dentries like ext4, and each caches inodes its own way.
+INSTANTIATE_TEST_SUITE_P(TypeAndSetidOnDisk, EveryScenario,
+                         ::testing::Combine(::testing::Values("typeflip-lookup", "exec-setid"),
+                                            ::testing::Values("xfs", "btrfs")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
                            for (auto& c : n)
@@ -330,6 +410,13 @@ TEST_F(AgentE2E, NotRootIsRefused) {
   expect_usage_error(r, "needs root");
 }
 
+// Under no_new_privs exec never applies set-id bits: refused, not judged.
+TEST_F(AgentE2E, ExecSetidRefusesNoNewPrivs) {
+  Result r = run({"setpriv", "--no-new-privs", LEAPFROG_AGENT, "run", "--scenario", "exec-setid",
+                  "--iterations", "100"});
+  expect_usage_error(r, "no_new_privs");
+}
+
 TEST_F(AgentE2E, NoFuseIsAClearError) {
   // /dev without fuse, in a private mount namespace of this command only.
   Result r = run({"unshare", "--mount", "--propagation", "private", "sh", "-c",
@@ -396,7 +483,11 @@ TEST_F(AgentE2E, ListShowsParametersAndLimits) {
   Result r = agent({"list", "--json"});
   ASSERT_EQ(r.exit, 0);
   json l = json::parse(r.out);
-  EXPECT_EQ(l.size(), 12u);
+  EXPECT_EQ(l.size(), 14u);
+  std::set<std::string> names;
+  for (const auto& s : l) names.insert(s["name"]);
+  for (const char* n : {"typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup"})
+    EXPECT_TRUE(names.count(n)) << n;
   bool found = false, resolve = false;
   for (const auto& s : l) {
     for (const auto& p : s["params"]) {

@@ -35,6 +35,7 @@ const char* const kProgram = R"c(/*
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,13 @@ static void observer(long deadline) {
     long g2 = __atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE);
     if (g1 != g2 || (g1 & 1)) continue; /* a mutation overlapped: not judged */
     __atomic_add_fetch(&sh->judged, 1, __ATOMIC_RELAXED);
+#ifdef SCENARIO_JUDGE
+    char why[512];
+    if (!judge(st, err, why, sizeof why) && !__atomic_exchange_n(&sh->failed, 1, __ATOMIC_ACQ_REL))
+      snprintf(sh->msg, sizeof sh->msg,
+               "FAIL %s for its whole window (%ld ns, %ld ns after the last change completed)", why,
+               b - a, a - sh->changed_ns);
+#else
     if (err != 0 && err != EACCES && err != ENOENT) continue;
     int want = expected_ok(st);
     if ((err == 0) != want && !__atomic_exchange_n(&sh->failed, 1, __ATOMIC_ACQ_REL)) {
@@ -119,6 +127,7 @@ static void observer(long deadline) {
                err == 0 ? "succeeded" : (err == EACCES ? "failed EACCES" : "failed ENOENT"),
                state_text(st), b - a, a - sh->changed_ns);
     }
+#endif
   }
 }
 
@@ -142,6 +151,13 @@ static void mutator(long deadline) {
 }
 
 int main(int argc, char **argv) {
+#ifdef EXEC_HELPER
+  /* Run as the set-id helper (directly or as a script's interpreter). */
+  if (argc >= 2 && strcmp(argv[1], "--report-ids") == 0) {
+    printf("%u %u\n", (unsigned)geteuid(), (unsigned)getegid());
+    return 0;
+  }
+#endif
   if (argc < 2 || argc > 4) {
     fprintf(stderr, "usage: %s MUTATED_DIR [LOOKUP_DIR] [SECONDS]\n", argv[0]);
     return 2;
@@ -184,6 +200,146 @@ int main(int argc, char **argv) {
   }
   printf("PASS (%ld lookups judged in %.1f s)\n", sh->judged, seconds);
   return 0;
+}
+)c";
+
+// typeflip-lookup: "n" is a regular file (state 0: n/f gives ENOTDIR) or a
+// directory holding f (state 1: n/f resolves), changed by unlink then
+// rename of the directory into place, and rename away then link of the
+// file: each change passes through an absent "n" (while in flight, so never
+// judged), and on disk file systems reuses n's negative dentry.
+const char* const kTypeflipCode = R"c(#define SCENARIO_JUDGE 1
+static void setup(void) {
+  char a[4096], b[4096];
+  mk("staging", 0700);
+  mk("staging/D", 0755);
+  mkfile("staging/D/f");
+  mkfile("staging/F");
+  mpath(a, "staging/F");
+  mpath(b, "n");
+  if (link(a, b) != 0) die("link", b);
+}
+static void teardown(void) {
+  char p[4096];
+  mpath(p, "n"); unlink(p);
+  mpath(p, "staging/F"); unlink(p);
+  mpath(p, "staging/D/f"); unlink(p);
+  mpath(p, "staging/D"); rmdir(p);
+  mpath(p, "staging"); rmdir(p);
+}
+static int mutate(int state) {
+  char n[4096], d[4096], f[4096];
+  mpath(n, "n");
+  mpath(d, "staging/D");
+  mpath(f, "staging/F");
+  if (state) {
+    if (unlink(n) != 0) return errno;
+    return rename(d, n) == 0 ? 0 : errno;
+  }
+  if (rename(n, d) != 0) return errno;
+  return link(f, n) == 0 ? 0 : errno;
+}
+static const char *errname(int err) {
+  switch (err) {
+    case 0: return "success";
+    case EACCES: return "EACCES";
+    case ENOENT: return "ENOENT";
+    case ENOTDIR: return "ENOTDIR";
+    case ELOOP: return "ELOOP";
+    default: return strerror(err);
+  }
+}
+static int judge(int state, int err, char *why, size_t n) {
+  int want = state ? 0 : ENOTDIR;
+  if (err == want) return 1;
+  snprintf(why, n, "stale-entry: @OP@ @LOOKUP@ gave %s (want %s) while n was %s", errname(err),
+           errname(want), state ? "a directory holding f" : "a regular file");
+  return 0;
+}
+)c";
+
+// exec-setid: the helper is this program (main answers --report-ids with
+// its effective ids), set-uid root and executable by all (state 0: exec
+// runs, with euid 0 unless the mount is nosuid) or mode 0754 (state 1: the
+// observer may not exec it). The script's interpreter is the helper.
+const char* const kExecSetidCode = R"c(#define SCENARIO_JUDGE 1
+#define EXEC_HELPER 1
+static long last_euid = -1;
+static void setup(void) {
+  char p[4096], buf[65536];
+  mk("bin", 0755);
+  mpath(p, "bin/helper");
+  int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (in < 0) die("open", "/proc/self/exe");
+  int out = open(p, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0700);
+  if (out < 0) die("create", p);
+  for (ssize_t n; (n = read(in, buf, sizeof buf)) > 0;)
+    if (write(out, buf, n) != n) die("write", p);
+  close(in);
+  close(out);
+  if (chmod(p, 04755) != 0) die("chmod", p);
+  mpath(p, "bin/script");
+  char text[4200];
+  int len = snprintf(text, sizeof text, "#!%s/bin/helper --report-ids\n", lroot);
+  if (len >= 200) {
+    fprintf(stderr, "error: LOOKUP_DIR is too long for a #! line\n");
+    exit(2);
+  }
+  out = open(p, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0755);
+  if (out < 0 || write(out, text, len) != len) die("write", p);
+  close(out);
+  if (chmod(p, 0755) != 0) die("chmod", p);
+}
+static void teardown(void) {
+  char p[4096];
+  mpath(p, "bin/script"); unlink(p);
+  mpath(p, "bin/helper"); unlink(p);
+  mpath(p, "bin"); rmdir(p);
+}
+static int mutate(int state) {
+  char p[4096];
+  mpath(p, "bin/helper");
+  return chmod(p, state ? 0754 : 04755) == 0 ? 0 : errno;
+}
+/* Runs `path` with its output on a pipe; last_euid is what it reported. */
+static int exec_for_ids(const char *path) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return errno;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+  char *argv[] = {(char *)path, "--report-ids", NULL};
+  char *envp[] = {NULL};
+  pid_t pid;
+  int err = posix_spawn(&pid, path, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  close(p[1]);
+  last_euid = -1;
+  if (err != 0) {
+    close(p[0]);
+    return err;
+  }
+  char buf[64];
+  ssize_t n = read(p[0], buf, sizeof buf - 1);
+  close(p[0]);
+  waitpid(pid, NULL, 0);
+  if (n > 0) {
+    buf[n] = 0;
+    last_euid = atol(buf);
+  }
+  return 0;
+}
+static int judge(int state, int err, char *why, size_t n) {
+  if (state == 1 && err == 0) {
+    snprintf(why, n, "stale-grant: @OP@ @LOOKUP@ ran (euid %ld) while the helper was mode 0754",
+             last_euid);
+    return 0;
+  }
+  if (state == 0 && err == EACCES) {
+    snprintf(why, n, "stale-deny: @OP@ @LOOKUP@ failed EACCES while the helper was mode 04755");
+    return 0;
+  }
+  return 1;
 }
 )c";
 
@@ -303,13 +459,26 @@ static const char *state_text(int state) {
 )c";
     code += path == "p1/x/f" ? "static int expected_ok(int state) { return state == 0; }\n"
                              : "static int expected_ok(int state) { (void)state; return 0; }\n";
+  } else if (scenario == "typeflip-lookup") {
+    lookup_path = "n/f";
+    code = kTypeflipCode;
+  } else if (scenario == "exec-setid") {
+    const bool script = example.op() == "execve-script";
+    lookup_path = script ? "bin/script" : "bin/helper";
+    code = kExecSetidCode;
   } else {
     throw ReproError("no C reproducer for scenario \"" + scenario + "\": supported are " +
                      kReproScenarios);
   }
-  std::string op = example.op().empty() ? "stat" : example.op();
+  std::string op =
+      example.op().empty() ? (scenario == "exec-setid" ? "execve" : "stat") : example.op();
   std::string op_code;
-  if (op == "stat" || op == "fstatat" || op == "lstat") {
+  if (scenario == "exec-setid") {
+    if (op != "execve" && op != "execve-script")
+      throw ReproError("no C reproducer for exec-setid operation \"" + op +
+                       "\": supported are execve, execve-script");
+    op_code = "  return exec_for_ids(path);";
+  } else if (op == "stat" || op == "fstatat" || op == "lstat") {
     op = "stat";
     op_code = "  struct stat st;\n  return stat(path, &st) == 0 ? 0 : errno;";
   } else if (op == "access" || op == "faccessat") {

@@ -68,6 +68,11 @@ TEST(ReproC, EverySupportedScenarioCompilesWithPlainCc) {
       dir, "rename",
       c_reproducer(spec_of("rename-lookup"), stale_grant("open", "p1/x/f", "entry(p1, \"x\")")));
   compile(dir, "empty", c_reproducer(spec_of("setattr-lookup"), v1::Violation()));
+  compile(dir, "typeflip", c_reproducer(spec_of("typeflip-lookup"), v1::Violation()));
+  compile(dir, "exec", c_reproducer(spec_of("exec-setid"), v1::Violation()));
+  compile(dir, "script",
+          c_reproducer(spec_of("exec-setid"),
+                       stale_grant("execve-script", "bin/helper", "attr(bin/helper)")));
 }
 
 TEST(ReproC, PicksTheViolatingDirectoryAndOperation) {
@@ -87,11 +92,13 @@ TEST(ReproC, UnsupportedScenariosSaySoAndNameTheSupportedOnes) {
   } catch (const ReproError& e) {
     EXPECT_STREQ(e.what(),
                  "no C reproducer for scenario \"mount-lookup\": supported are setattr-lookup, "
-                 "chown-lookup, rename-lookup");
+                 "chown-lookup, rename-lookup, typeflip-lookup, exec-setid");
   }
   EXPECT_THROW(c_reproducer(spec_of("rename-lookup"), stale_grant("stat", "e/d1/f", "")),
                ReproError);
   EXPECT_THROW(c_reproducer(spec_of("setattr-lookup"), stale_grant("readlink", "d0/f", "")),
+               ReproError);
+  EXPECT_THROW(c_reproducer(spec_of("exec-setid"), stale_grant("stat", "bin/helper", "")),
                ReproError);
 }
 
@@ -130,6 +137,41 @@ TEST(ReproC, FailsOnFuseCachedAndPassesOnFuseDirect) {
   const auto direct = run_in(fs::FsKind::FuseDirect, bin, dir / "direct.out", "2");
   EXPECT_EQ(direct.first, 0) << direct.second;
   EXPECT_EQ(direct.second.rfind("PASS", 0), 0u) << direct.second;
+}
+
+// The type and set-id reproducers: each fails where the kernel serves cached
+// entries and attributes (fuse-cached) and passes where it does not.
+void expect_fail_then_pass(const v1::ScenarioSpec& spec, const v1::Violation& v,
+                           const std::string& name, const std::string& want) {
+  TestDir dir;
+  const std::string bin = compile(dir, name, c_reproducer(spec, v));
+  const auto cached = run_in(fs::FsKind::FuseCached, bin, dir / "cached.out", "10");
+  EXPECT_EQ(cached.first, 1) << cached.second;
+  EXPECT_EQ(cached.second.rfind("FAIL " + want, 0), 0u) << cached.second;
+  for (auto kind : {fs::FsKind::FuseDirect, fs::FsKind::Tmpfs}) {
+    const auto clean = run_in(kind, bin, dir / "clean.out", "2");
+    EXPECT_EQ(clean.first, 0) << clean.second;
+    EXPECT_EQ(clean.second.rfind("PASS", 0), 0u) << clean.second;
+  }
+}
+
+TEST(ReproC, TypeflipFailsOnFuseCachedAndPassesElsewhere) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  v1::Violation v;
+  v.set_kind("stale-entry");
+  v.set_op("open");
+  v.set_path("n/f");
+  expect_fail_then_pass(spec_of("typeflip-lookup"), v, "typeflip", "stale-entry: open n/f");
+}
+
+TEST(ReproC, ExecSetidFailsOnFuseCachedAndPassesElsewhere) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  expect_fail_then_pass(spec_of("exec-setid"),
+                        stale_grant("execve", "bin/helper", "attr(bin/helper)"), "exec",
+                        "stale-grant: execve bin/helper");
+  expect_fail_then_pass(spec_of("exec-setid"),
+                        stale_grant("execve-script", "bin/helper", "attr(bin/helper)"), "script",
+                        "stale-grant: execve-script bin/script");
 }
 
 }  // namespace

@@ -20,5 +20,7 @@ std::unique_ptr<Scenario> make_lookup_scale();
 // openat2 resolve flags (beneath_lookup.cc, cached_lookup.cc).
 std::unique_ptr<Scenario> make_beneath_lookup();
 std::unique_ptr<Scenario> make_cached_lookup();
+std::unique_ptr<Scenario> make_typeflip_lookup();
+std::unique_ptr<Scenario> make_exec_setid();
 
 }  // namespace leapfrog::catalogue
