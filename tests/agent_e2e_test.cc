@@ -536,7 +536,8 @@ TEST_P(EveryView, RunsClean) {
 INSTANTIATE_TEST_SUITE_P(Views, EveryView,
                          ::testing::Combine(::testing::Values("setattr-lookup", "chown-lookup", "acl-exec-deny",
                                                               "rename-lookup", "mount-lookup", "dotdot-lookup",
-                                                              "symlink-lookup", "dirfd-lookup"),
+                                                              "symlink-lookup", "dirfd-lookup", "typeflip-lookup",
+                                                              "beneath-lookup"),
                                             ::testing::Values("tmpfs", "ext4", "xfs", "btrfs"),
                                             ::testing::Values("bind", "overlay", "idmap")),
                          [](const auto& info) {

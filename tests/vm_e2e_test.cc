@@ -433,8 +433,8 @@ const std::vector<std::string> kVmFilesystems = {"tmpfs", "ext4",        "xfs",
                                                  "btrfs", "fuse-cached", "fuse-direct"};
 const std::vector<std::string> kDiskFilesystems = {"tmpfs", "ext4", "xfs", "btrfs"};
 const std::vector<std::string> kLookupScenarios = {
-    "setattr-lookup", "chown-lookup",  "acl-exec-deny",  "rename-lookup",
-    "mount-lookup",   "dotdot-lookup", "symlink-lookup", "dirfd-lookup"};
+    "setattr-lookup", "chown-lookup",    "acl-exec-deny", "rename-lookup",  "mount-lookup",  "dotdot-lookup",
+    "symlink-lookup", "dirfd-lookup",    "typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup"};
 
 // The file systems each registered agent offers, by agent name.
 std::map<std::string, std::vector<std::string>> offered(const json& agents) {
