@@ -423,8 +423,14 @@ class Checker {
     std::vector<PossibleVersion> out;
     const auto& vs = objects_[obj].versions;
     for (const Version* v = first_reaching(vs, from); v && v != vs.data() + vs.size() && v->start <= to; ++v) {
-      out.push_back(PossibleVersion{describe(values_[v->value], objects_[obj].key.kind, h_.header.nodes),
-                                    v->start, v->end});
+      PossibleVersion pv{describe(values_[v->value], objects_[obj].key.kind, h_.header.nodes), v->start, v->end};
+      // What an entry (or mount, or "..") leads to, so a timeline can show a
+      // name that changes type: file, dir, symlink, or absent.
+      if (objects_[obj].key.kind != ObjectKind::Attr) {
+        const NodeId target = values_[v->value].target;
+        pv.node_kind = target == kNoNode ? "absent" : to_string(h_.header.nodes[target].kind);
+      }
+      out.push_back(std::move(pv));
     }
     return out;
   }
@@ -995,8 +1001,13 @@ class Checker {
       const Effect& eff = h_.effects[m.effect];
       MutationTrace t{m.actor, eff.op, v.object, "", m.invoke, m.complete, m.err};
       for (size_t s = 0; s < eff.sets.size(); ++s) {
-        if (effect_objects_[m.effect][s] == v.object)
+        if (effect_objects_[m.effect][s] == v.object) {
           t.value = describe(eff.sets[s].value, eff.sets[s].key.kind, h_.header.nodes);
+          if (eff.sets[s].key.kind != ObjectKind::Attr) {
+            const NodeId target = eff.sets[s].value.target;
+            t.node_kind = target == kNoNode ? "absent" : to_string(h_.header.nodes[target].kind);
+          }
+        }
       }
       out.push_back(std::move(t));
     }

@@ -29,6 +29,9 @@ struct PossibleVersion {
   std::string value;
   TimeNs from = 0;  // invoke of the mutation that made it (kTimeMin: initial)
   TimeNs to = 0;    // complete of the mutation that replaced it (kTimeMax: still current)
+  // For entries, mounts and "..": the kind of node the value leads to
+  // ("file", "dir", "symlink"; "absent" for none); empty for attributes.
+  std::string node_kind;
 };
 
 // One step of the lookup walk, with what each object consulted could have been.
@@ -49,6 +52,7 @@ struct MutationTrace {
   TimeNs invoke = 0;
   TimeNs complete = 0;
   int32_t err = 0;  // a failed mutation changed nothing
+  std::string node_kind;  // entries, mounts, "..": what `value` leads to (PossibleVersion)
 };
 
 // Most mutations a violation's history excerpt holds.

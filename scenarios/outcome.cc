@@ -15,6 +15,7 @@ static json versions_json(const std::vector<PossibleVersion>& vs) {
     json j{{"value", v.value}};
     j["from"] = v.from <= kTimeMin ? json(nullptr) : json(v.from);
     j["to"] = v.to >= kTimeMax ? json(nullptr) : json(v.to);
+    if (!v.node_kind.empty()) j["node_kind"] = v.node_kind;
     out.push_back(std::move(j));
   }
   return out;
@@ -25,9 +26,12 @@ json to_json(const Violation& v) {
   for (const auto& s : v.steps)
     steps.push_back({{"step", s.step}, {"component", s.component}, {"object", s.object}, {"versions", versions_json(s.versions)}});
   json history = json::array();
-  for (const auto& m : v.history)
-    history.push_back({{"actor", m.actor}, {"op", m.op}, {"object", m.object}, {"value", m.value},
-                       {"invoke", m.invoke}, {"complete", m.complete}, {"err", m.err}});
+  for (const auto& m : v.history) {
+    json op{{"actor", m.actor},   {"op", m.op},           {"object", m.object}, {"value", m.value},
+            {"invoke", m.invoke}, {"complete", m.complete}, {"err", m.err}};
+    if (!m.node_kind.empty()) op["node_kind"] = m.node_kind;
+    history.push_back(std::move(op));
+  }
   return json{{"kind", to_string(v.kind)},
               {"actor", v.actor},
               {"record", v.record},

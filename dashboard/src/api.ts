@@ -86,6 +86,8 @@ export interface Version {
   value: string;
   from: number | null;
   to: number | null;
+  // Entries, mounts and "..": what the value leads to (file, dir, symlink, absent).
+  node_kind?: string;
 }
 
 export interface HistoryOp {
@@ -97,6 +99,8 @@ export interface HistoryOp {
   invoke: number;
   complete: number;
   err: number;
+  // Entries, mounts and "..": what `value` leads to (file, dir, symlink, absent).
+  node_kind?: string;
 }
 
 export interface ViolationDetail {

@@ -4,7 +4,7 @@
 // highlighted. Drawn with an ECharts custom series; the axis is ECharts'.
 import { chartIn, echarts } from './charts';
 import { h } from './dom';
-import type { HistoryOp, Violation, ViolationDetail } from './api';
+import type { HistoryOp, Version, Violation, ViolationDetail } from './api';
 
 interface Bar {
   lane: number;
@@ -23,10 +23,53 @@ function tipOf(title: string, rows: [string, string][]): HTMLElement {
   return h('div', { class: 'tip' }, h('b', {}, title), ...rows.map(([k, v]) => h('div', {}, `${k}: ${v}`)));
 }
 
+// Version bars of an entry are coloured by what the name leads to, so a
+// name that changes type (unlink + mkdir, a symlink renamed over a file)
+// shows as bars of different colours.
+const KIND_COLORS: Record<string, string> = {
+  file: '#9bbbd4',
+  dir: '#a7cf9a',
+  symlink: '#e6c27a',
+  absent: '#d9d9d9',
+};
+
+// "file → dir → absent" when the versions lead to nodes of more than one
+// kind, else "".
+export function kindChange(versions: { node_kind?: string }[]): string {
+  const kinds: string[] = [];
+  for (const ver of versions) {
+    const k = ver.node_kind;
+    if (k && kinds[kinds.length - 1] !== k) kinds.push(k);
+  }
+  return new Set(kinds).size > 1 ? kinds.join(' → ') : '';
+}
+
+// The first step of the walk whose entry changes type in the window.
+export function typeChangeStep(d: ViolationDetail | null): { object: string; change: string; versions: Version[] } | null {
+  // The object's own mutations around the window, in order, then its
+  // versions in the window, then every step of the walk.
+  const changes = (d?.history ?? []).filter((op) => !op.err && op.node_kind).map((op) => ({ node_kind: op.node_kind }));
+  const around = kindChange(changes);
+  if (around && d) return { object: d.object, change: around, versions: d.versions };
+  for (const st of [{ object: d?.object ?? '', versions: d?.versions ?? [] }, ...(d?.steps ?? [])]) {
+    const change = kindChange(st.versions);
+    if (change) return { object: st.object, change, versions: st.versions };
+  }
+  return null;
+}
+
 export function explanation(v: Violation): string {
+  const text = explanationOfKind(v);
+  const flip = typeChangeStep(v.detail);
+  return flip ? `${text} ${flip.object} changes type in the window: ${flip.change}.` : text;
+}
+
+function explanationOfKind(v: Violation): string {
   const d = v.detail;
   const obj = v.object || d?.object || 'the object';
-  const versions = (d?.versions ?? []).map((x) => x.value).join(', ') || 'none recorded';
+  const versions = (d?.versions ?? [])
+    .map((x) => (x.node_kind ? `${x.value} (${x.node_kind})` : x.value))
+    .join(', ') || 'none recorded';
   switch (v.kind) {
     case 'stale-grant':
       return `The lookup succeeded, but every version of ${obj} possible at any time in its window (${versions}) denies actor ${v.actor} this step: no moment in the window explains the grant.`;
@@ -74,22 +117,42 @@ export function drawTimeline(container: HTMLElement, v: Violation): echarts.ECha
       lane: lane(`${d.object} v${i + 1}`),
       start: Math.max(from, lo),
       end: Math.min(to, hi),
-      color: '#9bbbd4',
-      label: ver.value,
+      color: (ver.node_kind && KIND_COLORS[ver.node_kind]) || '#9bbbd4',
+      label: ver.node_kind ? `${ver.value} (${ver.node_kind})` : ver.value,
       tip: tipOf(`possible version of ${d.object}`, [
         ['value', ver.value],
+        ...(ver.node_kind ? ([['leads to', ver.node_kind]] as [string, string][]) : []),
         ['possible from', ver.from === null ? 'before the run' : `${us(ver.from, t0).toFixed(3)} µs`],
         ['possible until', ver.to === null ? 'the end' : `${us(ver.to, t0).toFixed(3)} µs`],
       ]),
     });
   });
+  // A name on the walk that changes type: its versions too, coloured by kind.
+  const flip = typeChangeStep(d);
+  if (flip && flip.object !== d.object) {
+    flip.versions.forEach((ver, i) => {
+      bars.push({
+        lane: lane(`${flip.object} v${i + 1}`),
+        start: Math.max(ver.from ?? lo, lo),
+        end: Math.min(ver.to ?? hi, hi),
+        color: (ver.node_kind && KIND_COLORS[ver.node_kind]) || '#9bbbd4',
+        label: `${ver.value} (${ver.node_kind})`,
+        tip: tipOf(`possible version of ${flip.object}`, [
+          ['value', ver.value],
+          ['leads to', ver.node_kind ?? '?'],
+          ['possible from', ver.from === null ? 'before the run' : `${us(ver.from, t0).toFixed(3)} µs`],
+          ['possible until', ver.to === null ? 'the end' : `${us(ver.to, t0).toFixed(3)} µs`],
+        ]),
+      });
+    });
+  }
   for (const op of history) {
     bars.push({
       lane: lane(`actor ${op.actor} (${op.role || 'mutator'})`),
       start: op.invoke,
       end: op.complete,
-      color: op.err ? '#bbbbbb' : '#4a78b5',
-      label: `${op.op} → ${op.value}`,
+      color: op.err ? '#bbbbbb' : (op.node_kind && KIND_COLORS[op.node_kind] && flip) ? KIND_COLORS[op.node_kind] : '#4a78b5',
+      label: op.node_kind ? `${op.op} → ${op.value} (${op.node_kind})` : `${op.op} → ${op.value}`,
       tip: tipOf(`actor ${op.actor}: ${op.op}`, [
         ['sets', `${op.object} = ${op.value}`],
         ['invoke', `${us(op.invoke, t0).toFixed(3)} µs`],

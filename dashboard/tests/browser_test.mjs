@@ -87,6 +87,10 @@ try {
   // database the way a VM agent's report lands (a crash needs a VM here).
   const hostile = '[   12.5] BUG: <script>window.__xss=1</script><img src=x onerror="window.__xss=2"> & more';
   const crashJob = lf.insertCrashOutcome(hostile);
+  // A name that changes type (typeflip-lookup), seen stale through the FUSE
+  // cache: its timeline draws what each version of the name leads to.
+  const flip = JSON.parse(lf.cli(['campaign', 'run', '--name', 'typeflip-e2e', '--scenario', 'typeflip-lookup',
+    '--fs', 'fuse-cached', '--kernel', 'host', '--duration', '2s', '--wait', '--json']));
 
   // ---- the API itself ----
   await check('api: unknown ids are 404', async () => {
@@ -210,6 +214,23 @@ try {
     await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
     await sameStep(page, stored);
     assert(stored.detail.history.length > 0, 'the stored violation has no history excerpt');
+  });
+
+  await check('a name that changes type shows its kinds on the timeline', async () => {
+    const { body } = await lf.api('GET', `/api/campaigns/${flip.campaign}`);
+    const job = body.jobs.find((j) => j.verdict === 'violation');
+    assert(job, `typeflip-lookup on fuse-cached did not fire: ${JSON.stringify(body.jobs)}`);
+    const vs = (await lf.api('GET', `/api/jobs/${job.id}`)).body.outcomes[0].violations;
+    const kinds = (vers) => new Set((vers ?? []).map((x) => x.node_kind).filter(Boolean)).size;
+    const idx = vs.findIndex((v) => [v.detail?.versions, (v.detail?.history ?? []).filter((op) => !op.err), ...(v.detail?.steps ?? []).map((st) => st.versions)].some((x) => kinds(x) > 1));
+    assert(idx >= 0, `no violation whose walk has a name changing kind: ${JSON.stringify(vs.map((v) => v.detail?.steps))}`);
+    await visit(`/jobs/${job.id}`);
+    await page.selectOption('#violation-pick', String(idx));
+    await page.waitForSelector(`#stale-step[data-index="${idx}"]`, { timeout: 10_000 });
+    await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
+    const why = await page.textContent('.why');
+    assert(/entry\(.*\) changes type in the window: (file|dir|symlink|absent)( → (file|dir|symlink|absent))+\./.test(why), `explanation: ${why}`);
+    await page.screenshot({ path: path.join(artifacts, 'timeline-typeflip.png'), fullPage: true });
   });
 
   await check('console text with <script> is shown as text', async () => {
