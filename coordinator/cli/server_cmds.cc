@@ -23,6 +23,7 @@
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
+#include "coordinator/vm/kernel_image.h"
 
 extern char** environ;
 
@@ -186,6 +187,8 @@ int serve(const ServeOptions& opts) {
   ho.token = token;
   ho.assets_dir = opts.dashboard_dir.empty() ? self_dir() + "/../dashboard/dist" : opts.dashboard_dir;
   ho.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
+  ho.cache_dir = vm::default_cache_dir();
+  ho.allowed_hosts = opts.http_allowed_hosts;
   coord::HttpServer http(store, clock, ho, server.triage());
   write_file(opts.data_dir + "/http", http.url(), 0644);
 
