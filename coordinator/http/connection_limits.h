@@ -7,6 +7,14 @@
 
 namespace leapfrog::coord {
 
+// Sent on every answer. Scripts, styles, fetches and frames only from this
+// origin; inline style attributes stay allowed (the dashboard's progress
+// bars and charts set them), inline scripts do not.
+inline constexpr const char* kContentSecurityPolicy =
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'";
+
 struct ConnectionLimits {
   // Threads answering requests (a request holds one only while it is read,
   // handled and written).

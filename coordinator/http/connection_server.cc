@@ -46,6 +46,7 @@ void answer_and_close(int fd, int status, const char* reason) {
   const std::string out =
       "HTTP/1.1 " + std::to_string(status) + " " + reason +
       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(text.size()) +
+      "\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: " + kContentSecurityPolicy +
       "\r\nConnection: close\r\n\r\n" + text;
   (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }

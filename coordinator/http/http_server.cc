@@ -222,6 +222,11 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
   auto [host, port] = split_listen(opts_.listen);
   host_ = host;
   server_->set_payload_max_length(kMaxBody);
+  // On every answer: no content sniffing (a JSON error that echoes
+  // "<script>" stays JSON), and a policy that runs only our own scripts.
+  server_->set_default_headers({{"X-Content-Type-Options", "nosniff"},
+                                {"Content-Security-Policy", kContentSecurityPolicy},
+                                {"Referrer-Policy", "no-referrer"}});
   // Bind first: the Host check needs the port.
   port_ = server_->bind_listener(host_, port);
   if (port_ <= 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\" for HTTP");

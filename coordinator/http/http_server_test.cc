@@ -435,5 +435,48 @@ TEST_F(HttpServerTest, ReadsNeedTheTokenBeyondLoopback) {
             200);
 }
 
+// ---- 12. encoded NUL bytes in paths ----
+
+TEST_F(HttpServerTest, AnEncodedNulInThePathIsRefused) {
+  start_http();
+  const Answer a = ask(get("/index.html%00.js", host_));
+  EXPECT_EQ(a.status, 400) << a.head;
+  EXPECT_EQ(a.body.find("<title>"), std::string::npos) << "index.html served: " << a.body;
+  // Positive control: the file itself, as HTML.
+  const Answer b = ask(get("/index.html", host_));
+  EXPECT_EQ(b.status, 200);
+  EXPECT_EQ(b.header("Content-Type").rfind("text/html", 0), 0u) << b.head;
+}
+
+// ---- 14. nosniff and a content security policy on every answer ----
+
+TEST_F(HttpServerTest, EveryAnswerSaysNosniffAndCarriesAContentSecurityPolicy) {
+  HttpOptions o = options();
+  o.limits.head_deadline = 500ms;
+  start_http(o);
+  std::string ranges = "Range: bytes=0-0,1-1\r\n";
+  const std::vector<std::pair<std::string, int>> asks = {
+      {get("/api/overview", host_), 200},
+      {get("/api/kernels/%3Cscript%3Ealert(1)%3C%2Fscript%3E", host_), 404},
+      {get("/api/nothing", host_), 404},
+      {get("/index.html", host_), 200},
+      {get("/assets/app.js", host_), 200},
+      {get("/assets/app.js", host_, ranges), 416},
+      {get("/api/overview", "evil.example"), 421},
+      {post_head(host_, "Content-Length: 2\r\n", "") + "{}", 401},
+      {post_head(host_, "Content-Length: 2\r\n", kToken) + "{}", 400},
+      {"GET /api/overview HTTP/1.1\r\nHost: " + host_ + "\r\nX-Half: ", 408},
+  };
+  for (const auto& [request, status] : asks) {
+    const Answer a = ask(request);
+    const std::string first = request.substr(0, request.find('\r'));
+    EXPECT_EQ(a.status, status) << first << "\n" << a.head;
+    EXPECT_EQ(a.header("X-Content-Type-Options"), "nosniff") << first << "\n" << a.head;
+    EXPECT_NE(a.header("Content-Security-Policy").find("script-src 'self';"), std::string::npos)
+        << first << "\n"
+        << a.head;
+  }
+}
+
 }  // namespace
 }  // namespace leapfrog::coord
