@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "coordinator/parse_error_interceptor.h"
+
 namespace leapfrog::coord {
 
 CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOptions opts)
@@ -33,6 +35,10 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
     builder.RegisterService(triage_service_.get());
   }
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // Requests that do not parse: INVALID_ARGUMENT with a reason.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               std::max(opts_.idle_threads, 2));
   server_ = builder.BuildAndStart();
@@ -41,7 +47,9 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
   maintenance_ = std::thread([this] { maintenance_loop(); });
 }
 
-CoordinatorServer::~CoordinatorServer() { shutdown(); }
+CoordinatorServer::~CoordinatorServer() {
+  shutdown();
+}
 
 std::string CoordinatorServer::address() const {
   const auto colon = opts_.listen.rfind(':');
@@ -59,7 +67,9 @@ void CoordinatorServer::shutdown() {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
-void CoordinatorServer::wait() { server_->Wait(); }
+void CoordinatorServer::wait() {
+  server_->Wait();
+}
 
 void CoordinatorServer::maintenance_loop() {
   for (;;) {
@@ -68,7 +78,8 @@ void CoordinatorServer::maintenance_loop() {
       scheduler_.tick();
       if (triage_) triage_->tick();
     } catch (const StoreError& e) {
-      spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(), e.what());
+      spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(),
+                   e.what());
     } catch (const std::exception& e) {
       spdlog::error("maintenance.error error=\"{}\"", e.what());
     }

@@ -36,9 +36,10 @@ struct HttpOptions {
   std::string assets_dir;
   // Agents not seen for this long are offline (three heartbeats).
   Duration offline_after = std::chrono::seconds(6);
-  // The cache root whose kbuild/out/ holds build logs the kernel page may
-  // show (vm::default_cache_dir() for `leapfrog serve`); empty: none.
-  std::string cache_dir;
+  // Cache roots whose kbuild/out/ holds build logs the kernel page may show
+  // (`leapfrog serve`: vm::default_cache_dir() and each --build-cache); a
+  // log anywhere else is not read.
+  std::vector<std::string> build_caches;
   // Host header values answered besides 127.0.0.1, localhost and [::1] with
   // this server's port (and the listen host): "name" (with or without the
   // port) or "name:port". Others get 421.

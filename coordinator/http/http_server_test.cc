@@ -1,12 +1,13 @@
 // The HTTP server under attack, for real: a real PostgreSQL, PgStore, the
 // gRPC CoordinatorServer and the HttpServer on 127.0.0.1:0, and requests
 // written byte for byte on plain sockets (so the test, not a client library,
-// decides the framing). Each test is one hole of issue 18 and fails on the
-// server before its fix.
+// decides the framing), plus the gRPC calls that feed what HTTP serves. Each
+// test is one hole of issue 18 and fails on the server before its fix.
 
 #include "coordinator/http/http_server.h"
 
 #include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -159,7 +160,7 @@ class HttpServerTest : public testing::PostgresSuite<HttpServerTest> {
   HttpOptions options() const {
     HttpOptions o;
     o.token = kToken;
-    o.cache_dir = *files_ / "cache";
+    o.build_caches = {*files_ / "other-cache", *files_ / "cache"};
     o.assets_dir = *files_ / "dist";
     return o;
   }
@@ -476,6 +477,47 @@ TEST_F(HttpServerTest, EveryAnswerSaysNosniffAndCarriesAContentSecurityPolicy) {
         << first << "\n"
         << a.head;
   }
+}
+
+// ---- 15. a request that is not protobuf (gRPC, on the same server) ----
+
+TEST_F(HttpServerTest, ARequestThatDoesNotParseIsInvalidArgumentWithAReason) {
+  auto raw_call = [&](const std::string& method, const std::string& bytes) {
+    grpc::GenericStub stub(
+        grpc::CreateChannel(grpc_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + kNet);
+    grpc::CompletionQueue cq;
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::Status status;
+    auto rpc = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+    rpc->StartCall();
+    rpc->Finish(&response, &status, reinterpret_cast<void*>(1));
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  };
+  // Field 1, length-delimited, 127 bytes long, and nothing after: truncated.
+  const std::string truncated("\x0a\x7f", 2);
+  // A synchronous handler and a callback one.
+  for (const std::string method :
+       {"/leapfrog.v1.ControlService/AddKernel", "/leapfrog.v1.AgentService/ReportOutcome"}) {
+    const grpc::Status s = raw_call(method, truncated);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(method), std::string::npos) << s.error_message();
+    EXPECT_NE(s.error_message().find("does not parse"), std::string::npos) << s.error_message();
+  }
+  // Positive control: the handler's own INVALID_ARGUMENT for a request that parses.
+  const grpc::Status empty = raw_call("/leapfrog.v1.ControlService/AddKernel", "");
+  EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(empty.error_message(), "kernel label is empty");
 }
 
 }  // namespace

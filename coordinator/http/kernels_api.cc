@@ -114,6 +114,17 @@ json outcome_row(const v1::OutcomeRecord& o) {
               {"reported_at", iso_time(o.reported_at())}};
 }
 
+// The log through the cache it lies in, if any (else not readable, saying why).
+json build_log_in(const std::vector<std::string>& caches, const std::string& path) {
+  namespace sfs = std::filesystem;
+  for (const auto& c : caches) {
+    const sfs::path root = sfs::path(c).lexically_normal() / "kbuild" / "out";
+    const sfs::path rel = sfs::path(path).lexically_normal().lexically_relative(root);
+    if (!rel.empty() && *rel.begin() != "..") return build_log(c, path);
+  }
+  return build_log(caches.empty() ? "" : caches.front(), path);
+}
+
 json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::string& label) {
   const auto kernels = ctx.store.list_kernels();
   auto it = std::find_if(kernels.begin(), kernels.end(),
@@ -151,7 +162,7 @@ json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::strin
   return json{{"kernel", to_json(*it)},
               {"build_log", it->build_log_path().empty()
                                 ? json(nullptr)
-                                : build_log(ctx.options.cache_dir, it->build_log_path())},
+                                : build_log_in(ctx.options.build_caches, it->build_log_path())},
               {"outcomes", outcomes},
               {"issues", issues}};
 }
