@@ -1,11 +1,11 @@
 // leapfrog: the coordinator (`serve`, `up`) and the command line for campaigns,
 // schedules, agents and outcomes. Exit codes: 0 success, 2 error.
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "coordinator/cli/client.h"
 #include "coordinator/cli/kbuild_cmds.h"
@@ -31,18 +31,13 @@ void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool wit
   cmd->add_option("--iterations", f.iterations, "rounds per job (instead of --duration)");
   cmd->add_option("--observers", f.observers, "observers per job (default: the scenario's)");
   cmd->add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
-  cmd->add_option("--max-attempts", f.max_attempts,
-                  "attempts before a job ends as infra-failure (default 3)");
+  cmd->add_option("--max-attempts", f.max_attempts, "attempts before a job ends as infra-failure (default 3)");
   cmd->add_option("--build", f.build_label,
-                  "build this kernel label first on a builder agent (one of --kernel; needs "
-                  "--source), then test it");
+                  "build this kernel label first on a builder agent (one of --kernel; needs --source), then test it");
   cmd->add_option("--source", f.build_source, "--build: kernel source folder or tarball");
-  cmd->add_option("--patch", f.build_patches,
-                  "--build: patch applied with patch -p1, in order (repeatable)");
-  cmd->add_option("--config", f.build_configs,
-                  "--build: config fragment on top of Leapfrog's (repeatable)");
-  cmd->add_option("--kernel-cmdline", f.build_cmdline,
-                  "--build: words added to the built kernel's command line");
+  cmd->add_option("--patch", f.build_patches, "--build: patch applied with patch -p1, in order (repeatable)");
+  cmd->add_option("--config", f.build_configs, "--build: config fragment on top of Leapfrog's (repeatable)");
+  cmd->add_option("--kernel-cmdline", f.build_cmdline, "--build: words added to the built kernel's command line");
 }
 
 }  // namespace
@@ -55,45 +50,34 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string coordinator, token_file, data_dir = default_data_dir();
   bool json = false, verbose = false;
-  app.add_option("--coordinator", coordinator,
-                 "coordinator address HOST:PORT (default: from --data-dir)");
+  app.add_option("--coordinator", coordinator, "coordinator address HOST:PORT (default: from --data-dir)");
   app.add_option("--token-file", token_file, "token file (default: <data-dir>/token)");
-  app.add_option("--data-dir", data_dir,
-                 "data folder of `leapfrog up` (default $LEAPFROG_DATA or /var/tmp/leapfrog)");
+  app.add_option("--data-dir", data_dir, "data folder of `leapfrog up` (default $LEAPFROG_DATA or /var/tmp/leapfrog)");
   app.add_flag("--json", json, "print JSON for scripts");
   app.add_flag("-v,--verbose", verbose, "log events to stderr");
 
   ServeOptions serve_opts;
-  auto* serve =
-      app.add_subcommand("serve", "run the coordinator (embedded PostgreSQL unless --database)");
+  auto* serve = app.add_subcommand("serve", "run the coordinator (embedded PostgreSQL unless --database)");
   serve->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
   serve->add_option("--listen", serve_opts.listen, "address to listen on (default 127.0.0.1:7070)");
   for (auto* cmd : {serve}) {
-    cmd->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")
-        ->check(CLI::Range(200, 3'600'000));
-    cmd->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")
-        ->check(CLI::Range(50, 600'000));
+    cmd->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")->check(CLI::Range(200, 3'600'000));
+    cmd->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")->check(CLI::Range(50, 600'000));
   }
 
   int up_port = 0, up_agents = 2;
-  auto* up =
-      app.add_subcommand("up", "embedded PostgreSQL + coordinator + local agents, until Ctrl-C");
+  auto* up = app.add_subcommand("up", "embedded PostgreSQL + coordinator + local agents, until Ctrl-C");
   up->add_option("--port", up_port, "port on 127.0.0.1 (default: a free one)");
   up->add_option("--agents", up_agents, "local agents to start")->check(CLI::Range(0, 64));
   up->add_option("--database", serve_opts.database, "libpq URL of an existing PostgreSQL");
-  up->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")
-      ->check(CLI::Range(200, 3'600'000));
-  up->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")
-      ->check(CLI::Range(50, 600'000));
+  up->add_option("--lease-ms", serve_opts.lease_ms, "lease length without a heartbeat")->check(CLI::Range(200, 3'600'000));
+  up->add_option("--heartbeat-ms", serve_opts.heartbeat_ms, "agent heartbeat interval")->check(CLI::Range(50, 600'000));
   for (auto* cmd : {serve, up}) {
-    cmd->add_option("--http", serve_opts.http_listen,
-                    "dashboard and JSON API address (default 127.0.0.1:0, a free port)");
-    cmd->add_option("--dashboard-dir", serve_opts.dashboard_dir,
-                    "built dashboard assets (default: next to the executable)");
-    cmd->add_option(
-        "--build-cache", serve_opts.build_caches,
-        "a kernel build cache (`kernel build --cache-dir`) whose build logs the dashboard "
-        "shows (repeatable; $LEAPFROG_CACHE or /var/cache/leapfrog always)");
+    cmd->add_option("--http", serve_opts.http_listen, "dashboard and JSON API address (default 127.0.0.1:0, a free port)");
+    cmd->add_option("--dashboard-dir", serve_opts.dashboard_dir, "built dashboard assets (default: next to the executable)");
+    cmd->add_option("--build-cache", serve_opts.build_caches,
+                    "a kernel build cache (`kernel build --cache-dir`) whose build logs the dashboard "
+                    "shows (repeatable; $LEAPFROG_CACHE or /var/cache/leapfrog always)");
     cmd->add_option("--http-allow-host", serve_opts.http_allowed_hosts,
                     "also answer HTTP requests whose Host header is NAME or NAME:PORT (repeatable; "
                     "default: only 127.0.0.1, localhost and the --http host)");
@@ -103,11 +87,9 @@ int main(int argc, char** argv) {
   campaign->require_subcommand(1);
   CampaignFlags run_flags;
   bool wait = false;
-  auto* crun = campaign->add_subcommand(
-      "run", "queue a campaign (scenarios x kernels x file systems x seeds)");
+  auto* crun = campaign->add_subcommand("run", "queue a campaign (scenarios x kernels x file systems x seeds)");
   add_campaign_flags(crun, run_flags);
-  crun->add_flag("--wait", wait,
-                 "wait until every job has an outcome (progress bar on a terminal)");
+  crun->add_flag("--wait", wait, "wait until every job has an outcome (progress bar on a terminal)");
   auto* clist = campaign->add_subcommand("list", "recent campaigns");
   int64_t show_id = 0;
   auto* cshow = campaign->add_subcommand("show", "a campaign and its jobs");
@@ -119,15 +101,13 @@ int main(int argc, char** argv) {
   CampaignFlags sched_flags;
   auto* sadd = schedule->add_subcommand("add", "add a schedule: each firing creates a campaign");
   sadd->add_option("--name", sched_name, "schedule name")->required();
-  sadd->add_option("--cron", sched_cron, "five fields, UTC, e.g. \"0 2 * * *\" (nightly at 02:00)")
-      ->required();
+  sadd->add_option("--cron", sched_cron, "five fields, UTC, e.g. \"0 2 * * *\" (nightly at 02:00)")->required();
   add_campaign_flags(sadd, sched_flags, false);
   auto* slist = schedule->add_subcommand("list", "schedules with their next run");
   int64_t sched_id = 0;
   auto* sdisable = schedule->add_subcommand("disable", "stop a schedule from firing");
   sdisable->add_option("id", sched_id)->required();
-  auto* senable = schedule->add_subcommand(
-      "enable", "let a schedule fire again (from its next firing after now)");
+  auto* senable = schedule->add_subcommand("enable", "let a schedule fire again (from its next firing after now)");
   senable->add_option("id", sched_id)->required();
   auto* srm = schedule->add_subcommand("rm", "remove a schedule");
   srm->add_option("id", sched_id)->required();
@@ -141,15 +121,14 @@ int main(int argc, char** argv) {
   auto* kernels = app.add_subcommand("kernels", "registered kernels");
   VmCommands vm_cmds(app);
   KernelBuildCommands kbuild_cmds(app);
-  up->add_option("--vms", serve_opts.vms, "VMs to boot (`leapfrog vm run`; needs --kernel)")
-      ->check(CLI::Range(0, 64));
+  up->add_option("--vms", serve_opts.vms, "VMs to boot (`leapfrog vm run`; needs --kernel)")->check(CLI::Range(0, 64));
   up->add_option("--kernel", serve_opts.vm_kernel, "registered kernel label the VMs boot");
 
   auto triage_cmds = add_triage_commands(app);
 
   // Global flags (--json, --data-dir, ...) may also follow the verb.
-  for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable,
-                    senable, srm, agents, outcomes, kernels})
+  for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
+                    kernels})
     sub->fallthrough();
 
   try {
@@ -176,13 +155,9 @@ int main(int argc, char** argv) {
       }
       return leapfrog::cli::serve(serve_opts);
     }
-    if (auto rc = triage_cmds->run(
-            [&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json))
-      return *rc;
-    if (kbuild_cmds.parsed())
-      return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
-    if (vm_cmds.parsed())
-      return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
+    if (auto rc = triage_cmds->run([&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json)) return *rc;
+    if (kbuild_cmds.parsed()) return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
+    if (vm_cmds.parsed()) return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
     Client client(resolve_endpoint(coordinator, token_file, data_dir));
     if (crun->parsed()) return client.campaign_run(run_flags, wait, json);
     if (clist->parsed()) return client.campaign_list(json);
