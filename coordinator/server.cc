@@ -47,9 +47,7 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
   maintenance_ = std::thread([this] { maintenance_loop(); });
 }
 
-CoordinatorServer::~CoordinatorServer() {
-  shutdown();
-}
+CoordinatorServer::~CoordinatorServer() { shutdown(); }
 
 std::string CoordinatorServer::address() const {
   const auto colon = opts_.listen.rfind(':');
@@ -67,9 +65,7 @@ void CoordinatorServer::shutdown() {
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
-void CoordinatorServer::wait() {
-  server_->Wait();
-}
+void CoordinatorServer::wait() { server_->Wait(); }
 
 void CoordinatorServer::maintenance_loop() {
   for (;;) {
@@ -78,8 +74,7 @@ void CoordinatorServer::maintenance_loop() {
       scheduler_.tick();
       if (triage_) triage_->tick();
     } catch (const StoreError& e) {
-      spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(),
-                   e.what());
+      spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(), e.what());
     } catch (const std::exception& e) {
       spdlog::error("maintenance.error error=\"{}\"", e.what());
     }

@@ -6,13 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <spdlog/spdlog.h>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <spdlog/spdlog.h>
 #include <stdexcept>
 #include <thread>
 
@@ -47,8 +47,7 @@ void write_file(const std::string& path, const std::string& text, mode_t mode) {
     out << text << '\n';
   }
   chmod(tmp.c_str(), mode);
-  if (rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot write \"" + path + "\"");
+  if (rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write \"" + path + "\"");
 }
 
 // The token in `path`, generated (mode 0600) if the file does not exist.
@@ -72,9 +71,7 @@ sigset_t block_stop_signals() {
 class AgentFleet {
  public:
   AgentFleet(std::string exe, std::string address, std::string token_file, std::string data_dir)
-      : exe_(std::move(exe)),
-        address_(std::move(address)),
-        token_file_(std::move(token_file)),
+      : exe_(std::move(exe)), address_(std::move(address)), token_file_(std::move(token_file)),
         data_dir_(std::move(data_dir)) {}
   ~AgentFleet() { stop(); }
 
@@ -123,17 +120,9 @@ class AgentFleet {
  private:
   void spawn(int i) {
     const std::string name = "local-" + std::to_string(i);
-    std::vector<std::string> argv = {exe_,
-                                     "connect",
-                                     "--coordinator",
-                                     address_,
-                                     "--token-file",
-                                     token_file_,
-                                     "--name",
-                                     name,
-                                     "--spool",
-                                     data_dir_ + "/spool-" + name,
-                                     "--die-with-parent"};
+    std::vector<std::string> argv = {exe_,          "connect",           "--coordinator", address_,
+                                     "--token-file", token_file_,         "--name",        name,
+                                     "--spool",      data_dir_ + "/spool-" + name, "--die-with-parent"};
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -146,8 +135,7 @@ class AgentFleet {
     pid_t pid = -1;
     const int rc = posix_spawn(&pid, exe_.c_str(), nullptr, &attr, args.data(), environ);
     posix_spawnattr_destroy(&attr);
-    if (rc != 0)
-      throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
+    if (rc != 0) throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
     pids_[i] = pid;
     spdlog::info("agent.spawn index={} pid={}", i, pid);
   }
@@ -181,8 +169,7 @@ int serve(const ServeOptions& opts) {
     pg->start(opts.data_dir + "/postgres");
     url = pg->url();
   }
-  const std::string token_file =
-      opts.token_file.empty() ? opts.data_dir + "/token" : opts.token_file;
+  const std::string token_file = opts.token_file.empty() ? opts.data_dir + "/token" : opts.token_file;
   const std::string token = load_or_create_token(token_file);
   coord::PgStore store(url);
   coord::triage::PgTriageStore triage_store(url);
@@ -198,8 +185,7 @@ int serve(const ServeOptions& opts) {
   coord::HttpOptions ho;
   ho.listen = opts.http_listen;
   ho.token = token;
-  ho.assets_dir =
-      opts.dashboard_dir.empty() ? self_dir() + "/../dashboard/dist" : opts.dashboard_dir;
+  ho.assets_dir = opts.dashboard_dir.empty() ? self_dir() + "/../dashboard/dist" : opts.dashboard_dir;
   ho.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
   ho.build_caches = opts.build_caches;
   ho.build_caches.insert(ho.build_caches.begin(), vm::default_cache_dir());
@@ -209,27 +195,22 @@ int serve(const ServeOptions& opts) {
 
   std::unique_ptr<AgentFleet> fleet;
   if (opts.agents > 0) {
-    fleet = std::make_unique<AgentFleet>(self_dir() + "/leapfrog-agent", server.address(),
-                                         token_file, opts.data_dir);
+    fleet = std::make_unique<AgentFleet>(self_dir() + "/leapfrog-agent", server.address(), token_file, opts.data_dir);
     fleet->start(opts.agents);
   }
   pid_t vm_launcher = -1;
   if (opts.vms > 0) {
     if (opts.vm_kernel.empty()) throw std::runtime_error("--vms needs --kernel LABEL");
-    vm_launcher =
-        spawn_vm_launcher(server.address(), token_file, opts.data_dir, opts.vm_kernel, opts.vms);
+    vm_launcher = spawn_vm_launcher(server.address(), token_file, opts.data_dir, opts.vm_kernel, opts.vms);
   }
   std::printf("leapfrog coordinator listening on %s\n", server.address().c_str());
   std::printf("  dashboard:  %s/\n", http.url().c_str());
   std::printf("  token file: %s\n", token_file.c_str());
-  std::printf("  database:   %s\n",
-              pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
+  std::printf("  database:   %s\n", pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
   if (opts.agents > 0) std::printf("  agents:     %d local\n", opts.agents);
-  if (opts.vms > 0)
-    std::printf("  VMs:        %d of kernel %s\n", opts.vms, opts.vm_kernel.c_str());
-  std::printf(
-      "  try: leapfrog campaign run --data-dir %s --scenario setattr-lookup --fs tmpfs --wait\n",
-      opts.data_dir.c_str());
+  if (opts.vms > 0) std::printf("  VMs:        %d of kernel %s\n", opts.vms, opts.vm_kernel.c_str());
+  std::printf("  try: leapfrog campaign run --data-dir %s --scenario setattr-lookup --fs tmpfs --wait\n",
+              opts.data_dir.c_str());
   std::fflush(stdout);
 
   wait_for_stop(set, fleet.get());
