@@ -520,5 +520,69 @@ TEST_F(HttpServerTest, ARequestThatDoesNotParseIsInvalidArgumentWithAReason) {
   EXPECT_EQ(empty.error_message(), "kernel label is empty");
 }
 
+// ---- 16. a report on another agent's lease ----
+
+TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
+  auto agent = v1::AgentService::NewStub(
+      grpc::CreateChannel(grpc_->address(), grpc::InsecureChannelCredentials()));
+  auto context = [](grpc::ClientContext& ctx) {
+    ctx.AddMetadata("authorization", "Bearer " + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + kNet);
+  };
+  auto register_agent = [&](const std::string& name) {
+    v1::RegisterRequest req;
+    req.set_name(name);
+    req.mutable_capabilities()->set_kernel_label("host");
+    req.mutable_capabilities()->add_filesystems("tmpfs");
+    grpc::ClientContext ctx;
+    context(ctx);
+    v1::RegisterResponse resp;
+    EXPECT_TRUE(agent->Register(&ctx, req, &resp).ok());
+    return resp.agent_id();
+  };
+  const std::string holder = register_agent("holder"), other = register_agent("other");
+  {
+    v1::CreateCampaignRequest req;
+    req.mutable_spec()->set_name("one job");
+    req.mutable_spec()->add_scenarios("setattr-lookup");
+    req.mutable_spec()->add_kernels("host");
+    req.mutable_spec()->add_filesystems("tmpfs");
+    req.mutable_spec()->set_seeds(1);
+    grpc::ClientContext ctx;
+    context(ctx);
+    v1::Campaign resp;
+    ASSERT_TRUE(control_->CreateCampaign(&ctx, req, &resp).ok());
+  }
+  v1::LeaseResponse lease;
+  {
+    v1::LeaseRequest req;
+    req.set_agent_id(holder);
+    grpc::ClientContext ctx;
+    context(ctx);
+    ASSERT_TRUE(agent->Lease(&ctx, req, &lease).ok());
+    ASSERT_TRUE(lease.has_job());
+  }
+  auto report = [&](const std::string& agent_id, v1::ReportOutcomeResponse& resp) {
+    v1::ReportOutcomeRequest req;
+    req.set_agent_id(agent_id);
+    req.set_job_id(lease.job().job_id());
+    req.set_attempt(lease.job().attempt());
+    req.mutable_outcome()->set_verdict(v1::VERDICT_PASS);
+    req.mutable_outcome()->set_error(agent_id);
+    grpc::ClientContext ctx;
+    context(ctx);
+    return agent->ReportOutcome(&ctx, req, &resp);
+  };
+  v1::ReportOutcomeResponse theirs, mine;
+  const grpc::Status s = report(other, theirs);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("is leased by agent"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(report(holder, mine).ok());
+  EXPECT_FALSE(mine.duplicate()) << "the holder's result was dropped for the other's";
+  const auto stored = store_->list_outcomes(0, false, 10);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].outcome().error(), holder);
+}
+
 }  // namespace
 }  // namespace leapfrog::coord
