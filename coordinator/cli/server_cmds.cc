@@ -206,7 +206,9 @@ int serve(const ServeOptions& opts) {
   std::printf("leapfrog coordinator listening on %s\n", server.address().c_str());
   std::printf("  dashboard:  %s/\n", http.url().c_str());
   if (coord::listens_beyond_loopback(opts.http_listen.substr(0, opts.http_listen.rfind(':'))))
-    std::printf("  warning:    the dashboard is reachable beyond loopback; every HTTP request needs the token\n");
+    std::printf(
+        "  warning:    the dashboard is reachable beyond loopback; every HTTP request "
+        "needs the token\n");
   std::printf("  token file: %s\n", token_file.c_str());
   std::printf("  database:   %s\n", pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
   if (opts.agents > 0) std::printf("  agents:     %d local\n", opts.agents);
