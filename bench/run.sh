@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: harness overhead (recorded vs bare lookup loop), oracle throughput, and the
-# coordinator's lease and ingest throughput against raw SQL (needs root: it starts PostgreSQL).
+# coordinator's lease and ingest throughput against raw SQL, and the dashboard HTTP server under
+# 200 concurrent GETs (needs root: it starts PostgreSQL).
 set -euo pipefail
 build=${1:-build}
 echo "== harness overhead =="
@@ -11,6 +12,9 @@ echo "== oracle throughput (one core) =="
 echo
 echo "== coordinator: lease throughput and ingest =="
 "$build/bin/leapfrog_coordinator_bench"
+echo
+echo "== dashboard HTTP: 200 concurrent GETs of /api/overview =="
+"$build/bin/leapfrog_http_bench"
 echo
 echo "== VMs: boot to agent registered vs bare boot; guest vs host throughput =="
 "$build/bin/leapfrog_vm_bench"

@@ -1,5 +1,7 @@
 #include "coordinator/agent_service.h"
 
+#include "coordinator/wire_paths.h"
+
 namespace leapfrog::coord {
 
 using grpc::Status;
@@ -104,6 +106,10 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
     refused = Status(StatusCode::INVALID_ARGUMENT, "job_id and attempt are required");
   if (refused.ok() && (!req->has_outcome() || req->outcome().verdict() == v1::VERDICT_UNSPECIFIED))
     refused = Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict is required");
+  if (refused.ok() && req->outcome().has_build()) {
+    if (auto why = build_result_problem(req->outcome().build()); !why.empty())
+      refused = Status(StatusCode::INVALID_ARGUMENT, why);
+  }
   if (!refused.ok()) {
     reactor->Finish(refused);
     return reactor;

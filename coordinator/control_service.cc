@@ -1,6 +1,7 @@
 #include "coordinator/control_service.h"
 
 #include "coordinator/schedule/cron.h"
+#include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
 
@@ -146,6 +147,10 @@ Status ControlServiceImpl::AddKernel(grpc::ServerContext* ctx, const v1::AddKern
   LEAPFROG_AUTH(ctx);
   return guarded("AddKernel", [&] {
     if (req->kernel().label().empty()) return Status(StatusCode::INVALID_ARGUMENT, "kernel label is empty");
+    // The paths are stored as text and never opened here; refuse what no
+    // builder writes, so a record cannot point at /etc/shadow.
+    if (auto why = kernel_problem(req->kernel()); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
     *resp = req->replace() ? store_.put_kernel(req->kernel(), clock_.now())
                            : store_.add_kernel(req->kernel(), clock_.now());
     return Status::OK;

@@ -75,6 +75,12 @@ int main(int argc, char** argv) {
   for (auto* cmd : {serve, up}) {
     cmd->add_option("--http", serve_opts.http_listen, "dashboard and JSON API address (default 127.0.0.1:0, a free port)");
     cmd->add_option("--dashboard-dir", serve_opts.dashboard_dir, "built dashboard assets (default: next to the executable)");
+    cmd->add_option("--build-cache", serve_opts.build_caches,
+                    "a kernel build cache (`kernel build --cache-dir`) whose build logs the dashboard "
+                    "shows (repeatable; $LEAPFROG_CACHE or /var/cache/leapfrog always)");
+    cmd->add_option("--http-allow-host", serve_opts.http_allowed_hosts,
+                    "also answer HTTP requests whose Host header is NAME or NAME:PORT (repeatable; "
+                    "default: only 127.0.0.1, localhost and the --http host)");
   }
 
   auto* campaign = app.add_subcommand("campaign", "run and inspect campaigns");

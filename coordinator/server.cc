@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "coordinator/parse_error_interceptor.h"
+
 namespace leapfrog::coord {
 
 CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOptions opts)
@@ -33,6 +35,10 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
     builder.RegisterService(triage_service_.get());
   }
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // Requests that do not parse: INVALID_ARGUMENT with a reason.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               std::max(opts_.idle_threads, 2));
   server_ = builder.BuildAndStart();

@@ -23,6 +23,7 @@
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
+#include "coordinator/vm/kernel_image.h"
 
 extern char** environ;
 
@@ -186,6 +187,9 @@ int serve(const ServeOptions& opts) {
   ho.token = token;
   ho.assets_dir = opts.dashboard_dir.empty() ? self_dir() + "/../dashboard/dist" : opts.dashboard_dir;
   ho.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
+  ho.build_caches = opts.build_caches;
+  ho.build_caches.insert(ho.build_caches.begin(), vm::default_cache_dir());
+  ho.allowed_hosts = opts.http_allowed_hosts;
   coord::HttpServer http(store, clock, ho, server.triage());
   write_file(opts.data_dir + "/http", http.url(), 0644);
 
@@ -201,6 +205,10 @@ int serve(const ServeOptions& opts) {
   }
   std::printf("leapfrog coordinator listening on %s\n", server.address().c_str());
   std::printf("  dashboard:  %s/\n", http.url().c_str());
+  if (coord::listens_beyond_loopback(opts.http_listen.substr(0, opts.http_listen.rfind(':'))))
+    std::printf(
+        "  warning:    the dashboard is reachable beyond loopback; every HTTP request "
+        "needs the token\n");
   std::printf("  token file: %s\n", token_file.c_str());
   std::printf("  database:   %s\n", pg ? ("embedded PostgreSQL in " + opts.data_dir + "/postgres").c_str() : "external");
   if (opts.agents > 0) std::printf("  agents:     %d local\n", opts.agents);

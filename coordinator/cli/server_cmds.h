@@ -2,6 +2,7 @@
 // `leapfrog serve` and `leapfrog up`: the coordinator process.
 
 #include <string>
+#include <vector>
 
 namespace leapfrog::cli {
 
@@ -19,6 +20,11 @@ struct ServeOptions {
   int heartbeat_ms = 2000; // how often agents heartbeat
   // Dashboard and JSON API (HOST:PORT, port 0: a free one); written to <data_dir>/http.
   std::string http_listen = "127.0.0.1:0";
+  // Build caches (`kernel build --cache-dir`) whose logs the dashboard shows,
+  // besides $LEAPFROG_CACHE or /var/cache/leapfrog.
+  std::vector<std::string> build_caches;
+  // Host header values the HTTP server answers besides 127.0.0.1/localhost.
+  std::vector<std::string> http_allowed_hosts;
   // Built dashboard assets; empty: <folder of the executable>/../dashboard/dist.
   std::string dashboard_dir;
 };

@@ -80,10 +80,13 @@ void register_triage_files(httplib::Server& server, triage::TriageEngine& engine
 void register_kernel_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine* engine);
 // {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
 nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
-// The build log at `path` on this machine: {"path", "readable", "size", "truncated",
-// "text", "error"}; past kBuildLogCap bytes only its last whole lines. A log on
-// another host is just not readable.
+// The build log at `path`: {"path", "readable", "size", "truncated", "text",
+// "error"}; past kBuildLogCap bytes only its last whole lines. `path` came
+// from a client, so it is read only if it is a build log of the cache at
+// `cache_dir` (<cache_dir>/kbuild/out/<hash>/build.log) and resolves, through
+// any symbolic links, to a regular file inside that folder; anything else
+// (a log on another host, any other file) is just not readable.
 constexpr uintmax_t kBuildLogCap = 256 * 1024;
-nlohmann::json build_log(const std::string& path);
+nlohmann::json build_log(const std::string& cache_dir, const std::string& path);
 
 }  // namespace leapfrog::coord

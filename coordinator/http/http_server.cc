@@ -3,16 +3,23 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "coordinator/campaign.h"
 #include "coordinator/http/api.h"
+#include "coordinator/http/connection_server.h"
+#include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
 
 using nlohmann::json;
 
 namespace {
+
+constexpr size_t kMaxBody = 1 << 20;
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -57,6 +64,19 @@ void check_token(const httplib::Request& req, const std::string& token) {
   unsigned char diff = given.size() != token.size();
   for (size_t i = 0; i < given.size() && i < token.size(); ++i) diff |= given[i] ^ token[i];
   if (diff) throw HttpError(401, "wrong token");
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Sends `status` with {"error": message} and, as the connection may hold an
+// unread body, closes it after the answer.
+bool refuse(httplib::Response& res, int status, const std::string& message) {
+  send_error(res, status, message);
+  ConnectionServer::close_after_answer();
+  return true;
 }
 
 std::pair<std::string, int> split_listen(const std::string& listen) {
@@ -144,15 +164,108 @@ std::string body_string(const json& body, const std::string& key, bool required)
 
 // ---- HttpServer ----
 
+bool listens_beyond_loopback(const std::string& host) {
+  return !(host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]" ||
+           lower(host) == "localhost");
+}
+
+// Every request passes here after its head and before routing, so before its
+// body is read.
+bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) const {
+  // A page on another origin that rebinds its name to 127.0.0.1 still sends
+  // its own name as Host.
+  if (req.has_header("Host")) {
+    const std::string host = lower(req.get_header_value("Host"));
+    if (std::find(hosts_.begin(), hosts_.end(), host) == hosts_.end())
+      return refuse(res, 421,
+                    "this server does not answer for host " + quote_prefix(host, 80) +
+                        "; use http://127.0.0.1:" + std::to_string(port_) +
+                        "/ or allow the name with --http-allow-host");
+  }
+  if (req.path.find('\0') != std::string::npos)
+    return refuse(res, 400, "the path holds a NUL byte");
+  // Each range of a multi-range answer repeats headers and may repeat bytes:
+  // 1000 ranges made 632 MB of a 630 KB file.
+  if (req.ranges.size() > 1) {
+    // httplib would cut the refusal itself into those ranges; the request
+    // object is httplib's own, non-const one, handed over as const.
+    const_cast<httplib::Request&>(req).ranges.clear();
+    return refuse(res, 416, "multiple ranges are not served; ask for one range");
+  }
+  const bool reads = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+  if (!reads || reads_need_token_) {
+    try {
+      check_token(req, opts_.token);
+    } catch (const HttpError& e) {
+      return refuse(res, e.status(), e.what());
+    }
+  }
+  if (req.has_header("Content-Length")) {
+    const std::string text = req.get_header_value("Content-Length");
+    size_t used = 0;
+    unsigned long long n = 0;
+    try {
+      n = std::stoull(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size())
+      return refuse(res, 400, "bad Content-Length " + quote_prefix(text, 40));
+    if (n > kMaxBody) return refuse(res, 413, "the request body is larger than 1 MiB");
+  }
+  return false;
+}
+
 HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
                        triage::TriageEngine* triage)
-    : opts_(std::move(opts)), server_(std::make_unique<httplib::Server>()) {
+    : opts_(std::move(opts)), server_(std::make_unique<ConnectionServer>(opts_.limits)) {
   auto [host, port] = split_listen(opts_.listen);
   host_ = host;
-  server_->set_payload_max_length(1 << 20);
-  // httplib closes a connection after 5 requests by default; clients that
-  // reuse it (the dashboard polls) then race the close.
-  server_->set_keep_alive_max_count(100000);
+  server_->set_payload_max_length(kMaxBody);
+  // On every answer: no content sniffing (a JSON error that echoes
+  // "<script>" stays JSON), and a policy that runs only our own scripts.
+  server_->set_default_headers({{"X-Content-Type-Options", "nosniff"},
+                                {"Content-Security-Policy", kContentSecurityPolicy},
+                                {"Referrer-Policy", "no-referrer"}});
+  // Bind first: the Host check needs the port.
+  port_ = server_->bind_listener(host_, port);
+  if (port_ <= 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\" for HTTP");
+  const std::string p = ":" + std::to_string(port_);
+  hosts_ = {"127.0.0.1" + p, "localhost" + p, "[::1]" + p, lower(host_) + p};
+  for (const auto& h : opts_.allowed_hosts) {
+    hosts_.push_back(lower(h));
+    if (h.find(':') == std::string::npos) hosts_.push_back(lower(h) + p);
+  }
+  reads_need_token_ = opts_.reads_need_token || listens_beyond_loopback(host_);
+  if (listens_beyond_loopback(host_)) {
+    spdlog::warn(
+        "http.not_loopback listen={} reads_need_token=true why=\"the dashboard and API are "
+        "reachable from other machines; every request needs the token\"",
+        opts_.listen);
+    char name[256] = "";
+    if (gethostname(name, sizeof(name) - 1) == 0 && name[0]) {
+      hosts_.push_back(lower(name));
+      hosts_.push_back(lower(name) + p);
+    }
+  }
+  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return refused(req, res) ? httplib::Server::HandlerResponse::Handled
+                             : httplib::Server::HandlerResponse::Unhandled;
+  });
+  // httplib sends "100 Continue" before routing: check the head first there
+  // too, so a refused client never starts its body.
+  server_->set_expect_100_continue_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        return refused(req, res) ? res.status : 100;
+      });
+  // A body past the connection's byte cap (chunked, or unframed) fails
+  // httplib's read with 400; say what it was.
+  server_->set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!ConnectionServer::body_cap_hit()) return httplib::Server::HandlerResponse::Unhandled;
+        send_error(res, 413, "the request body is larger than 1 MiB");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   ApiRouter router(*server_, opts_.token);
   ApiContext ctx{store, clock, opts_};
   register_core_api(router, ctx);
@@ -177,10 +290,7 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
                       "text/plain");
     });
   }
-  port_ = port == 0 ? server_->bind_to_any_port(host_)
-                    : (server_->bind_to_port(host_, port) ? port : -1);
-  if (port_ <= 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\" for HTTP");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] { server_->serve(); });
   spdlog::info("http.listen url={}", url());
 }
 
@@ -194,7 +304,7 @@ std::string HttpServer::url() const {
 
 void HttpServer::shutdown() {
   if (!thread_.joinable()) return;
-  server_->stop();
+  server_->stop_serving();
   thread_.join();
 }
 

@@ -1,20 +1,27 @@
 #pragma once
 // The coordinator's HTTP side: the JSON API under /api/ (docs/api.md) and the
-// built dashboard's static files. Reads are open (the server binds loopback);
-// actions need "Authorization: Bearer <token>", the gRPC token.
+// built dashboard's static files. Reads are open on a loopback address;
+// actions, and reads on any other address, need "Authorization: Bearer
+// <token>", the gRPC token, checked before a body is read. Only requests
+// naming this server in their Host header are answered (no DNS rebinding).
 
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coordinator/clock.h"
+#include "coordinator/http/connection_limits.h"
 #include "coordinator/store/store.h"
 
 namespace httplib {
-class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace leapfrog::coord {
+
+class ConnectionServer;
 
 namespace triage {
 class TriageEngine;
@@ -29,7 +36,23 @@ struct HttpOptions {
   std::string assets_dir;
   // Agents not seen for this long are offline (three heartbeats).
   Duration offline_after = std::chrono::seconds(6);
+  // Cache roots whose kbuild/out/ holds build logs the kernel page may show
+  // (`leapfrog serve`: vm::default_cache_dir() and each --build-cache); a
+  // log anywhere else is not read.
+  std::vector<std::string> build_caches;
+  // Host header values answered besides 127.0.0.1, localhost and [::1] with
+  // this server's port (and the listen host): "name" (with or without the
+  // port) or "name:port". Others get 421.
+  std::vector<std::string> allowed_hosts;
+  ConnectionLimits limits;
+  // Reads need the token too. Always so when `listen` is not a loopback
+  // address (listens_beyond_loopback), whatever this says.
+  bool reads_need_token = false;
 };
+
+// Whether a server bound to `host` can be reached from other machines
+// (anything but 127.0.0.0/8, ::1 and localhost; 0.0.0.0 and :: included).
+bool listens_beyond_loopback(const std::string& host);
 
 class HttpServer {
  public:
@@ -43,16 +66,24 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const { return port_; }
+  // Whether reads need the token too (the server listens beyond loopback).
+  bool reads_need_token() const { return reads_need_token_; }
   // "http://127.0.0.1:PORT"
   std::string url() const;
   // Stops accepting requests and joins the serving thread.
   void shutdown();
 
  private:
+  // Host, path, range, token and body-size checks, before routing and before
+  // the body is read; true if the request is refused (the answer in `res`).
+  bool refused(const httplib::Request& req, httplib::Response& res) const;
+
   HttpOptions opts_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<ConnectionServer> server_;
   std::string host_;
   int port_ = 0;
+  bool reads_need_token_ = false;
+  std::vector<std::string> hosts_;  // lowercase Host values answered
   std::thread thread_;
 };
 

@@ -2,39 +2,42 @@
 // build record and whole build log, and what was found on it; plus the
 // kernels-by-label map the finding views (jobs, issues) carry.
 
+#include <fcntl.h>
 #include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <iterator>
 
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
+#include "coordinator/http/http_server.h"
 #include "coordinator/triage/triage_engine.h"
+#include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
 
 using nlohmann::json;
 
-json build_log(const std::string& path) {
-  json out{{"path", path},       {"readable", false}, {"size", 0},
-           {"truncated", false}, {"text", ""},        {"error", ""}};
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    out["error"] = "cannot read \"" + path + "\" on the coordinator: " + ec.message();
-    return out;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    out["error"] = "cannot open \"" + path + "\" on the coordinator";
-    return out;
-  }
+namespace {
+
+// The log's bytes from `fd` (a regular file): the last kBuildLogCap of them,
+// from a whole line on.
+void read_tail(int fd, uintmax_t size, json& out) {
   const uintmax_t skip = size > kBuildLogCap ? size - kBuildLogCap : 0;
-  in.seekg(static_cast<std::streamoff>(skip));
   std::string text(static_cast<size_t>(size - skip), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n =
+        ::pread(fd, text.data() + got, text.size() - got, static_cast<off_t>(skip + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  text.resize(got);
   if (skip > 0) {  // start on a whole line
     const size_t nl = text.find('\n');
     if (nl != std::string::npos) text.erase(0, nl + 1);
@@ -43,6 +46,51 @@ json build_log(const std::string& path) {
   out["size"] = size;
   out["truncated"] = skip > 0;
   out["text"] = text;  // the reply replaces bytes that are not UTF-8
+}
+
+}  // namespace
+
+json build_log(const std::string& cache_dir, const std::string& path) {
+  json out{{"path", path},       {"readable", false}, {"size", 0},
+           {"truncated", false}, {"text", ""},        {"error", ""}};
+  namespace sfs = std::filesystem;
+  // The path is a client's word: nothing outside <cache>/kbuild/out/ is even
+  // looked at, so the answer says nothing about other files.
+  const sfs::path root = sfs::path(cache_dir).lexically_normal() / "kbuild" / "out";
+  const sfs::path p(path);
+  const sfs::path rel = p.lexically_normal().lexically_relative(root);
+  const bool shaped = !cache_dir.empty() && build_log_path_problem(path).empty() && !rel.empty() &&
+                      std::distance(rel.begin(), rel.end()) == 2 && *rel.begin() != "..";
+  if (!shaped) {
+    out["error"] = "\"" + path + "\" is not in this coordinator's build cache (" + root.string() +
+                   "/); the log stays on the machine that built the kernel";
+    return out;
+  }
+  // Resolve symbolic links and check again: the file must really be there.
+  std::error_code ec;
+  const sfs::path real_root = sfs::canonical(root, ec);
+  const sfs::path real = ec ? sfs::path() : sfs::canonical(p, ec);
+  if (ec) {
+    out["error"] = "cannot read \"" + path + "\" on the coordinator: " + ec.message();
+    return out;
+  }
+  const std::string prefix = real_root.string() + "/";
+  if (real.string().compare(0, prefix.size(), prefix) != 0) {
+    out["error"] = "\"" + path + "\" leads out of this coordinator's build cache";
+    return out;
+  }
+  const int fd = ::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    out["error"] = "cannot open \"" + path + "\" on the coordinator: " + std::strerror(errno);
+    return out;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    out["error"] = "\"" + path + "\" is not a regular file";
+  } else {
+    read_tail(fd, static_cast<uintmax_t>(st.st_size), out);
+  }
+  ::close(fd);
   return out;
 }
 
@@ -64,6 +112,17 @@ json outcome_row(const v1::OutcomeRecord& o) {
               {"violation_count", o.outcome().violation_count()},
               {"error", o.outcome().error()},
               {"reported_at", iso_time(o.reported_at())}};
+}
+
+// The log through the cache it lies in, if any (else not readable, saying why).
+json build_log_in(const std::vector<std::string>& caches, const std::string& path) {
+  namespace sfs = std::filesystem;
+  for (const auto& c : caches) {
+    const sfs::path root = sfs::path(c).lexically_normal() / "kbuild" / "out";
+    const sfs::path rel = sfs::path(path).lexically_normal().lexically_relative(root);
+    if (!rel.empty() && *rel.begin() != "..") return build_log(c, path);
+  }
+  return build_log(caches.empty() ? "" : caches.front(), path);
 }
 
 json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::string& label) {
@@ -100,11 +159,12 @@ json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::strin
       }
     }
   }
-  return json{
-      {"kernel", to_json(*it)},
-      {"build_log", it->build_log_path().empty() ? json(nullptr) : build_log(it->build_log_path())},
-      {"outcomes", outcomes},
-      {"issues", issues}};
+  return json{{"kernel", to_json(*it)},
+              {"build_log", it->build_log_path().empty()
+                                ? json(nullptr)
+                                : build_log_in(ctx.options.build_caches, it->build_log_path())},
+              {"outcomes", outcomes},
+              {"issues", issues}};
 }
 
 }  // namespace

@@ -165,7 +165,8 @@ const PgStatement kStatements[] = {
     // so two batches (of any replica) never deadlock; the row locks order
     // concurrent reports (and leases) of one job.
     {"lock_jobs",
-     "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0) FROM jobs"
+     "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0), coalesce(agent_id, '')"
+     " FROM jobs"
      " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"},
     // The accepted reports of a batch: their outcome rows (in report order,
     // which seq keeps) and, where the row is new, their jobs, done. Returns
@@ -595,7 +596,17 @@ struct LockedJob {
   uint32_t attempt;
   int64_t campaign_id;
   int verdict;
+  std::string holder;  // the agent holding the lease while state is "leased"
 };
+
+// Set while `state` is "leased" and the report comes from another agent than
+// the lease's holder: its result would take the holder's place.
+std::string not_the_holder(const std::string& state, const std::string& holder,
+                           const std::string& agent_id, int64_t job_id, uint32_t attempt) {
+  if (state != "leased" || holder == agent_id) return "";
+  return "report outcome: job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+         " is leased by agent \"" + holder + "\", not by \"" + agent_id.substr(0, 80) + "\"";
+}
 
 // Violation rows in COPY's text format, sent a chunk at a time through one
 // COPY statement. Cheaper than stream_to's tuple path (a string per field,
@@ -699,7 +710,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
   std::map<int64_t, LockedJob> jobs;
   for (const auto& r : txn.exec_prepared("lock_jobs", number_array(ids))) {
     jobs[r[0].as<int64_t>()] = {r[1].as<std::string>(), r[2].as<uint32_t>(), r[3].as<int64_t>(),
-                                r[4].as<int>()};
+                                r[4].as<int>(), r[5].as<std::string>()};
   }
 
   std::vector<ReportDecision> decisions(batch.size());
@@ -725,6 +736,11 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
                            " has no attempt " + std::to_string(report.attempt) + " (latest " +
                            std::to_string(j.attempt) + ")";
       continue;
+    }
+    if (report.attempt == j.attempt) {
+      decisions[i].error =
+          not_the_holder(j.state, j.holder, clean(report.agent_id), report.job_id, report.attempt);
+      if (!decisions[i].error.empty()) continue;
     }
     // The current attempt's report is taken while the job waits for its next
     // lease, and also after the lease expired for the last time: a real
@@ -1100,8 +1116,8 @@ v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r
 ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, int64_t job_id,
                                 uint32_t attempt, const v1::Outcome& outcome, TimePoint now) {
   auto row = txn.exec_params(
-      "SELECT state, attempt, campaign_id, coalesce(verdict, 0), build FROM jobs WHERE id = $1"
-      " FOR UPDATE",
+      "SELECT state, attempt, campaign_id, coalesce(verdict, 0), build, coalesce(agent_id, '')"
+      " FROM jobs WHERE id = $1 FOR UPDATE",
       job_id);
   if (row.empty()) throw StoreError("report outcome: unknown job " + std::to_string(job_id), false);
   if (row[0][4].is_null())
@@ -1120,6 +1136,11 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
     throw StoreError("report outcome: job " + std::to_string(job_id) + " has no attempt " +
                          std::to_string(attempt) + " (latest " + std::to_string(current) + ")",
                      false);
+  if (attempt == current) {
+    const std::string why =
+        not_the_holder(state, row[0][5].as<std::string>(), clean(agent_id), job_id, attempt);
+    if (!why.empty()) throw StoreError(why, false);
+  }
   if (attempt != current || (state == "done" && verdict != kInfraVerdict)) {
     spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", job_id,
                  attempt, current, state, agent_id);

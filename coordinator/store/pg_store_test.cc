@@ -1173,7 +1173,7 @@ TEST_F(PgStoreTest, AsyncReportsAnswerAsReportOutcome) {
   built.mutable_build()->set_vmlinux_sha256(std::string(64, 'b'));
   built.mutable_build()->set_version("6.1.0-lfasync #1");
   const v1::Outcome pass = outcome(v1::VERDICT_PASS);
-  const std::string agent = "a";
+  const std::string agent = "a", builder = "b";
   struct Call {
     int64_t job_id;
     const v1::Outcome* outcome;
@@ -1188,7 +1188,10 @@ TEST_F(PgStoreTest, AsyncReportsAnswerAsReportOutcome) {
   };
   std::vector<AsyncReply> replies(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
-    store_->report_outcome_async(agent, calls[i].job_id, 1, *calls[i].outcome, kT0 + 4s,
+    // The build job is b's lease: only its holder may report on it. (The
+    // store keeps a reference to the agent id until the report is written.)
+    const std::string& by = calls[i].job_id == build->job_id() ? builder : agent;
+    store_->report_outcome_async(by, calls[i].job_id, 1, *calls[i].outcome, kT0 + 4s,
                                  replies[i].callback());
   }
   EXPECT_EQ(store_->queued_reports(), calls.size()) << "an async report waited for the database";

@@ -62,7 +62,9 @@ export class Leapfrog {
     this.data = fs.mkdtempSync('/var/tmp/leapfrog-dash-');
     fs.chmodSync(this.data, 0o755);
     const log = fs.openSync(path.join(this.data, 'up.log'), 'w');
-    this.up = spawn(this.exe, ['--data-dir', this.data, 'up', '--agents', '2', '--heartbeat-ms', '500'], {
+    // Kernels built into <data>/kcache (browser_test.mjs): their logs are shown.
+    const args = ['--data-dir', this.data, 'up', '--agents', '2', '--heartbeat-ms', '500'];
+    this.up = spawn(this.exe, [...args, '--build-cache', path.join(this.data, 'kcache')], {
       stdio: ['ignore', log, log],
     });
     this.upExit = new Promise((resolve) => this.up.on('exit', resolve));
