@@ -22,6 +22,7 @@
 #include "coordinator/vm/kernel_image.h"
 #endif
 #include "agent/options.h"
+#include "agent/widen.h"
 #include "coordinator/auth.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
@@ -65,9 +66,11 @@ int print_outcome(const Outcome& o, bool json_out) {
   return exit_code(o);
 }
 
-int cmd_run(const RunOptions& opts, bool json_out) {
+int cmd_run(const RunOptions& opts, const RunFlags& flags) {
+  const bool json_out = flags.json;
   const Scenario& scenario = find_scenario(opts.scenario);
   const auto params = resolve_params(scenario, opts);
+  const widen::Request widen_request = widen::parse_request(flags.widen);
   if (geteuid() != 0)
     throw UsageError("leapfrog-agent run needs root: it mounts file systems in a private mount namespace and runs "
                      "observers under another uid");
@@ -80,6 +83,8 @@ int cmd_run(const RunOptions& opts, bool json_out) {
                fs::fs_name(opts.fs.kind, opts.fs.view));
   return fs::run_sandboxed([&](const std::string& workdir) {
     Outcome o;
+    Widening widening;
+    bool ended = false;
     try {
       const auto setup_start = std::chrono::steady_clock::now();
       auto ws = fs::provision(opts.fs, workdir);
@@ -88,9 +93,13 @@ int cmd_run(const RunOptions& opts, bool json_out) {
       spdlog::info("run.provisioned fs={} setup_ms={:.0f}", ws->name(), setup_s * 1000);
       RunContext ctx{opts, *ws, params, Rng(opts.seed ^ 0x6c6561706672ULL),
                      opts.observers ? opts.observers : scenario.default_observers()};
+      widening = widen::begin(flags.widen_dir, widen_request, opts.seed, opts.observer.uid);
       o = scenario.run(ctx);
       o.setup_s = setup_s;
     } catch (const std::exception& e) {
+      widen::end(flags.widen_dir, widening);
+      ended = true;
+      if (widening.reason.empty()) widening.reason = "the run failed before its widening was set";
       // Setup failures of the file system or the scenario: one line, exit 2.
       std::fprintf(stderr, "error: %s\n", e.what());
       if (!json_out) return 2;
@@ -100,6 +109,8 @@ int cmd_run(const RunOptions& opts, bool json_out) {
       o.verdict = "error";
       o.error = e.what();
     }
+    if (!ended) widen::end(flags.widen_dir, widening);
+    o.widening = widening;
     spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
     return print_outcome(o, json_out);
   });
@@ -289,7 +300,7 @@ int main(int argc, char** argv) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() == 1) return 2;
     }
-    return cmd_run(to_run_options(flags), flags.json);
+    return cmd_run(to_run_options(flags), flags);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

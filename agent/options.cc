@@ -25,6 +25,10 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--epsilon-ns", f.epsilon_ns, "guard band added to every lookup window (clock skew)");
   cmd.add_option("--fuse-timeout", f.fuse_timeout, "fuse-cached: attribute/entry timeout in seconds");
   cmd.add_flag("--die-with-parent", f.die_with_parent, "stop the run (cleanly) when the parent process dies");
+  cmd.add_option("--widen", f.widen,
+                 "kernel delay points of a --widen kernel: seed (chosen from --seed, the default), off, or "
+                 "POINT:PROBABILITY_PPM:DELAY_NS:UID[,...]");
+  cmd.add_option("--widen-dir", f.widen_dir, "the kernel's delay-point controls (tests only)");
 }
 
 TimeNs parse_duration(const std::string& text) {

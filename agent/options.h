@@ -28,6 +28,9 @@ struct RunFlags {
   int64_t epsilon_ns = 0;
   double fuse_timeout = 1.0;
   bool die_with_parent = false;
+  // Kernel delay points (agent/widen.h): "seed", "off" or POINT:PPM:NS:UID[,...].
+  std::string widen = "seed";
+  std::string widen_dir = "/sys/kernel/leapfrog_widen";
 };
 
 void add_run_flags(CLI::App& cmd, RunFlags& f);

@@ -65,6 +65,22 @@ v1::Outcome outcome_from_json(const std::string& text) {
   o.set_epsilon_ns(j.value("epsilon_ns", int64_t{0}));
   o.set_first_violation_ns(j.value("first_violation_ns", int64_t{-1}));
   o.set_ops_to_first_violation(j.value("ops_to_first_violation", uint64_t{0}));
+  if (j.contains("widening") && j.at("widening").is_object()) {
+    const json& w = j.at("widening");
+    v1::Widening* pw = o.mutable_widening();
+    pw->set_on(w.value("on", false));
+    pw->set_reason(w.value("reason", ""));
+    for (const auto& p : w.value("points", json::array())) {
+      v1::WidenPoint* pp = pw->add_points();
+      pp->set_name(p.value("name", ""));
+      pp->set_probability_ppm(p.value("probability_ppm", 0u));
+      pp->set_delay_ns(p.value("delay_ns", 0u));
+      pp->set_uid(p.value("uid", ""));
+      pp->set_hits(p.value("hits", uint64_t{0}));
+    }
+    for (const auto& c : w.value("control_checks", json::array()))
+      pw->add_control_checks(c.get<std::string>());
+  }
   o.set_outcome_json(text);
   stamp(o);
   return o;

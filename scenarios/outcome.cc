@@ -50,6 +50,18 @@ json to_json(const Violation& v) {
               {"history", history}};
 }
 
+json to_json(const Widening& w) {
+  json points = json::array();
+  for (const auto& p : w.points)
+    points.push_back({{"name", p.name},
+                      {"probability_ppm", p.probability_ppm},
+                      {"delay_ns", p.delay_ns},
+                      {"uid", p.uid},
+                      {"hits", p.hits}});
+  return json{
+      {"on", w.on}, {"reason", w.reason}, {"points", points}, {"control_checks", w.control_checks}};
+}
+
 void note_detection(Outcome& o, const History& h) {
   o.first_violation_ns = -1;
   o.ops_to_first_violation = 0;
@@ -106,7 +118,8 @@ json to_json(const Outcome& o) {
            {"observer_mean_ns", o.timing.observer_mean_ns},
            {"delay_span_ns", o.timing.delay_span_ns},
            {"warmup_rounds", o.timing.warmup_rounds}}},
-         {"notes", o.notes}};
+         {"notes", o.notes},
+         {"widening", to_json(o.widening)}};
   if (!o.scale.empty()) j["scale"] = scale;
   if (!o.error.empty()) j["error"] = o.error;
   return j;
@@ -166,6 +179,15 @@ std::string to_text(const Outcome& o) {
     s << buf << '\n';
   }
   for (const auto& n : o.notes) s << "  note: " << n << '\n';
+  if (!o.widening.on) {
+    s << "  widening: off (" << o.widening.reason << ")\n";
+  } else {
+    s << "  widening: on (" << o.widening.reason << "):";
+    for (const auto& p : o.widening.points)
+      s << ' ' << p.name << " p=" << p.probability_ppm << "ppm d=" << p.delay_ns
+        << "ns uid=" << p.uid << " hits=" << p.hits;
+    s << '\n';
+  }
   return s.str();
 }
 

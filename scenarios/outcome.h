@@ -22,6 +22,26 @@ struct ScalePoint {
   double ops_per_sec = 0;
 };
 
+// One kernel delay point as a run set it (kernels built with `leapfrog
+// kernel build --widen`; see docs/kernels.md).
+struct WidenPoint {
+  std::string name;  // e.g. "may_lookup_after"
+  uint32_t probability_ppm = 0;
+  uint32_t delay_ns = 0;
+  std::string uid = "any";  // fsuid filter: "any" or a number
+  uint64_t hits = 0;        // delays the kernel took during the run
+};
+
+// The window widening of a run: on with the points it set, or off and why.
+struct Widening {
+  bool on = false;
+  std::string reason;  // off: why; on: what chose the points ("seed 7", "--widen")
+  std::vector<WidenPoint> points;
+  // Bad control values tried before the run and how the kernel refused
+  // each, e.g. "d_move probability \"-1\": refused (Invalid argument)".
+  std::vector<std::string> control_checks;
+};
+
 struct Outcome {
   std::string scenario;
   uint64_t seed = 0;
@@ -51,6 +71,7 @@ struct Outcome {
   uint64_t ops_to_first_violation = 0;
   std::vector<ScalePoint> scale;
   std::vector<std::string> notes;
+  Widening widening;
 };
 
 // Fills first_violation_ns and ops_to_first_violation from o.check and the
@@ -59,6 +80,7 @@ void note_detection(Outcome& o, const History& h);
 
 nlohmann::json to_json(const Outcome& o);
 nlohmann::json to_json(const Violation& v);
+nlohmann::json to_json(const Widening& w);
 // A few lines for a terminal.
 std::string to_text(const Outcome& o);
 // Exit code of `leapfrog-agent run`: 0 clean, 1 violations, 2 error.

@@ -9,6 +9,10 @@
 // once (about 5 min on 2 cores) and each other series incrementally.
 // Needs root, qemu-system-x86, busybox-static, linux-source-6.1 and the kernel
 // build tools (deploy/install-deps.sh installs them).
+//
+// The widening tests share one build: the planted series plus Leapfrog's
+// delay points (`--widen`, deploy/kernel/widen/), booted with the points
+// locked off and with the agent setting them from the seed.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -21,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/widen.h"
 #include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
@@ -125,6 +130,24 @@ class KernelE2E : public E2ETest {
                    std::to_string(campaign) +
                    " GROUP BY o.seq, o.verdict, o.error, o.ops, o.lookups_checked, o.race_window_hits,"
                    " o.agent_id ORDER BY o.seq");
+  }
+
+  // The widening the one scenario outcome of `campaign` recorded (the
+  // Outcome proto in JSON, field names as in the .proto).
+  json widening_of(int64_t campaign) {
+    const json outcomes = cli_json({"outcomes", "--campaign", std::to_string(campaign)});
+    EXPECT_EQ(outcomes.size(), 1u) << outcomes.dump();
+    if (outcomes.empty()) return json::object();
+    return outcomes[0]["outcome"].value("widening", json::object());
+  }
+
+  // Every VM console the coordinator kept, concatenated.
+  std::string consoles() const {
+    std::string all;
+    for (const auto& e : stdfs::recursive_directory_iterator(data_dir_))
+      if (e.is_regular_file() && e.path().string().find("console") != std::string::npos)
+        all += tail_of(e.path(), 1 << 20);
+    return all;
   }
 
   std::string logs() const {
@@ -306,6 +329,112 @@ TEST_F(KernelE2E, ACampaignBuildsItsKernelOnABuilderThenTestsItInAVm) {
     EXPECT_EQ(a["capabilities"].value("uname", "").rfind(release, 0), 0u) << a.dump();
   }
   EXPECT_TRUE(found) << "no agent " << rows[0][2];
+}
+
+// Widening off is the unpatched kernel: the planted series plus the widen
+// series, booted with every point locked off (leapfrog_widen=off), catches
+// the planted race with the bug on and stays clean with it off, as the
+// planted kernel alone does; the outcomes say widening was off and why.
+TEST_F(KernelE2E, AWidenBuildWithThePointsOffBehavesAsTheUnpatchedKernel) {
+  const json on =
+      build("widen-locked", {kHarmless, kBug}, {"--widen", "--cmdline", "leapfrog_widen=off"});
+  ASSERT_EQ(on["status"], "ready") << on.dump();
+  ASSERT_EQ(on["patches"].size(), 5u) << on.dump();
+  EXPECT_NE(on["patches"][2]["name"].get<std::string>().find("leapfrog-widen"), std::string::npos)
+      << on.dump();
+  const json off = build("widen-locked-clean", {kHarmless, kBug},
+                         {"--widen", "--cmdline", "leapfrog_widen=off leapfrog_planted=0"});
+  ASSERT_EQ(off["status"], "ready") << off.dump();
+  EXPECT_EQ(off["inputs_hash"], on["inputs_hash"]);  // one build, two command lines
+
+  boot("widen-locked");
+  boot("widen-locked-clean");
+  const json bad = night("widen-locked");
+  const json good = night("widen-locked-clean");
+
+  const Rows bad_rows = results(bad.at("campaign").get<int64_t>());
+  ASSERT_EQ(bad_rows.size(), 1u) << logs();
+  EXPECT_EQ(bad_rows[0][0], "2") << bad_rows[0][2] << " " << bad_rows[0][3];  // VERDICT_VIOLATION
+  EXPECT_NE(bad_rows[0][1].find("stale-grant"), std::string::npos) << bad_rows[0][1];
+  const Rows good_rows = results(good.at("campaign").get<int64_t>());
+  ASSERT_EQ(good_rows.size(), 1u) << logs();
+  EXPECT_EQ(good_rows[0][0], "1") << good_rows[0][1] << " " << good_rows[0][2];  // VERDICT_PASS
+  std::printf("widen build, points locked off: bug on %s (%s), bug off %s\n",
+              bad_rows[0][0].c_str(), bad_rows[0][3].c_str(), good_rows[0][0].c_str());
+
+  for (const json& c : {bad, good}) {
+    const json w = widening_of(c.at("campaign").get<int64_t>());
+    EXPECT_FALSE(w.value("on", false)) << w.dump();
+    EXPECT_NE(w.value("reason", "").find("locked off by leapfrog_widen=off"), std::string::npos)
+        << w.dump();
+  }
+}
+
+// The same build with the points free: before the run the agent tries bad
+// control values (negative, too big, not a number, an unknown point) and
+// the kernel refuses each with EINVAL and a warning naming what it wants;
+// then the agent sets the points the seed chooses, the kernel takes delays
+// at them, and the outcome records exactly the seed's choice with its hits.
+TEST_F(KernelE2E, WidenControlsRefuseBadValuesAndTheSeedSetsThePoints) {
+  const json k = build("widen", {kHarmless, kBug}, {"--widen"});
+  ASSERT_EQ(k["status"], "ready") << k.dump();
+  // A seed whose choice includes a point every lookup passes.
+  uint64_t seed = 7;
+  const std::vector<std::string> offered = {
+      "d_move",       "dotdot",      "lookup_found", "may_lookup_after", "may_lookup_before",
+      "mount_attach", "mount_cross", "setattr_copy", "step_into"};
+  auto every_lookup = [](const std::vector<leapfrog::WidenPoint>& ps) {
+    for (const auto& p : ps)
+      if (p.name == "may_lookup_before" || p.name == "may_lookup_after" || p.name == "step_into")
+        return true;
+    return false;
+  };
+  while (!every_lookup(leapfrog::widen::choose(seed, offered, 65534))) ++seed;
+  const auto want = leapfrog::widen::choose(seed, offered, 65534);
+
+  boot("widen");
+  const json c = cli_json({"campaign", "run", "--name", "widen", "--scenario", "setattr-lookup",
+                           "--fs", "tmpfs", "--kernel", "widen", "--iterations", kIterations,
+                           "--first-seed", std::to_string(seed), "--wait"},
+                          900s);
+  const Rows rows = results(c.at("campaign").get<int64_t>());
+  ASSERT_EQ(rows.size(), 1u) << logs();
+  std::printf("widen build, seed %llu: verdict %s kinds %s (%s)\n",
+              static_cast<unsigned long long>(seed), rows[0][0].c_str(), rows[0][1].c_str(),
+              rows[0][3].c_str());
+  EXPECT_NE(rows[0][0], "3") << rows[0][2];  // not VERDICT_ERROR
+
+  const json w = widening_of(c.at("campaign").get<int64_t>());
+  std::printf("widening: %s\n", w.dump().c_str());
+  const json checks = w.value("control_checks", json::array());
+  ASSERT_EQ(checks.size(), 6u) << w.dump();
+  for (const auto& check : checks)
+    EXPECT_NE(check.get<std::string>().find(": refused (Invalid argument)"), std::string::npos)
+        << check;
+  const std::string console = consoles();
+  for (const char* warning :
+       {"bad probability \"-1\": want 0..1000000 (parts per million)",
+        "bad probability \"1000001\": want 0..1000000",
+        "bad delay_ns \"abc\": want 0..1000000 (ns)", "control: unknown point \"no_such_point\"",
+        "bad delay_ns \"2000000\": want 0..1000000 (ns)", "bad uid \"-1\": want \"any\" or a uid"})
+    EXPECT_NE(console.find(warning), std::string::npos)
+        << warning << "\n"
+        << console.substr(console.size() > 4000 ? console.size() - 4000 : 0);
+
+  ASSERT_TRUE(w.value("on", false)) << w.dump();
+  EXPECT_EQ(w.value("reason", ""), "chosen by seed " + std::to_string(seed));
+  const json points = w.value("points", json::array());
+  ASSERT_EQ(points.size(), want.size()) << w.dump();
+  uint64_t lookup_hits = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(points[i].value("name", ""), want[i].name);
+    EXPECT_EQ(points[i].value("probability_ppm", 0u), want[i].probability_ppm);
+    EXPECT_EQ(points[i].value("delay_ns", 0u), want[i].delay_ns);
+    EXPECT_EQ(points[i].value("uid", ""), want[i].uid);
+    const uint64_t hits = std::stoull(points[i].value("hits", std::string("0")));
+    if (want[i].uid == "65534") lookup_hits += hits;
+  }
+  EXPECT_GT(lookup_hits, 0u) << w.dump();  // the kernel delayed the observers' lookups
 }
 
 }  // namespace

@@ -70,6 +70,9 @@ KernelBuildCommands::KernelBuildCommands(CLI::App& app) {
   build_->add_option("--jobs", jobs_, "make -j (default: online CPUs)");
   build_->add_option("--cache-dir", cache_dir_, "build cache and kernel store (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
   build_->add_flag("--retry-failed", retry_, "build again although these inputs failed before");
+  build_->add_flag("--widen", widen_,
+                   "append Leapfrog's delay-point series (deploy/kernel/widen/): race windows widened at "
+                   "run time through /sys/kernel/leapfrog_widen, all off at boot");
   build_->fallthrough();
 }
 
@@ -80,6 +83,13 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
   spec.label = label_;
   spec.source = std::filesystem::absolute(source_).string();
   for (const auto& p : patches_) spec.patches.push_back(std::filesystem::absolute(p).string());
+  if (widen_) {
+    try {
+      for (const auto& p : kbuild::widen_series()) spec.patches.push_back(p);
+    } catch (const kbuild::BuildError& e) {
+      throw std::runtime_error(e.what());
+    }
+  }
   for (const auto& f : fragments_) spec.config_fragments.push_back(std::filesystem::absolute(f).string());
   spec.cache_dir = cache_dir_.empty() ? vm::default_cache_dir() : cache_dir_;
   spec.jobs = jobs_;
@@ -90,6 +100,7 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
   k.set_cmdline(cmdline_);
   std::string source = "build of " + spec.source;
   for (const auto& p : patches_) source += " + " + std::filesystem::path(p).filename().string();
+  if (widen_) source += " + widen";
   k.set_source(source);
   auto progress = [&](const std::string& line) {
     if (!json) std::fprintf(stderr, "kernel build %s: %s\n", label_.c_str(), line.c_str());

@@ -1,9 +1,10 @@
 #pragma once
 // `leapfrog kernel build LABEL --source DIR|TARBALL [--patch FILE]...
-// [--config FRAGMENT]...`: builds a test kernel (coordinator/kbuild), puts it
+// [--config FRAGMENT]... [--widen]`: builds a test kernel (coordinator/kbuild), puts it
 // into the local kernel store the VM launcher boots from, and registers it.
 // A patch that does not apply or a failed build is registered too, as a
 // `build-failure` kernel carrying the log tail, and the verb exits 2.
+// --widen appends Leapfrog's delay-point series (deploy/kernel/widen/).
 
 #include <CLI/CLI.hpp>
 #include <string>
@@ -27,6 +28,7 @@ class KernelBuildCommands {
   std::vector<std::string> patches_, fragments_;
   unsigned jobs_ = 0;
   bool retry_ = false;
+  bool widen_ = false;
 };
 
 }  // namespace leapfrog::cli

@@ -173,25 +173,33 @@ std::string compiler_id() {
   return first(cc) + " / " + first(ld);
 }
 
-std::string find_base_fragment(const BuildSpec& spec) {
-  if (!spec.base_fragment.empty()) return spec.base_fragment;
+// `rel` under the checkout (build/bin/leapfrog -> <checkout>/rel), the
+// installed share folder, or the current folder; "" if none exists.
+std::string find_deploy_file(const std::string& rel, const std::string& installed) {
   std::vector<sfs::path> candidates;
   std::error_code ec;
   auto exe = sfs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    // build/bin/leapfrog -> <checkout>/deploy/kernel; installed: <prefix>/share/leapfrog
-    candidates.push_back(exe.parent_path().parent_path().parent_path() /
-                         "deploy/kernel/leapfrog.config");
-    candidates.push_back(exe.parent_path().parent_path() / "share/leapfrog/leapfrog.config");
+    candidates.push_back(exe.parent_path().parent_path().parent_path() / rel);
+    candidates.push_back(exe.parent_path().parent_path() / "share/leapfrog" / installed);
   }
-  candidates.push_back(sfs::current_path(ec) / "deploy/kernel/leapfrog.config");
+  candidates.push_back(sfs::current_path(ec) / rel);
   for (const auto& c : candidates) {
     if (sfs::exists(c, ec)) return c.string();
   }
-  throw BuildError(
-      "config",
-      "cannot find Leapfrog's config fragment deploy/kernel/leapfrog.config: pass it explicitly",
-      "");
+  return "";
+}
+
+std::string find_base_fragment(const BuildSpec& spec) {
+  if (!spec.base_fragment.empty()) return spec.base_fragment;
+  auto found = find_deploy_file("deploy/kernel/leapfrog.config", "leapfrog.config");
+  if (found.empty()) {
+    throw BuildError(
+        "config",
+        "cannot find Leapfrog's config fragment deploy/kernel/leapfrog.config: pass it explicitly",
+        "");
+  }
+  return found;
 }
 
 std::string subject_of(const std::string& patch_text) {
@@ -316,6 +324,25 @@ void apply_series(const BuildSpec& spec, const SourceTree& st, const std::vector
 }
 
 }  // namespace
+
+std::vector<std::string> widen_series(const std::string& dir) {
+  const std::string d = dir.empty() ? find_deploy_file("deploy/kernel/widen", "widen") : dir;
+  std::error_code ec;
+  if (d.empty() || !sfs::is_directory(d, ec)) {
+    throw BuildError("patch",
+                     "cannot find Leapfrog's widening series deploy/kernel/widen" +
+                         (dir.empty() ? std::string() : " (\"" + dir + "\")"),
+                     "");
+  }
+  std::vector<std::string> out;
+  for (const auto& e : sfs::directory_iterator(d, ec)) {
+    if (e.is_regular_file() && e.path().extension() == ".patch") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty())
+    throw BuildError("patch", "the widening series \"" + d + "\" holds no .patch file", "");
+  return out;
+}
 
 std::string sha256_hex(const std::string& bytes) {
   Sha256 h;

@@ -91,6 +91,11 @@ std::string inputs_hash(const BuildSpec& spec);
 std::string sha256_hex(const std::string& bytes);
 std::string sha256_of_file(const std::string& path);
 
+// Leapfrog's window-widening series (deploy/kernel/widen/*.patch, in name
+// order): `dir`, or found next to the executable or in the current folder.
+// Throws BuildError("patch") when the folder is missing or holds no patch.
+std::vector<std::string> widen_series(const std::string& dir = {});
+
 // The `=y`/`=m`/`=<value>` lines of a fragment that did not survive into a
 // .config (a missing dependency or a misspelt name), as "CONFIG_X=y".
 std::vector<std::string> missing_options(const std::string& fragment_text,

@@ -221,5 +221,24 @@ TEST(KernelBuildText, TailLines) {
   EXPECT_EQ(tail_lines("", 3), "");
 }
 
+// --widen's series: the folder's .patch files in name order, nothing else;
+// a missing or empty folder is a clear error, not an unwidened kernel.
+TEST_F(KernelBuildTest, TheWidenSeriesIsThePatchesOfItsFolderInOrder) {
+  const std::string w = dir_ + "/widen";
+  spit(w + "/0002-b.patch", "b");
+  spit(w + "/0001-a.patch", "a");
+  spit(w + "/README", "not a patch");
+  EXPECT_EQ(widen_series(w), (std::vector<std::string>{w + "/0001-a.patch", w + "/0002-b.patch"}));
+  sfs::create_directories(dir_ + "/empty");
+  EXPECT_THROW(widen_series(dir_ + "/empty"), BuildError);
+  try {
+    widen_series(dir_ + "/missing");
+    ADD_FAILURE() << "no error for a missing folder";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "patch");
+    EXPECT_NE(std::string(e.what()).find("widening series"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace leapfrog::kbuild

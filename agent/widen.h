@@ -1,0 +1,52 @@
+#pragma once
+// Window widening on kernels built with `leapfrog kernel build --widen`
+// (deploy/kernel/widen/): before a run the agent checks that the kernel's
+// delay-point controls refuse bad values, chooses the points from the job's
+// seed and sets them in /sys/kernel/leapfrog_widen; after the run it reads
+// how often each fired and turns every point off again.
+//
+// The choice is a pure function of the seed, the points the kernel offers
+// and the observers' uid, so `replay` (same spec, same seed, same kernel)
+// sets exactly the same points. `leapfrog-agent run --widen` overrides it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenarios/outcome.h"
+
+namespace leapfrog::widen {
+
+inline constexpr const char* kControlDir = "/sys/kernel/leapfrog_widen";
+
+// What `--widen` asked for: "seed" (default), "off", or an explicit list
+// "POINT:PROBABILITY_PPM:DELAY_NS:UID[,...]" (UID a number or "any").
+struct Request {
+  enum class Mode { Seed, Off, Explicit } mode = Mode::Seed;
+  std::vector<WidenPoint> points;  // Explicit only, values passed to the kernel as given
+  std::string text;                // as written, for the outcome
+};
+
+// Parses a --widen value. Throws UsageError naming what is wanted; the
+// values themselves are checked by the kernel.
+Request parse_request(const std::string& text);
+
+// The points a seed chooses among `offered` (any order): none for one seed
+// in four (a run without widening, as a control), else one to three points
+// with a probability of 1-50 % and a delay of 1-100 us; lookup points delay
+// only `observer_uid`, the mutators' points (setattr_copy, d_move,
+// mount_attach) only root.
+std::vector<WidenPoint> choose(uint64_t seed, std::vector<std::string> offered,
+                               uint32_t observer_uid);
+
+// Sets up the widening of one run from `dir` (kControlDir in production).
+// Off, with the reason, when the kernel has no controls, they are locked,
+// they accept a bad value, or the request or the seed says off. Throws
+// std::runtime_error when the kernel refuses a point the request set.
+Widening begin(const std::string& dir, const Request& request, uint64_t seed,
+               uint32_t observer_uid);
+
+// Reads the hits of w's points and turns every point off. No-op when off.
+void end(const std::string& dir, Widening& w);
+
+}  // namespace leapfrog::widen
