@@ -561,6 +561,20 @@ TEST_F(AgentE2E, MutatingTheLowerLayerUnderAnOverlayIsCaught) {
   EXPECT_GT(s["violation_count"].get<uint64_t>(), 0u);
 }
 
+// ACL caches on disk: with the dentry and inode caches dropped after each
+// ACL change, every permission check after it reads the ACL from disk
+// while the mutator sets it again (get_acl against set_acl, Linux
+// b8a7a3a66747). The deny must still hold, and the other uid keep access.
+TEST_F(AgentE2E, AclExecDenyHoldsWhileInodesAreEvictedOnDiskFileSystems) {
+  for (const char* fs : {"ext4", "xfs", "btrfs"}) {
+    json o = run_json({"--scenario", "acl-exec-deny", "--fs", fs, "--param", "evict=1", "--iterations", "400"}, 0);
+    EXPECT_EQ(o["verdict"], "pass") << fs << " " << o.dump().substr(0, 2000);
+    EXPECT_EQ(o["params"]["evict"], 1) << fs;
+    EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 400u) << fs;
+    EXPECT_GT(o["mutations"].get<uint64_t>(), 100u) << fs;
+  }
+}
+
 TEST_F(AgentE2E, BadViewsGetOneLineAndExit2) {
   Result r = agent({"run", "--scenario", "setattr-lookup", "--fs", "ext4", "--view", "union"});
   EXPECT_EQ(r.exit, 2);

@@ -27,6 +27,9 @@ class AclExecDeny : public Scenario {
     return {{"depth", 3, 3, 8, "directories between the root and the file"},
             {"static", 0, 0, 1,
              "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
+            {"evict", 0, 0, 1,
+             "1: drop the kernel's dentry and inode caches after each ACL change, so the next "
+             "lookup reads the ACL from disk (get_acl against set_acl)"},
             mutate_pct_param(), ops_param()};
   }
   uint32_t default_observers() const override { return 2; }
@@ -86,6 +89,20 @@ class AclExecDeny : public Scenario {
     } else {
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(a_plain), {}});
+    }
+    if (ctx.param("evict") != 0) {
+      // Eviction changes no object: a mutation with no effect, between each
+      // ACL change and the next, after which a cached ACL is gone and the
+      // next permission check loads it again while the mutator sets it.
+      // drop_caches is machine-wide; on a disk file system it evicts the
+      // tree's unused inodes, ACLs included (tmpfs keeps its inodes).
+      const MutationTemplate evict{Effect{"drop_caches", {}}, [] { return sys::drop_caches(); }, {}};
+      std::vector<MutationTemplate> with_evictions;
+      for (const auto& m : plan.mutations) {
+        with_evictions.push_back(m);
+        with_evictions.push_back(evict);
+      }
+      plan.mutations = std::move(with_evictions);
     }
     add_query_mix(plan, plan.model.root(), file);
     assign_observers(plan, ctx);

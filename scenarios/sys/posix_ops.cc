@@ -35,6 +35,14 @@ int move_mount(const char* from, const char* to) {
 
 int unmount(const char* target) { return ::umount2(target, MNT_DETACH) == 0 ? 0 : errno; }
 
+int drop_caches() {
+  const int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int rc = ::write(fd, "2\n", 2) == 2 ? 0 : errno;
+  ::close(fd);
+  return rc;
+}
+
 AccessAcl::AccessAcl(const Attr& attr) {
   acl_t acl = acl_from_mode(attr.mode);
   if (!acl) throw std::system_error(errno, std::generic_category(), "acl_from_mode");

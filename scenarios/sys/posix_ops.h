@@ -23,6 +23,8 @@ int mount_tmpfs(const char* target, mode_t root_mode);
 int move_mount(const char* from, const char* to);
 // Detaches whatever is mounted on `target`.
 int unmount(const char* target);
+// Frees the kernel's unused dentries and inodes (echo 2 > /proc/sys/vm/drop_caches).
+int drop_caches();
 
 // A prepared POSIX access ACL, built once at setup and applied on the hot path
 // without allocating.
