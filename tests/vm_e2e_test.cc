@@ -503,6 +503,14 @@ TEST_F(VmE2E, EveryFileSystemRunsInTheVmAndTheLookupScenariosStayClean) {
     EXPECT_GT(std::stoull(r[4]), 0u) << r[0] << " on " << r[1] << " judged no lookup";
     if (!r[6].empty()) setup[r[1]].push_back(std::stod(r[6]));
   }
+  // The table a closing note reports: lookups judged / violations, per scenario and file system.
+  std::map<std::string, std::map<std::string, std::string>> table;
+  for (const auto& r : rows) table[r[0]][r[1]] = r[4] + " / " + r[5];
+  for (const auto& [scenario, by_fs] : table) {
+    std::printf("guest %-16s", scenario.c_str());
+    for (const auto& fs : kDiskFilesystems) std::printf(" %s %-12s", fs.c_str(), by_fs.count(fs) ? by_fs.at(fs).c_str() : "-");
+    std::printf("\n");
+  }
   for (auto& [fs, times] : setup) {
     std::sort(times.begin(), times.end());
     std::printf("guest file system setup: %-6s median %.0f ms, max %.0f ms over %zu jobs\n",
