@@ -112,9 +112,10 @@ class KernelE2E : public E2ETest {
   }
 
   // A setattr-lookup campaign on tmpfs on `label`, waited for; the campaign JSON.
-  json night(const std::string& label) {
+  json night(const std::string& label, int seeds = 1) {
     return cli_json({"campaign", "run", "--name", "planted", "--scenario", "setattr-lookup", "--fs", "tmpfs",
-                     "--kernel", label, "--iterations", kIterations, "--first-seed", "7", "--wait"},
+                     "--kernel", label, "--iterations", kIterations, "--first-seed", "7", "--seeds",
+                     std::to_string(seeds), "--wait"},
                     900s);
   }
 
@@ -262,8 +263,23 @@ TEST_F(KernelE2E, BisectNamesThePlantedBuild) {
     labels += (labels.empty() ? "" : ",") + label;
     boot(label);
   }
-  const json night4 = night("k4-planted-harmless");
-  ASSERT_GE(night4.value("by_verdict", json::object()).value("violation", 0), 1) << night4.dump() << logs();
+  // Three seeds: what this test checks is the bisect, and one job of the
+  // planted kernel in about ten (1 in 8 reruns, and once in CI) comes back
+  // clean with its stale grant unseen; that is a detection-power gap of the
+  // positive control, written down in the session note, not hidden here:
+  // PlantedRaceIsCaughtWithTheBugOnAndCleanWithItOff still asserts on one job.
+  const json night4 = night("k4-planted-harmless", 3);
+  ASSERT_GE(night4.value("by_verdict", json::object()).value("violation", 0), 1)
+      << night4.dump() << "\n"
+      << [&] {
+           std::string t;
+           for (const auto& r : results(night4.value("campaign", int64_t{0}))) {
+             for (const auto& f : r) t += f + " | ";
+             t += "\n";
+           }
+           return t;
+         }()
+      << cli({"agents", "--json"}).out << logs();
 
   // The failure becomes an issue once the maintenance step grouped it.
   std::string id;
