@@ -2,16 +2,18 @@
 
 #include <fcntl.h>
 #include <ftw.h>
-#include <cstdio>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -214,6 +216,37 @@ bool kernel_at_least(int major, int minor) {
   int got_major = 0, got_minor = 0;
   if (std::sscanf(u.release, "%d.%d", &got_major, &got_minor) != 2) return false;
   return got_major > major || (got_major == major && got_minor >= minor);
+}
+
+dev_t dev_of(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) throw SetupError(errno_message("stat '" + path + "'", errno));
+  return st.st_dev;
+}
+
+// A fresh empty folder at `path` (an empty leftover from an earlier run is fine).
+void make_dir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw SetupError(errno_message("mkdir '" + path + "'", errno));
+  }
+  if (chmod(path.c_str(), 0755) != 0)
+    throw SetupError(errno_message("chmod '" + path + "'", errno));
+}
+
+// Unmounts `path` (lazily if busy) and removes the mount point. Logs failures.
+void unmount_quietly(const std::string& path) {
+  if (umount2(path.c_str(), 0) != 0) {
+    if (errno == EBUSY) {
+      if (umount2(path.c_str(), MNT_DETACH) != 0) {
+        spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
+      }
+    } else if (errno != EINVAL && errno != ENOENT) {  // not mounted, or never made
+      spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
+    }
+  }
+  if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
+    spdlog::warn("fs_rmdir_failed path={} error=\"{}\"", path, std::strerror(errno));
+  }
 }
 
 }  // namespace leapfrog::fs

@@ -49,4 +49,12 @@ bool kernel_can_load_fs(const std::string& type);
 // Is the running kernel's release (uname -r) at least major.minor?
 bool kernel_at_least(int major, int minor);
 
+// st_dev of `path`; throws SetupError.
+dev_t dev_of(const std::string& path);
+// A fresh empty folder at `path`, mode 0755 (an empty leftover from an
+// earlier run is fine); throws SetupError.
+void make_dir(const std::string& path);
+// Unmounts `path` (lazily if busy) and removes the mount point. Logs failures.
+void unmount_quietly(const std::string& path);
+
 }  // namespace leapfrog::fs

@@ -30,12 +30,6 @@ constexpr std::array<std::pair<FsView, const char*>, 5> kViewNames = {{
     {FsView::OverlayLower, "overlay-lower"},
 }};
 
-void make_dir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-    throw SetupError(errno_message("mkdir '" + path + "'", errno));
-  if (chmod(path.c_str(), 0755) != 0) throw SetupError(errno_message("chmod '" + path + "'", errno));
-}
-
 void bind_mount(const std::string& from, const std::string& to) {
   make_dir(to);
   if (mount(from.c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0)
@@ -131,21 +125,6 @@ void idmapped_mount(const std::string& from, const std::string& to) {
   if (rc != 0) throw SetupError(errno_message("move_mount the idmapped tree on '" + to + "'", err));
 }
 
-void unmount_and_remove(const std::string& path) {
-  if (umount2(path.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
-    if (errno != EBUSY || umount2(path.c_str(), MNT_DETACH) != 0)
-      spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
-  }
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT)
-    spdlog::warn("fs_rmdir_failed path={} error=\"{}\"", path, std::strerror(errno));
-}
-
-dev_t dev_of(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) throw SetupError(errno_message("stat '" + path + "'", errno));
-  return st.st_dev;
-}
-
 class ViewWorkspace : public Workspace {
  public:
   ViewWorkspace(std::unique_ptr<Workspace> base, FsView view, const std::string& workdir)
@@ -214,7 +193,7 @@ class ViewWorkspace : public Workspace {
   }
 
   void clean_up() {
-    for (auto it = mounts_.rbegin(); it != mounts_.rend(); ++it) unmount_and_remove(*it);
+    for (auto it = mounts_.rbegin(); it != mounts_.rend(); ++it) unmount_quietly(*it);
     mounts_.clear();
   }
 

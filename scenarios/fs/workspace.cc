@@ -60,21 +60,6 @@ BlockFs block_fs(FsKind kind) {
   }
 }
 
-dev_t dev_of(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) throw SetupError(errno_message("stat '" + path + "'", errno));
-  return st.st_dev;
-}
-
-// A fresh empty folder at `path` (an empty leftover from an earlier run is fine).
-void make_dir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw SetupError(errno_message("mkdir '" + path + "'", errno));
-  }
-  if (chmod(path.c_str(), 0755) != 0)
-    throw SetupError(errno_message("chmod '" + path + "'", errno));
-}
-
 // Refuses a folder another workspace in the same work folder has mounted on.
 void check_unused(const std::string& path) {
   struct stat st, parent;
@@ -88,22 +73,6 @@ void mount_tmpfs(const std::string& path, const char* options) {
   make_dir(path);
   if (mount("leapfrog", path.c_str(), "tmpfs", 0, options) != 0) {
     throw SetupError(errno_message("mount tmpfs on '" + path + "'", errno));
-  }
-}
-
-// Unmounts `path` (lazily if busy) and removes the mount point. Logs failures.
-void unmount_quietly(const std::string& path) {
-  if (umount2(path.c_str(), 0) != 0) {
-    if (errno == EBUSY) {
-      if (umount2(path.c_str(), MNT_DETACH) != 0) {
-        spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
-      }
-    } else if (errno != EINVAL && errno != ENOENT) {  // not mounted, or never made
-      spdlog::warn("fs_umount_failed path={} error=\"{}\"", path, std::strerror(errno));
-    }
-  }
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
-    spdlog::warn("fs_rmdir_failed path={} error=\"{}\"", path, std::strerror(errno));
   }
 }
 
