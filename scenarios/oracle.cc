@@ -419,17 +419,19 @@ class Checker {
     return {inside, outside};
   }
 
+  // What an entry (or mount, or "..") value leads to, so a timeline can show
+  // a name that changes type: file, dir, symlink, or absent; "" for attributes.
+  std::string node_kind_of(const Value& value, ObjectKind kind) const {
+    if (kind == ObjectKind::Attr) return "";
+    return value.target == kNoNode ? "absent" : to_string(h_.header.nodes[value.target].kind);
+  }
+
   std::vector<PossibleVersion> versions_in(uint32_t obj, TimeNs from, TimeNs to) const {
     std::vector<PossibleVersion> out;
     const auto& vs = objects_[obj].versions;
     for (const Version* v = first_reaching(vs, from); v && v != vs.data() + vs.size() && v->start <= to; ++v) {
       PossibleVersion pv{describe(values_[v->value], objects_[obj].key.kind, h_.header.nodes), v->start, v->end};
-      // What an entry (or mount, or "..") leads to, so a timeline can show a
-      // name that changes type: file, dir, symlink, or absent.
-      if (objects_[obj].key.kind != ObjectKind::Attr) {
-        const NodeId target = values_[v->value].target;
-        pv.node_kind = target == kNoNode ? "absent" : to_string(h_.header.nodes[target].kind);
-      }
+      pv.node_kind = node_kind_of(values_[v->value], objects_[obj].key.kind);
       out.push_back(std::move(pv));
     }
     return out;
@@ -1003,10 +1005,7 @@ class Checker {
       for (size_t s = 0; s < eff.sets.size(); ++s) {
         if (effect_objects_[m.effect][s] == v.object) {
           t.value = describe(eff.sets[s].value, eff.sets[s].key.kind, h_.header.nodes);
-          if (eff.sets[s].key.kind != ObjectKind::Attr) {
-            const NodeId target = eff.sets[s].value.target;
-            t.node_kind = target == kNoNode ? "absent" : to_string(h_.header.nodes[target].kind);
-          }
+          t.node_kind = node_kind_of(eff.sets[s].value, eff.sets[s].key.kind);
         }
       }
       out.push_back(std::move(t));
