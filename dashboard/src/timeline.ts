@@ -109,43 +109,28 @@ export function drawTimeline(container: HTMLElement, v: Violation): echarts.ECha
   lo -= span * 0.15;
   hi += span * 0.15;
 
-  // Versions first (top), then mutators, then the stale lookup.
-  d.versions.forEach((ver, i) => {
-    const from = ver.from ?? lo;
-    const to = ver.to ?? hi;
-    bars.push({
-      lane: lane(`${d.object} v${i + 1}`),
-      start: Math.max(from, lo),
-      end: Math.min(to, hi),
-      color: (ver.node_kind && KIND_COLORS[ver.node_kind]) || '#9bbbd4',
-      label: ver.node_kind ? `${ver.value} (${ver.node_kind})` : ver.value,
-      tip: tipOf(`possible version of ${d.object}`, [
-        ['value', ver.value],
-        ...(ver.node_kind ? ([['leads to', ver.node_kind]] as [string, string][]) : []),
-        ['possible from', ver.from === null ? 'before the run' : `${us(ver.from, t0).toFixed(3)} µs`],
-        ['possible until', ver.to === null ? 'the end' : `${us(ver.to, t0).toFixed(3)} µs`],
-      ]),
-    });
-  });
-  // A name on the walk that changes type: its versions too, coloured by kind.
-  const flip = typeChangeStep(d);
-  if (flip && flip.object !== d.object) {
-    flip.versions.forEach((ver, i) => {
+  // A lane per possible version of `object`, coloured by what it leads to.
+  const addVersions = (object: string, versions: Version[]) =>
+    versions.forEach((ver, i) => {
       bars.push({
-        lane: lane(`${flip.object} v${i + 1}`),
+        lane: lane(`${object} v${i + 1}`),
         start: Math.max(ver.from ?? lo, lo),
         end: Math.min(ver.to ?? hi, hi),
         color: (ver.node_kind && KIND_COLORS[ver.node_kind]) || '#9bbbd4',
-        label: `${ver.value} (${ver.node_kind})`,
-        tip: tipOf(`possible version of ${flip.object}`, [
+        label: ver.node_kind ? `${ver.value} (${ver.node_kind})` : ver.value,
+        tip: tipOf(`possible version of ${object}`, [
           ['value', ver.value],
-          ['leads to', ver.node_kind ?? '?'],
+          ...(ver.node_kind ? ([['leads to', ver.node_kind]] as [string, string][]) : []),
           ['possible from', ver.from === null ? 'before the run' : `${us(ver.from, t0).toFixed(3)} µs`],
           ['possible until', ver.to === null ? 'the end' : `${us(ver.to, t0).toFixed(3)} µs`],
         ]),
       });
     });
-  }
+  // Versions first (top), then mutators, then the stale lookup.
+  addVersions(d.object, d.versions);
+  // A name on the walk that changes type: its versions too.
+  const flip = typeChangeStep(d);
+  if (flip && flip.object !== d.object) addVersions(flip.object, flip.versions);
   for (const op of history) {
     bars.push({
       lane: lane(`actor ${op.actor} (${op.role || 'mutator'})`),
