@@ -27,9 +27,10 @@ class AclExecDeny : public Scenario {
     return {{"depth", 3, 3, 8, "directories between the root and the file"},
             {"static", 0, 0, 1,
              "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
-            {"evict", 0, 0, 1,
+            {"evict", 0, 0, 2,
              "1: drop the kernel's dentry and inode caches after each ACL change, so the next "
-             "lookup reads the ACL from disk (get_acl against set_acl)"},
+             "lookup reads the ACL from disk (get_acl against set_acl); 2: drop them just before "
+             "each ACL change, in the same mutation, so that read races the change itself"},
             mutate_pct_param(), ops_param()};
   }
   uint32_t default_observers() const override { return 2; }
@@ -90,7 +91,17 @@ class AclExecDeny : public Scenario {
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(a_plain), {}});
     }
-    if (ctx.param("evict") != 0) {
+    if (ctx.param("evict") == 2) {
+      // The drop and the change are one mutation: its window holds both
+      // versions, and a lookup that starts after the drop loads the ACL
+      // while setfacl replaces it.
+      for (auto& m : plan.mutations) {
+        m.apply = [apply = m.apply] {
+          if (int e = sys::drop_caches()) return e;
+          return apply();
+        };
+      }
+    } else if (ctx.param("evict") != 0) {
       // Eviction changes no object: a mutation with no effect, between each
       // ACL change and the next, after which a cached ACL is gone and the
       // next permission check loads it again while the mutator sets it.

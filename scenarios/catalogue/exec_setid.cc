@@ -110,6 +110,10 @@ class ExecSetid : public Scenario {
   std::vector<ParamSpec> params() const override {
     return {
         {"script", 1, 0, 1, "observers also execve a #! script whose interpreter is the helper"},
+        {"toctou", 0, 0, 1,
+         "1: only the change that grants set-uid and revokes exec at once (0755 <-> 04754, owned "
+         "by the second uid), every round: the window between exec's permission check and its "
+         "use of the set-id bits (Linux f50733b45d86)"},
         mutate_pct_param()};
   }
   Outcome run(RunContext& ctx) const override {
@@ -128,7 +132,10 @@ class ExecSetid : public Scenario {
     const std::string script = "#!bin/helper\n";
     write_file(disk.m("bin/script"), script.data(), script.size(), 0755);
     const NodeId bin = t.add_dir(t.root(), "bin", mode_attr(0755));
-    const NodeId helper = t.add_file(bin, "helper", mode_attr(0755));
+    const bool toctou = ctx.param("toctou") != 0;
+    if (toctou && ::chown(disk.m("bin/helper").c_str(), other, 0) != 0)
+      throw fs::SetupError(std::string("chown bin/helper: ") + std::strerror(errno));
+    const NodeId helper = t.add_file(bin, "helper", mode_attr(0755, toctou ? other : 0, 0));
     identify(t, helper, disk.l("bin/helper"));
 
     const std::string hp = disk.m("bin/helper"), bp = disk.m("bin");
@@ -155,10 +162,16 @@ class ExecSetid : public Scenario {
         chmod_h(04755, other, 0),  // set-uid to it
         chmod_h(04754, other, 0),  // exec revoked for others, set-uid kept
         chmod_h(0755, other, 0),   // set-uid revoked, exec back
+        // Set-uid granted and exec revoked in one chmod: an exec that passed
+        // its permission check on 0755 must not pick up the set-uid bit of
+        // 04754 (the window f50733b45d86 closed).
+        chmod_h(04754, other, 0),
+        chmod_h(0755, other, 0),   // both undone
         chown_h(0755, 0, 0),       // back to root
         chmod_template(t, bin, bp, 0700),
         chmod_template(t, bin, bp, 0755),
     };
+    if (toctou) plan.mutations = {chmod_h(04754, other, 0), chmod_h(0755, other, 0)};
     plan.queries.push_back(exec_query("execve", "bin/helper"));
     if (ctx.param("script") != 0) plan.queries.push_back(exec_query("execve-script", "bin/script"));
     assign_observers(plan, ctx);
