@@ -38,6 +38,31 @@ AttrText split_attr(const std::string& value) {
 // What the mutator did to the object, from the object's kind and how its
 // possible versions differ.
 std::string mutator_op(const std::string& object, const json& versions,
+                       const std::string& scenario);
+
+// The attribute a permission error at an entry's step comes from: the first
+// step's attr(...) whose versions the mutator changed in the window (a
+// version with an end or a start), else "".
+std::string changed_attr_op(const json& detail, const std::string& scenario) {
+  if (!detail.contains("steps") || !detail["steps"].is_array()) return "";
+  for (const auto& st : detail["steps"]) {
+    if (!st.is_object() || !st.contains("object") || !st["object"].is_string()) continue;
+    const std::string obj = st["object"].get<std::string>();
+    if (obj.rfind("attr(", 0) != 0 || !st.contains("versions") || !st["versions"].is_array()) continue;
+    for (const auto& v : st["versions"]) {
+      const bool bounded = v.is_object() && ((v.contains("from") && !v["from"].is_null()) ||
+                                             (v.contains("to") && !v["to"].is_null()));
+      if (bounded) return mutator_op(obj, st["versions"], scenario);
+    }
+  }
+  return "";
+}
+
+bool permission_error(const std::string& outcome) {
+  return outcome.rfind("error EACCES", 0) == 0 || outcome.rfind("error EPERM", 0) == 0;
+}
+
+std::string mutator_op(const std::string& object, const json& versions,
                        const std::string& scenario) {
   if (object.rfind("entry(", 0) == 0) return "rename";
   if (object.rfind("parent(", 0) == 0) return "rename";
@@ -103,7 +128,13 @@ Signature violation_signature(const std::string& scenario, const v1::Violation& 
   json detail = json::parse(v.detail_json(), nullptr, false);
   if (detail.is_discarded()) detail = json::object();
   json versions = detail.contains("versions") ? detail["versions"] : json::array();
-  const std::string mop = mutator_op(v.object(), versions, scenario);
+  std::string mop = mutator_op(v.object(), versions, scenario);
+  // A lookup refused (or let through) at an entry's step by a directory's
+  // attributes: the mutator changed those, not the entry.
+  if (mop == "rename" && (permission_error(v.observed()) || permission_error(v.expected()))) {
+    const std::string attr = changed_attr_op(detail, scenario);
+    if (!attr.empty()) mop = attr;
+  }
   const std::string via = path_via(v, detail);
   const std::string pair = v.op() + "/" + mop;
   Signature s;

@@ -55,6 +55,30 @@ TEST(Signature, NamesTheMutatorFromTheVersions) {
 }
 
 // beneath-lookup's escape, and the lockless walk's violations apart from the plain walk's.
+// A stale ACL deny shows at the entry's step (EACCES where every version
+// of the walk allows it): the signature names the attribute the mutator
+// changed in the window, not a rename. A real ENOENT at an entry stays one.
+TEST(Signature, APermissionErrorAtAnEntryNamesTheChangedAttribute) {
+  v1::Violation v;
+  v.set_kind("stale-deny");
+  v.set_op("access");
+  v.set_path("d0/d1/d2/f");
+  v.set_step(4);
+  v.set_object("entry(d0/d1/d2, \"f\")");
+  v.set_observed("error EACCES");
+  v.set_expected("success: reached d0/d1/d2/f");
+  v.set_detail_json(
+      R"j({"steps":[{"step":3,"object":"attr(d0)","versions":[{"value":"mode=0755 uid=0 gid=0","from":null,"to":null}]},)j"
+      R"j({"step":3,"object":"attr(d0/d1)","versions":[{"value":"mode=0755 uid=0 gid=0","from":57535576528,"to":57545014148}]},)j"
+      R"j({"step":4,"object":"entry(d0/d1/d2, \"f\")","versions":[{"value":"d0/d1/d2/f","from":null,"to":null}]}]})j");
+  const auto s = violation_signature("acl-exec-deny", v);
+  EXPECT_EQ(s.key, "violation|acl-exec-deny|stale-deny|access/setfacl|step=4|via=names");
+  EXPECT_NE(s.title.find("access raced setfacl"), std::string::npos) << s.title;
+  v.set_observed("error ENOENT");
+  v.set_expected("success: reached d0/d1/d2/f");
+  EXPECT_NE(violation_signature("acl-exec-deny", v).key.find("access/rename"), std::string::npos);
+}
+
 TEST(Signature, EscapeAndCachedWalks) {
   v1::Violation v;
   v.set_kind("escape");
