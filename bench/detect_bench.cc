@@ -1,25 +1,38 @@
-// Detection power on the planted kernel bug (tests/planted/): how long a
-// scenario runs, and how many lookups it makes, before the oracle sees its
-// first violation. One build, booted with the bug on and off
-// (leapfrog_planted=0), side by side in one run; the bug-off runs are the
-// control and must find nothing.
+// Detection power on real kernel bugs: the planted bug (tests/planted/) and
+// the corpus of reverted real fixes (tests/corpus/), each built with
+// Leapfrog's delay points (`--widen`) and raced in a VM with its scenario.
+// For each bug, with widening off and on, side by side in one run:
+//   - jobs that detected it / jobs run (a violation, or a kernel crash);
+//   - median time and lookups to the first violation;
+//   - detections per minute of job wall time, and the on/off ratio;
+//   - the twin (6.1 as shipped, or the planted build with the bug off) with
+//     the same seeds: clean or not, and over how many lookups.
+// "Off" seeds are those whose widening choice is empty (one in four); "on"
+// seeds those whose choice holds the point inside the bug's window, so the
+// agent sets exactly what it sets in a campaign.
+//
+//   leapfrog_detect_bench [--seeds K] [--iterations N] [--only BUG] [--out FILE]
 //
 // Builds come from the kernel build cache (LEAPFROG_KBUILD_CACHE, default
-// /var/cache/leapfrog): `make test` fills it; a cold cache builds the kernel
-// first (about 5 min on 2 cores). Needs root, qemu-system-x86 and
-// linux-source-6.1.
+// /var/cache/leapfrog; a series switch rebuilds in about a minute). Needs
+// root, qemu-system-x86 and linux-source-6.1. Prints a Markdown table
+// (docs/detection.md holds one, with the date and the machine).
 
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
-#include <map>
+#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "agent/widen.h"
 #include "coordinator/pg/test_dir.h"
 #include "tests/process_util.h"
 
@@ -30,19 +43,74 @@ using namespace leapfrog::testing;
 namespace stdfs = std::filesystem;
 
 constexpr const char* kSource = "/usr/src/linux-source-6.1.tar.xz";
-constexpr int kSeeds = 5;
-const std::vector<std::string> kScenarios = {"setattr-lookup", "chown-lookup", "acl-exec-deny"};
+constexpr uint32_t kObserverUid = 65534;
+const std::string kTests = std::string(LEAPFROG_SOURCE_DIR) + "/tests/";
+
+// The points a --widen build of 6.1 offers (deploy/kernel/widen/).
+const std::vector<std::string> kOffered = {
+    "acl_fetched",  "d_move",       "dotdot",           "dotdot_mountpoint", "exec_setid",
+    "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach", "mount_cross",
+    "setattr_copy", "step_into",    "step_validated"};
+
+struct Bug {
+  std::string name;
+  std::vector<std::string> patches;  // under tests/
+  std::string scenario, fs;
+  std::vector<std::string> params;
+  std::string point;        // the delay point inside its window
+  std::string twin_cmdline;  // twin: the same build booted with this; else 6.1 as shipped
+};
+
+const std::vector<Bug> kBugs = {
+    {"planted per-CPU grant cache",
+     {"planted/0000-harmless-namei-comment.patch", "planted/0001-namei-per-cpu-search-grant-cache-PLANTED.patch"},
+     "setattr-lookup", "tmpfs", {}, "may_lookup_after", "leapfrog_planted=0"},
+    {"766c4cbfacd8 negative dentry", {"corpus/negative-dentry-766c4cbfacd8.patch"}, "typeflip-lookup", "ext4",
+     {}, "step_validated", ""},
+    {"b8a7a3a66747 ACL cache", {"corpus/acl-cache-b8a7a3a66747.patch"}, "acl-exec-deny", "ext4", {"evict=1"},
+     "acl_fetched", ""},
+    {"f50733b45d86 exec set-id", {"corpus/exec-setid-f50733b45d86.patch"}, "exec-setid", "ext4", {"toctou=1"},
+     "exec_setid", ""},
+    {"aed434ada685 .. across mount --move", {"corpus/dotdot-mount-aed434ada685.patch"}, "mount-move-dotdot",
+     "tmpfs", {}, "dotdot_mountpoint", ""},
+    {"20aac6c60981 mount crossing", {"corpus/mount-cross-20aac6c60981.patch"}, "rename-umount", "tmpfs", {},
+     "mount_cross", ""},
+    {"4c0d7cd5c841 d_seq in __dentry_kill", {"corpus/dentry-kill-dseq-4c0d7cd5c841.patch"}, "typeflip-lookup",
+     "ext4", {}, "lookup_found", ""},
+};
 
 double median(std::vector<double> v) {
+  if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  return v[v.size() / 2];
 }
+
+// Seeds from 1: `count` whose widening holds `point` (on), or is empty (off).
+std::vector<uint64_t> pick_seeds(const std::string& point, bool on, size_t count) {
+  std::vector<uint64_t> out;
+  for (uint64_t s = 1; out.size() < count && s < 10'000'000; ++s) {
+    const auto c = leapfrog::widen::choose(s, kOffered, kObserverUid);
+    bool has = false;
+    for (const auto& p : c) has = has || (p.name == point && p.probability_ppm >= 200'000 && p.delay_ns >= 20'000);
+    if (on ? has : c.empty()) out.push_back(s);
+  }
+  return out;
+}
+
+struct Tally {
+  int runs = 0, detected = 0, clean = 0, errors = 0;
+  std::vector<double> s_to_first, lookups_to_first;
+  double wall_min = 0;
+  uint64_t lookups = 0;
+  std::string notes;
+};
 
 struct Bench {
   leapfrog::coord::testing::TestDir dir;
   std::string data = dir / "coord", logs = dir / "logs";
   std::string cache = std::getenv("LEAPFROG_KBUILD_CACHE") ? std::getenv("LEAPFROG_KBUILD_CACHE")
                                                           : LEAPFROG_KBUILD_CACHE;
+  std::string iterations = "2000";
 
   Result cli(std::vector<std::string> args, std::chrono::milliseconds timeout = 600s) {
     std::vector<std::string> argv = {LEAPFROG, "--data-dir", data};
@@ -50,37 +118,93 @@ struct Bench {
     return run_to_end(argv, logs, timeout);
   }
 
-  bool build(const std::string& label, const std::vector<std::string>& extra) {
-    const std::string planted = std::string(LEAPFROG_SOURCE_DIR) + "/tests/planted/";
-    std::vector<std::string> args = {"kernel",  "build",     label,   "--source",
-                                     kSource,   "--patch",   planted + "0000-harmless-namei-comment.patch",
-                                     "--patch", planted + "0001-namei-per-cpu-search-grant-cache-PLANTED.patch",
-                                     "--cache-dir", cache};
-    args.insert(args.end(), extra.begin(), extra.end());
+  bool build(const std::string& label, const std::vector<std::string>& patches, const std::string& cmdline) {
+    std::vector<std::string> args = {"kernel", "build", label, "--source", kSource, "--widen", "--cache-dir", cache};
+    for (const auto& p : patches) args.insert(args.end(), {"--patch", kTests + p});
+    if (!cmdline.empty()) args.insert(args.end(), {"--cmdline", cmdline});
     const Result r = cli(args, 3000s);
     if (r.exit != 0) std::fprintf(stderr, "detect bench: kernel build %s failed:\n%s\n", label.c_str(), r.err.c_str());
     return r.exit == 0;
   }
+
+  std::unique_ptr<Proc> boot(const std::string& label) {
+    return std::make_unique<Proc>(
+        std::vector<std::string>{LEAPFROG, "--data-dir", data, "vm", "run", "--kernel", label, "--cpus", "2",
+                                 "--cache-dir", cache},
+        logs + "/vm-" + label + ".out", logs + "/vm-" + label + ".err");
+  }
+
+  // One job of `bug` on `label` with `seed`, waited for, into `t`.
+  void job(const Bug& bug, const std::string& label, uint64_t seed, Tally& t) {
+    std::vector<std::string> args = {"campaign",     "run",        "--name",     "detect", "--scenario",
+                                     bug.scenario,   "--fs",       bug.fs,       "--kernel", label,
+                                     "--iterations", iterations,   "--first-seed", std::to_string(seed),
+                                     "--seeds",      "1",          "--wait",     "--json"};
+    for (const auto& p : bug.params) args.insert(args.end(), {"--param", p});
+    const auto started = Clock::now();
+    const Result c = cli(args, 1800s);
+    t.wall_min += std::chrono::duration<double>(Clock::now() - started).count() / 60;
+    ++t.runs;
+    if (c.exit != 0) {
+      ++t.errors;
+      t.notes = "campaign failed: " + c.err.substr(0, 200);
+      return;
+    }
+    const std::string campaign = std::to_string(json::parse(c.out).at("campaign").get<int64_t>());
+    const Result o = cli({"outcomes", "--campaign", campaign, "--json"});
+    for (const auto& rec : json::parse(o.exit == 0 ? o.out : "[]")) {
+      const json& out = rec.at("outcome");
+      const std::string verdict = out.value("verdict", "");
+      t.lookups += std::stoull(out.value("lookups_checked", std::string("0")));
+      if (verdict == "VERDICT_PASS") {
+        ++t.clean;
+      } else if (verdict == "VERDICT_VIOLATION" || verdict == "VERDICT_KERNEL_CRASH") {
+        ++t.detected;
+        const int64_t ns = std::stoll(out.value("first_violation_ns", std::string("-1")));
+        if (ns > 0) {
+          t.s_to_first.push_back(static_cast<double>(ns) / 1e9);
+          t.lookups_to_first.push_back(
+              static_cast<double>(std::stoull(out.value("ops_to_first_violation", std::string("0")))));
+        }
+      } else {
+        ++t.errors;
+        t.notes = verdict + ": " + out.value("error", "").substr(0, 160);
+      }
+    }
+  }
 };
 
-struct Row {
-  int runs = 0, detected = 0;
-  std::vector<double> ms, ops;
-  uint64_t lookups = 0;
-};
+std::string cell(const Tally& t) {
+  char b[160];
+  std::snprintf(b, sizeof b, "%d/%d | %s | %s | %.2f", t.detected, t.runs,
+                t.s_to_first.empty() ? "–" : (std::to_string(median(t.s_to_first)).substr(0, 5) + " s").c_str(),
+                t.lookups_to_first.empty() ? "–" : std::to_string(static_cast<long>(median(t.lookups_to_first))).c_str(),
+                t.wall_min > 0 ? t.detected / t.wall_min : 0.0);
+  return b;
+}
 
 }  // namespace
 
-int main() {
-  if (geteuid() != 0) {
-    std::printf("detect bench: skipped (needs root)\n");
-    return 0;
+int main(int argc, char** argv) {
+  size_t seeds = 3;
+  std::string only, out_file, iterations = "2000";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--seeds") seeds = std::stoul(v);
+    else if (a == "--iterations") iterations = v;
+    else if (a == "--only") only = v;
+    else if (a == "--out") out_file = v;
+    else {
+      std::fprintf(stderr, "usage: %s [--seeds K] [--iterations N] [--only BUG] [--out FILE]\n", argv[0]);
+      return 2;
+    }
   }
-  if (!stdfs::exists(kSource)) {
-    std::printf("detect bench: skipped (%s missing)\n", kSource);
+  if (geteuid() != 0 || !stdfs::exists(kSource)) {
+    std::printf("detect bench: skipped (needs root and %s)\n", kSource);
     return 0;
   }
   Bench b;
+  b.iterations = iterations;
   stdfs::create_directories(b.logs);
   Proc up({LEAPFROG, "up", "--agents", "0", "--data-dir", b.data, "--heartbeat-ms", "1000", "--lease-ms", "30000"},
           b.logs + "/up.out", b.logs + "/up.err");
@@ -88,46 +212,64 @@ int main() {
     std::fprintf(stderr, "detect bench: coordinator did not start: %s\n", tail_of(b.logs + "/up.err").c_str());
     return 1;
   }
-  if (!b.build("planted", {}) || !b.build("planted-off", {"--cmdline", "leapfrog_planted=0"})) return 1;
-  std::vector<std::unique_ptr<Proc>> vms;
-  for (const std::string label : {"planted", "planted-off"})
-    vms.push_back(std::make_unique<Proc>(
-        std::vector<std::string>{LEAPFROG, "--data-dir", b.data, "vm", "run", "--kernel", label, "--cpus", "2",
-                                 "--cache-dir", b.cache},
-        b.logs + "/vm-" + label + ".out", b.logs + "/vm-" + label + ".err"));
+  if (!b.build("twin", {}, "")) return 1;
+  auto twin_vm = b.boot("twin");
 
-  std::vector<std::string> args = {"campaign", "run",          "--kernel",   "planted",  "--kernel",
-                                   "planted-off", "--fs",      "tmpfs",      "--seeds",  std::to_string(kSeeds),
-                                   "--iterations", "2000",     "--wait",     "--json"};
-  for (const auto& s : kScenarios) args.insert(args.end(), {"--scenario", s});
-  const Result c = b.cli(args, 3000s);
-  if (c.exit != 0) {
-    std::fprintf(stderr, "detect bench: campaign failed: %s%s\n", c.out.c_str(), c.err.c_str());
-    return 1;
+  std::string table =
+      "| bug | scenario | widening off: detected · s to first · lookups to first · per min | widening on: same | "
+      "on/off per min | twin: clean · lookups judged |\n|---|---|---|---|---|---|\n";
+  for (const Bug& bug : kBugs) {
+    if (!only.empty() && bug.name.find(only) == std::string::npos) continue;
+    const std::string label = "bug" + std::to_string(&bug - kBugs.data());
+    if (!b.build(label, bug.patches, "")) continue;
+    std::string twin = "twin";
+    std::unique_ptr<Proc> own_twin;
+    if (!bug.twin_cmdline.empty()) {
+      twin = label + "-off";
+      if (!b.build(twin, bug.patches, bug.twin_cmdline)) continue;
+      own_twin = b.boot(twin);
+    }
+    auto vm = b.boot(label);
+    Tally off, on, twin_t;
+    for (const bool widen : {false, true}) {
+      for (const uint64_t seed : pick_seeds(bug.point, widen, seeds)) {
+        b.job(bug, label, seed, widen ? on : off);
+        b.job(bug, twin, seed, twin_t);
+      }
+    }
+    vm->stop();
+    if (own_twin) own_twin->stop();
+    const double off_rate = off.wall_min > 0 ? off.detected / off.wall_min : 0;
+    const double on_rate = on.wall_min > 0 ? on.detected / on.wall_min : 0;
+    char ratio[32];
+    if (off_rate > 0)
+      std::snprintf(ratio, sizeof ratio, "%.1f×", on_rate / off_rate);
+    else
+      std::snprintf(ratio, sizeof ratio, on_rate > 0 ? "∞ (none off)" : "–");
+    char twin_cell[96];
+    std::snprintf(twin_cell, sizeof twin_cell, "%d/%d · %llu", twin_t.clean, twin_t.runs,
+                  static_cast<unsigned long long>(twin_t.lookups));
+    std::string row = "| " + bug.name + " | `" + bug.scenario + "` " + bug.fs;
+    for (const auto& p : bug.params) row += " " + p;
+    row += " | " + cell(off) + " | " + cell(on) + " | " + ratio + " | " + twin_cell + " |\n";
+    table += row;
+    std::printf("%s", row.c_str());
+    std::fflush(stdout);
+    for (const Tally* t : {&off, &on, &twin_t})
+      if (!t->notes.empty()) std::printf("  note (%s): %s\n", bug.name.c_str(), t->notes.c_str());
   }
-  const std::string campaign = std::to_string(json::parse(c.out).at("campaign").get<int64_t>());
-  const Result o = b.cli({"outcomes", "--campaign", campaign, "--json"});
-  std::map<std::pair<std::string, std::string>, Row> rows;  // (scenario, kernel)
-  for (const auto& rec : json::parse(o.exit == 0 ? o.out : "[]")) {
-    const json& out = rec.at("outcome");
-    Row& r = rows[{rec.at("spec").value("scenario", ""), rec.value("kernel_label", "")}];
-    ++r.runs;
-    r.lookups += std::stoull(out.value("lookups_checked", std::string("0")));
-    const int64_t ns = std::stoll(out.value("first_violation_ns", std::string("-1")));
-    if (ns <= 0 || out.value("verdict", "") != "VERDICT_VIOLATION") continue;
-    ++r.detected;
-    r.ms.push_back(static_cast<double>(ns) / 1e6);
-    r.ops.push_back(static_cast<double>(std::stoull(out.value("ops_to_first_violation", std::string("0")))));
-  }
-  std::printf("planted per-CPU grant cache (one build, bug on / off), TCG, 2 vCPUs, tmpfs, 2000 rounds, %d seeds\n",
-              kSeeds);
-  std::printf("  %-16s %-12s %9s %16s %16s %14s\n", "scenario", "kernel", "detected", "ms to first (med)",
-              "lookups to first", "lookups judged");
-  for (const auto& [key, r] : rows) {
-    std::printf("  %-16s %-12s %5d/%-3d %16.1f %16.0f %14llu\n", key.first.c_str(), key.second.c_str(), r.detected,
-                r.runs, median(r.ms), median(r.ops), static_cast<unsigned long long>(r.lookups));
-  }
-  for (auto& v : vms) v->stop();
+  twin_vm->stop();
   up.stop();
+
+  utsname u{};
+  uname(&u);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  const std::string head = std::string("Measured ") + date + " on " + u.nodename + " (" + u.machine + ", " +
+                           std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs), VMs under QEMU TCG with 2 vCPUs; " +
+                           std::to_string(seeds) + " seeds per cell, " + iterations + " rounds per job.\n\n";
+  std::printf("\n%s%s", head.c_str(), table.c_str());
+  if (!out_file.empty()) std::ofstream(out_file) << head << table;
   return 0;
 }

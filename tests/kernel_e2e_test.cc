@@ -269,7 +269,7 @@ TEST_F(KernelE2E, WidenControlsRefuseBadValuesAndTheSeedSetsThePoints) {
   const std::vector<std::string> offered = {
       "acl_fetched",       "d_move",       "dotdot",      "dotdot_mountpoint",
       "exec_setid",        "lookup_found", "may_lookup_after", "may_lookup_before",
-      "mount_attach",      "mount_cross",  "setattr_copy",     "step_into"};
+      "mount_attach",      "mount_cross",  "setattr_copy",     "step_into",    "step_validated"};
   auto every_lookup = [](const std::vector<leapfrog::WidenPoint>& ps) {
     for (const auto& p : ps)
       if (p.name == "may_lookup_before" || p.name == "may_lookup_after" || p.name == "step_into")
