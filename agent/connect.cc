@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/kernel_log.h"
 #include "agent/outcome_proto.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "scenarios/fs/view.h"
@@ -486,6 +487,7 @@ class Agent {
       finish(job, error_outcome(std::string("cannot start the run: ") + std::strerror(rc)));
       return;
     }
+    KernelLog kernel_log;  // from now: an oops during the run makes it a kernel crash
     const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     const int64_t run_ms = job.spec().iterations() > 0
                                ? 30 * 60 * 1000
@@ -560,6 +562,17 @@ class Agent {
       std::string tail = et.str();
       if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
       outcome = error_outcome(std::string(e.what()) + " (exit status " + std::to_string(status) + "): " + tail);
+    }
+    // An oops that killed an actor and left the kernel running: the run's
+    // verdict is the kernel's, not the broken run's (the launcher, which
+    // reads the console, would reboot the VM on it but may come second).
+    if (const auto crash = kernel_log.first_crash()) {
+      spdlog::warn("job.kernel_report job={} kind={} title=\"{}\" verdict_was={}", job.job_id(), crash->kind,
+                   crash->title, v1::Verdict_Name(outcome.verdict()));
+      std::string why = crash->title;
+      if (!outcome.error().empty()) why += " (the run: " + outcome.error().substr(0, 300) + ")";
+      outcome.set_verdict(v1::VERDICT_KERNEL_CRASH);
+      outcome.set_error(why);
     }
     finish(job, outcome);
     stdfs::remove_all(dir);

@@ -123,7 +123,9 @@ struct Bench {
     for (const auto& p : patches) args.insert(args.end(), {"--patch", kTests + p});
     if (!cmdline.empty()) args.insert(args.end(), {"--cmdline", cmdline});
     const Result r = cli(args, 3000s);
-    if (r.exit != 0) std::fprintf(stderr, "detect bench: kernel build %s failed:\n%s\n", label.c_str(), r.err.c_str());
+    if (r.exit != 0)
+      std::fprintf(stderr, "detect bench: kernel build %s failed (exit %d):\n%s%s\n", label.c_str(), r.exit,
+                   r.out.c_str(), r.err.c_str());
     return r.exit == 0;
   }
 
@@ -147,7 +149,7 @@ struct Bench {
     ++t.runs;
     if (c.exit != 0) {
       ++t.errors;
-      t.notes = "campaign failed: " + c.err.substr(0, 200);
+      t.notes = "campaign failed (exit " + std::to_string(c.exit) + "): " + (c.err + c.out).substr(0, 200);
       return;
     }
     const std::string campaign = std::to_string(json::parse(c.out).at("campaign").get<int64_t>());
@@ -216,8 +218,9 @@ int main(int argc, char** argv) {
   auto twin_vm = b.boot("twin");
 
   std::string table =
-      "| bug | scenario | widening off: detected · s to first · lookups to first · per min | widening on: same | "
-      "on/off per min | twin: clean · lookups judged |\n|---|---|---|---|---|---|\n";
+      "| bug | scenario | off: detected | off: s to first | off: lookups to first | off: per min | on: detected | "
+      "on: s to first | on: lookups to first | on: per min | on/off per min | twin: clean · lookups judged |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Bug& bug : kBugs) {
     if (!only.empty() && bug.name.find(only) == std::string::npos) continue;
     const std::string label = "bug" + std::to_string(&bug - kBugs.data());
