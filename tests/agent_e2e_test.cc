@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -208,6 +209,98 @@ TEST_F(AgentE2E, ExecSetidObserversGainPrivilegeOnTmpfs) {
   EXPECT_TRUE(seen.count("execve 65534 65533"));
 }
 
+// ---- the mount shapes' positive controls ------------------------------------
+
+// Lines of a history file, and the same lines written back.
+std::vector<json> read_lines(const std::string& file) {
+  std::vector<json> out;
+  std::istringstream in(slurp(file));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+void write_lines(const std::string& file, const std::vector<json>& lines) {
+  std::ofstream out(file);
+  for (const auto& j : lines) out << j.dump() << "\n";
+}
+
+// A real run's history (so the model is the scenario's own), with one
+// successful lookup of `path` replaced by `change`, must be flagged by
+// `check` once, as `kinds` (one of them); the untouched history passes.
+void expect_tampered_flagged(const std::string& scenario, const std::string& fs,
+                             const std::string& path,
+                             const std::function<bool(json&, const std::vector<json>&)>& change,
+                             const std::set<std::string>& kinds) {
+  TempDir dir;
+  const std::string file = dir.path() + "/h.jsonl", bad = dir.path() + "/bad.jsonl";
+  run_json({"--scenario", scenario, "--fs", fs, "--iterations", "3000", "--history", file}, 0);
+  std::vector<json> lines = read_lines(file);
+  bool changed = false;
+  for (auto& j : lines) {
+    if (j.value("type", "") != "lookup" || j["path"] != path || j["result"] != "ok") continue;
+    if ((changed = change(j, lines))) break;
+  }
+  ASSERT_TRUE(changed) << scenario << ": no lookup of " << path << " to change";
+  write_lines(bad, lines);
+  Result r = agent({"check", bad, "--json"});
+  EXPECT_EQ(r.exit, 1) << r.out << r.err;
+  json o = json::parse(r.out);
+  EXPECT_EQ(o["violation_count"], 1) << r.out.substr(0, 2000);
+  uint64_t n = 0;
+  for (const auto& k : kinds) n += kind_count(o, k.c_str());
+  EXPECT_EQ(n, 1u) << r.out.substr(0, 2000);
+  EXPECT_EQ(agent({"check", file}).exit, 0);
+}
+
+// The hard errors a torn lockless ".." returns before its final check:
+// ENOENT where both parents hold g, EACCES where every directory is open.
+TEST_F(AgentE2E, MountMoveDotdotFlagsTornAnswersInItsOwnHistory) {
+  auto fail = [](const char* err) {
+    return [err](json& j, const std::vector<json>&) {
+      j["result"] = err;
+      j.erase("dev");
+      j.erase("ino");
+      return true;
+    };
+  };
+  expect_tampered_flagged("mount-move-dotdot", "tmpfs", "../g", fail("ENOENT"), {"stale-entry"});
+  expect_tampered_flagged("mount-move-dotdot", "ext4", "../../k2/g", fail("EACCES"),
+                          {"stale-deny"});
+  // ".." reached the parent the mount was not on: the other parent's g, in
+  // a window no move overlaps.
+  auto other_parent = [](json& j, const std::vector<json>& lines) {
+    const json& nodes = lines.at(0).at("nodes");
+    uint64_t ga = 0, gb = 0;
+    for (const auto& n : nodes) {
+      if (n["name"] == "tmpfs:pa/g") ga = n["ino"];
+      if (n["name"] == "tmpfs:pb/g") gb = n["ino"];
+    }
+    const int64_t eps = lines.at(0).value("epsilon_ns", int64_t{0});
+    const int64_t a = j["invoke"].get<int64_t>() - eps, b = j["complete"].get<int64_t>() + eps;
+    for (const auto& m : lines)
+      if (m.value("type", "") == "mutate" && m["op"] == "mount-move" &&
+          m["invoke"].get<int64_t>() <= b && m["complete"].get<int64_t>() >= a)
+        return false;
+    j["ino"] = j["ino"] == ga ? gb : ga;
+    return ga != 0 && gb != 0;
+  };
+  expect_tampered_flagged("mount-move-dotdot", "tmpfs", "../g", other_parent, {"stale-entry"});
+}
+
+// A stray ENOENT where every version of p/d/f exists.
+TEST_F(AgentE2E, RenameUmountFlagsAStrayEnoentInItsOwnHistory) {
+  auto enoent = [](json& j, const std::vector<json>&) {
+    j["result"] = "ENOENT";
+    j.erase("dev");
+    j.erase("ino");
+    return true;
+  };
+  for (const char* fs : {"tmpfs", "ext4"})
+    expect_tampered_flagged("rename-umount", fs, "p/d/f", enoent, {"wrong-mount", "stale-entry"});
+}
+
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
   for (const char* fs : {"tmpfs", "fuse-direct"}) {
     for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {
@@ -255,7 +348,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "rename-lookup", "mount-lookup", "dotdot-lookup",
                                          "symlink-lookup", "dirfd-lookup", "foffset",
                                          "lookup-scale", "typeflip-lookup", "exec-setid",
-                                         "beneath-lookup", "cached-lookup"),
+                                         "beneath-lookup", "cached-lookup", "mount-move-dotdot",
+                                         "rename-umount"),
                        ::testing::Values("tmpfs", "ext4")),
     [](const auto& info) {
       std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -268,6 +362,18 @@ INSTANTIATE_TEST_SUITE_P(
 // keep negative dentries like ext4, and each caches inodes its own way.
 INSTANTIATE_TEST_SUITE_P(TypeAndSetidOnDisk, EveryScenario,
                          ::testing::Combine(::testing::Values("typeflip-lookup", "exec-setid"),
+                                            ::testing::Values("xfs", "btrfs")),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// The mount shapes on the other disk file systems, which keep the negative
+// dentries their traps rely on like ext4.
+INSTANTIATE_TEST_SUITE_P(MountShapesOnDisk, EveryScenario,
+                         ::testing::Combine(::testing::Values("mount-move-dotdot", "rename-umount"),
                                             ::testing::Values("xfs", "btrfs")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -483,10 +589,11 @@ TEST_F(AgentE2E, ListShowsParametersAndLimits) {
   Result r = agent({"list", "--json"});
   ASSERT_EQ(r.exit, 0);
   json l = json::parse(r.out);
-  EXPECT_EQ(l.size(), 14u);
+  EXPECT_EQ(l.size(), 16u);
   std::set<std::string> names;
   for (const auto& s : l) names.insert(s["name"]);
-  for (const char* n : {"typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup"})
+  for (const char* n : {"typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup",
+                        "mount-move-dotdot", "rename-umount"})
     EXPECT_TRUE(names.count(n)) << n;
   bool found = false, resolve = false;
   for (const auto& s : l) {
