@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <fstream>
 
+#include "scenarios/history_io.h"
 #include "scenarios/oracle.h"
 #include "scenarios/tree_model.h"
 
@@ -220,6 +222,34 @@ TEST(OracleRenameUmount, StrayEnoentAndWrongSideAreFlagged) {
   EXPECT_EQ(r.violation_count, 5u);
   // Every walk of these paths crosses D's mount point.
   EXPECT_EQ(count(r, ViolationKind::WrongMount), 5u);
+}
+
+// ---- golden histories (testdata/): the cases above as JSON Lines -----------
+
+CheckResult golden(const std::string& name) {
+  std::ifstream in(std::string(LEAPFROG_TESTDATA) + "/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  return check_history(read_history(in));
+}
+
+TEST(OracleMountGolden, LegalHistoriesPass) {
+  auto move = golden("mount_move_dotdot_legal.jsonl");
+  EXPECT_EQ(move.violation_count, 0u);
+  EXPECT_EQ(move.lookups_checked, 10u);
+  auto umount = golden("rename_umount_legal.jsonl");
+  EXPECT_EQ(umount.violation_count, 0u);
+  EXPECT_EQ(umount.lookups_checked, 9u);
+}
+
+TEST(OracleMountGolden, IllegalHistoriesAreFlagged) {
+  auto move = golden("mount_move_dotdot_illegal.jsonl");
+  EXPECT_EQ(move.violation_count, 5u);
+  EXPECT_EQ(count(move, ViolationKind::StaleEntry), 3u);
+  EXPECT_EQ(count(move, ViolationKind::StaleDeny), 1u);
+  EXPECT_EQ(count(move, ViolationKind::WrongMount), 1u);
+  auto umount = golden("rename_umount_illegal.jsonl");
+  EXPECT_EQ(umount.violation_count, 5u);
+  EXPECT_EQ(count(umount, ViolationKind::WrongMount), 5u);
 }
 
 }  // namespace
