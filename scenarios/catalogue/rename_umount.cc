@@ -8,7 +8,11 @@
 // can fail with a hard ENOENT (returned before the walk's final check of
 // mount_lock) that no ref-walk gives with any timing; RENAME_EXCHANGE is
 // what broke the older argument that such an error was always a legal
-// outcome.
+// outcome. The commit does not spell out the interleaving: this shape makes
+// each ingredient it names (a crossing into a mount, umount, rename and
+// RENAME_EXCHANGE of the mount point and inside the mount, negative dentries
+// on the way) happen around lookups of one path, and the oracle rejects any
+// answer no ordering of the walk's steps explains.
 //
 // The tree (D and E on the file system under test, M a tmpfs kept in the
 // root-only hide/store and bound from there, so its inodes stay the same):
