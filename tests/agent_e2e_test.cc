@@ -314,6 +314,25 @@ TEST_F(AgentE2E, RenameUmountOnCachedFuseReportsStaleEntries) {
   EXPECT_GT(kind_count(o, "wrong-mount") + kind_count(o, "stale-entry"), 0u) << o.dump().substr(0, 2000);
 }
 
+// The mount shapes' other trees: plain parents and a moved tmpfs; a disk
+// directory bound instead of a tmpfs.
+TEST_F(AgentE2E, MountShapesStayCleanWithTheirOtherTrees) {
+  for (const char* fs : {"tmpfs", "ext4"}) {
+    for (const std::vector<std::string>& params :
+         {std::vector<std::string>{"mount-move-dotdot", "parents=1", "moved=1"},
+          std::vector<std::string>{"mount-move-dotdot", "parents=0", "moved=1"},
+          std::vector<std::string>{"mount-move-dotdot", "parents=1", "moved=0"},
+          std::vector<std::string>{"rename-umount", "mounted=1", "inside=1"}}) {
+      json o = run_json({"--scenario", params[0], "--fs", fs, "--param", params[1], "--param",
+                         params[2], "--iterations", "3000"},
+                        0);
+      EXPECT_EQ(o["verdict"], "pass") << fs << " " << params[1] << " " << o.dump().substr(0, 2000);
+      EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 3000u);
+      EXPECT_GT(o["mutations"].get<uint64_t>(), 10u);
+    }
+  }
+}
+
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
   for (const char* fs : {"tmpfs", "fuse-direct"}) {
     for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {

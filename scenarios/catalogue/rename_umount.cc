@@ -15,7 +15,8 @@
 // answer no ordering of the walk's steps explains.
 //
 // The tree (D and E on the file system under test, M a tmpfs kept in the
-// root-only hide/store and bound from there, so its inodes stay the same):
+// root-only hide/store and bound from there, so its inodes stay the same;
+// with mounted=1, M is the directory hide/store itself):
 //   p/d  D: f, and a negative dentry for x     q/e  E: f, likewise
 //   M    f, g (swapped by exchange), x
 // The mutator's cycle: bind M on p/d (D); swap M's f and g; umount; exchange
@@ -51,12 +52,16 @@ class RenameUmount : public Scenario {
   }
   std::vector<ParamSpec> params() const override {
     return {
-        {"inside", 1, 0, 1, "also swap two entries of the mounted tmpfs (f and g) while mounted"},
+        {"inside", 1, 0, 1, "also swap two entries of the mounted tree (f and g) while mounted"},
+        {"mounted", 0, 0, 1,
+         "what is bound on the directory: 0 a tmpfs, 1 a directory of the file system under "
+         "test (whose dentries, negative ones too, it then shares)"},
         mutate_pct_param(),
         ops_param()};
   }
   Outcome run(RunContext& ctx) const override {
     const bool inside = ctx.param("inside") != 0;
+    const bool tmpfs = ctx.param("mounted") == 0;
     DiskTree disk(ctx.ws);
     RacePlan plan = new_plan(ctx);
     TreeModel& t = plan.model;
@@ -80,14 +85,21 @@ class RenameUmount : public Scenario {
     t.add_dir(t.root(), "hide", mode_attr(0700));  // its entries are on no lookup path
     t.declare_mount_point(d);
 
-    // The mounted file system, on the lookup view like every mount.
+    // The mounted tree, bound on the lookup view like every mount: a tmpfs
+    // mounted on hide/store, or hide/store itself.
     const std::string store = disk.l("hide/store");
-    if (int err = sys::mount_tmpfs(store.c_str(), 0755))
-      throw fs::SetupError("mount tmpfs on \"" + store + "\": " + std::strerror(err));
-    file_at(store + "/f", 0644, "Mf");
-    file_at(store + "/g", 0644, "Mg");
-    file_at(store + "/x", 0644, "Mx");
-    const NodeId m = t.add_detached(NodeKind::Dir, "tmpfs", mode_attr(0755));
+    if (tmpfs) {
+      if (int err = sys::mount_tmpfs(store.c_str(), 0755))
+        throw fs::SetupError("mount tmpfs on \"" + store + "\": " + std::strerror(err));
+      file_at(store + "/f", 0644, "Mf");
+      file_at(store + "/g", 0644, "Mg");
+      file_at(store + "/x", 0644, "Mx");
+    } else {
+      disk.file("hide/store/f", 0644, "Mf");
+      disk.file("hide/store/g", 0644, "Mg");
+      disk.file("hide/store/x", 0644, "Mx");
+    }
+    const NodeId m = t.add_detached(NodeKind::Dir, tmpfs ? "tmpfs" : "store", mode_attr(0755));
     identify(t, m, store);
     const NodeId mf = t.add_file(m, "f", mode_attr(0644));
     const NodeId mg = t.add_file(m, "g", mode_attr(0644));
@@ -104,7 +116,9 @@ class RenameUmount : public Scenario {
 
     const std::string pd = disk.l("p/d"), qe = disk.l("q/e");
     const std::string mpd = disk.m("p/d"), mqe = disk.m("q/e");
-    const std::string sf = store + "/f", sg = store + "/g";
+    // Entries of the tree under test change through the mutate view.
+    const std::string sbase = tmpfs ? store : disk.m("hide/store");
+    const std::string sf = sbase + "/f", sg = sbase + "/g";
     auto bind = [store](const std::string& at) {
       return [store, at] { return sys::bind_mount(store.c_str(), at.c_str()); };
     };
