@@ -21,6 +21,8 @@ const std::vector<std::unique_ptr<Scenario>>& scenarios() {
     t.push_back(catalogue::make_cached_lookup());
     t.push_back(catalogue::make_typeflip_lookup());
     t.push_back(catalogue::make_exec_setid());
+    t.push_back(catalogue::make_mount_move_dotdot());
+    t.push_back(catalogue::make_rename_umount());
     return t;
   }();
   return table;

@@ -63,6 +63,10 @@ void TreeModel::declare_absent(NodeId dir, const std::string& name) {
   initial_.push_back(ObjectSet{ObjectKey{ObjectKind::Entry, dir, name}, Value{{}, kNoNode}});
 }
 
+void TreeModel::declare_parent(NodeId n, NodeId parent) {
+  initial_.push_back(ObjectSet{ObjectKey{ObjectKind::Parent, n, ""}, Value{{}, parent}});
+}
+
 const Attr& TreeModel::attr(NodeId n) const { return attrs_.at(n); }
 
 Effect TreeModel::chmod(NodeId n, const Attr& attr) const {

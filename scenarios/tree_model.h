@@ -28,6 +28,10 @@ class TreeModel {
   void declare_mounted(NodeId mountpoint, NodeId fs_root);
   // Records an entry that is initially absent (so lookups of it are modelled).
   void declare_absent(NodeId dir, const std::string& name);
+  // Declares where ".." of `n` initially leads, for a node that no add_dir
+  // linked: the root of a mounted file system, whose ".." is the parent of
+  // its mount point (a mount move changes it with the mount objects).
+  void declare_parent(NodeId n, NodeId parent);
 
   void set_identity(NodeId n, const NodeIdentity& id) { nodes_.at(n).identity = id; }
   // Makes symlink `link` a /proc magic link that jumps to `target`.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -208,6 +209,130 @@ TEST_F(AgentE2E, ExecSetidObserversGainPrivilegeOnTmpfs) {
   EXPECT_TRUE(seen.count("execve 65534 65533"));
 }
 
+// ---- the mount shapes' positive controls ------------------------------------
+
+// Lines of a history file, and the same lines written back.
+std::vector<json> read_lines(const std::string& file) {
+  std::vector<json> out;
+  std::istringstream in(slurp(file));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+void write_lines(const std::string& file, const std::vector<json>& lines) {
+  std::ofstream out(file);
+  for (const auto& j : lines) out << j.dump() << "\n";
+}
+
+// A real run's history (so the model is the scenario's own), with one
+// successful lookup of `path` replaced by `change`, must be flagged by
+// `check` once, as `kinds` (one of them); the untouched history passes.
+void expect_tampered_flagged(const std::string& scenario, const std::string& fs,
+                             const std::string& path,
+                             const std::function<bool(json&, const std::vector<json>&)>& change,
+                             const std::set<std::string>& kinds) {
+  TempDir dir;
+  const std::string file = dir.path() + "/h.jsonl", bad = dir.path() + "/bad.jsonl";
+  run_json({"--scenario", scenario, "--fs", fs, "--iterations", "3000", "--history", file}, 0);
+  std::vector<json> lines = read_lines(file);
+  bool changed = false;
+  for (auto& j : lines) {
+    if (j.value("type", "") != "lookup" || j["path"] != path || j["result"] != "ok") continue;
+    if ((changed = change(j, lines))) break;
+  }
+  ASSERT_TRUE(changed) << scenario << ": no lookup of " << path << " to change";
+  write_lines(bad, lines);
+  Result r = agent({"check", bad, "--json"});
+  EXPECT_EQ(r.exit, 1) << r.out << r.err;
+  json o = json::parse(r.out);
+  EXPECT_EQ(o["violation_count"], 1) << r.out.substr(0, 2000);
+  uint64_t n = 0;
+  for (const auto& k : kinds) n += kind_count(o, k.c_str());
+  EXPECT_EQ(n, 1u) << r.out.substr(0, 2000);
+  EXPECT_EQ(agent({"check", file}).exit, 0);
+}
+
+// The hard errors a torn lockless ".." returns before its final check:
+// ENOENT where both parents hold g, EACCES where every directory is open.
+TEST_F(AgentE2E, MountMoveDotdotFlagsTornAnswersInItsOwnHistory) {
+  auto fail = [](const char* err) {
+    return [err](json& j, const std::vector<json>&) {
+      j["result"] = err;
+      j.erase("dev");
+      j.erase("ino");
+      return true;
+    };
+  };
+  expect_tampered_flagged("mount-move-dotdot", "tmpfs", "../g", fail("ENOENT"), {"stale-entry"});
+  expect_tampered_flagged("mount-move-dotdot", "ext4", "../../k2/g", fail("EACCES"),
+                          {"stale-deny"});
+  // ".." reached the parent the mount was not on: the other parent's g, in
+  // a window no move overlaps.
+  auto other_parent = [](json& j, const std::vector<json>& lines) {
+    const json& nodes = lines.at(0).at("nodes");
+    // Each parent is its own tmpfs: their g may share an inode number.
+    json ga, gb;
+    for (const auto& n : nodes) {
+      if (n["name"] == "tmpfs:pa/g") ga = n;
+      if (n["name"] == "tmpfs:pb/g") gb = n;
+    }
+    if (ga.is_null() || gb.is_null()) return false;
+    const int64_t eps = lines.at(0).value("epsilon_ns", int64_t{0});
+    const int64_t a = j["invoke"].get<int64_t>() - eps, b = j["complete"].get<int64_t>() + eps;
+    for (const auto& m : lines)
+      if (m.value("type", "") == "mutate" && m["op"] == "mount-move" &&
+          m["invoke"].get<int64_t>() <= b && m["complete"].get<int64_t>() >= a)
+        return false;
+    const json& other = j["dev"] == ga["dev"] && j["ino"] == ga["ino"] ? gb : ga;
+    j["dev"] = other["dev"];
+    j["ino"] = other["ino"];
+    return true;
+  };
+  expect_tampered_flagged("mount-move-dotdot", "tmpfs", "../g", other_parent, {"stale-entry"});
+}
+
+// A stray ENOENT where every version of p/d/f exists.
+TEST_F(AgentE2E, RenameUmountFlagsAStrayEnoentInItsOwnHistory) {
+  auto enoent = [](json& j, const std::vector<json>&) {
+    j["result"] = "ENOENT";
+    j.erase("dev");
+    j.erase("ino");
+    return true;
+  };
+  for (const char* fs : {"tmpfs", "ext4"})
+    expect_tampered_flagged("rename-umount", fs, "p/d/f", enoent, {"wrong-mount", "stale-entry"});
+}
+
+// rename-umount's control on the cached FUSE view: the kernel keeps the
+// entries of p/d and q/e that the exchange in the backing tree replaced, so
+// a lookup reaches the other directory's f.
+TEST_F(AgentE2E, RenameUmountOnCachedFuseReportsStaleEntries) {
+  json o = run_json({"--scenario", "rename-umount", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+  EXPECT_EQ(o["verdict"], "violation");
+  EXPECT_GT(kind_count(o, "wrong-mount") + kind_count(o, "stale-entry"), 0u) << o.dump().substr(0, 2000);
+}
+
+// The mount shapes' other trees: plain parents and a moved tmpfs; a disk
+// directory bound instead of a tmpfs.
+TEST_F(AgentE2E, MountShapesStayCleanWithTheirOtherTrees) {
+  for (const char* fs : {"tmpfs", "ext4"}) {
+    for (const std::vector<std::string>& params :
+         {std::vector<std::string>{"mount-move-dotdot", "parents=1", "moved=1"},
+          std::vector<std::string>{"mount-move-dotdot", "parents=0", "moved=1"},
+          std::vector<std::string>{"mount-move-dotdot", "parents=1", "moved=0"},
+          std::vector<std::string>{"rename-umount", "mounted=1", "inside=1"}}) {
+      json o = run_json({"--scenario", params[0], "--fs", fs, "--param", params[1], "--param",
+                         params[2], "--iterations", "3000"},
+                        0);
+      EXPECT_EQ(o["verdict"], "pass") << fs << " " << params[1] << " " << o.dump().substr(0, 2000);
+      EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 3000u);
+      EXPECT_GT(o["mutations"].get<uint64_t>(), 10u);
+    }
+  }
+}
+
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
   for (const char* fs : {"tmpfs", "fuse-direct"}) {
     for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {
@@ -255,7 +380,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "rename-lookup", "mount-lookup", "dotdot-lookup",
                                          "symlink-lookup", "dirfd-lookup", "foffset",
                                          "lookup-scale", "typeflip-lookup", "exec-setid",
-                                         "beneath-lookup", "cached-lookup"),
+                                         "beneath-lookup", "cached-lookup", "mount-move-dotdot",
+                                         "rename-umount"),
                        ::testing::Values("tmpfs", "ext4")),
     [](const auto& info) {
       std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -268,6 +394,18 @@ INSTANTIATE_TEST_SUITE_P(
 // keep negative dentries like ext4, and each caches inodes its own way.
 INSTANTIATE_TEST_SUITE_P(TypeAndSetidOnDisk, EveryScenario,
                          ::testing::Combine(::testing::Values("typeflip-lookup", "exec-setid"),
+                                            ::testing::Values("xfs", "btrfs")),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (auto& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+// The mount shapes on the other disk file systems, which keep the negative
+// dentries their traps rely on like ext4.
+INSTANTIATE_TEST_SUITE_P(MountShapesOnDisk, EveryScenario,
+                         ::testing::Combine(::testing::Values("mount-move-dotdot", "rename-umount"),
                                             ::testing::Values("xfs", "btrfs")),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + std::get<1>(info.param);
@@ -483,10 +621,11 @@ TEST_F(AgentE2E, ListShowsParametersAndLimits) {
   Result r = agent({"list", "--json"});
   ASSERT_EQ(r.exit, 0);
   json l = json::parse(r.out);
-  EXPECT_EQ(l.size(), 14u);
+  EXPECT_EQ(l.size(), 16u);
   std::set<std::string> names;
   for (const auto& s : l) names.insert(s["name"]);
-  for (const char* n : {"typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup"})
+  for (const char* n : {"typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup",
+                        "mount-move-dotdot", "rename-umount"})
     EXPECT_TRUE(names.count(n)) << n;
   bool found = false, resolve = false;
   for (const auto& s : l) {
@@ -536,7 +675,8 @@ INSTANTIATE_TEST_SUITE_P(Views, EveryView,
                          ::testing::Combine(::testing::Values("setattr-lookup", "chown-lookup", "acl-exec-deny",
                                                               "rename-lookup", "mount-lookup", "dotdot-lookup",
                                                               "symlink-lookup", "dirfd-lookup", "typeflip-lookup",
-                                                              "beneath-lookup"),
+                                                              "beneath-lookup", "mount-move-dotdot",
+                                                              "rename-umount"),
                                             ::testing::Values("tmpfs", "ext4", "xfs", "btrfs"),
                                             ::testing::Values("bind", "overlay", "idmap")),
                          [](const auto& info) {

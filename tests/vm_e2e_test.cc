@@ -434,7 +434,8 @@ const std::vector<std::string> kVmFilesystems = {"tmpfs", "ext4",        "xfs",
 const std::vector<std::string> kDiskFilesystems = {"tmpfs", "ext4", "xfs", "btrfs"};
 const std::vector<std::string> kLookupScenarios = {
     "setattr-lookup", "chown-lookup",    "acl-exec-deny", "rename-lookup",  "mount-lookup",  "dotdot-lookup",
-    "symlink-lookup", "dirfd-lookup",    "typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup"};
+    "symlink-lookup", "dirfd-lookup",    "typeflip-lookup", "exec-setid", "beneath-lookup", "cached-lookup",
+    "mount-move-dotdot", "rename-umount"};
 
 // The file systems each registered agent offers, by agent name.
 std::map<std::string, std::vector<std::string>> offered(const json& agents) {

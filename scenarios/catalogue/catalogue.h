@@ -22,5 +22,8 @@ std::unique_ptr<Scenario> make_beneath_lookup();
 std::unique_ptr<Scenario> make_cached_lookup();
 std::unique_ptr<Scenario> make_typeflip_lookup();
 std::unique_ptr<Scenario> make_exec_setid();
+// mount moves and unmounts against lockless walks (Linux aed434ada685, 20aac6c60981).
+std::unique_ptr<Scenario> make_mount_move_dotdot();
+std::unique_ptr<Scenario> make_rename_umount();
 
 }  // namespace leapfrog::catalogue

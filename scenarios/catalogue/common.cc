@@ -14,13 +14,19 @@ static fs::SetupError setup_error(const std::string& what, const std::string& pa
 }
 
 void DiskTree::mkdir(const std::string& rel, mode_t mode) const {
-  const std::string p = s(rel);
+  mkdir_at(s(rel), mode);
+}
+
+void DiskTree::file(const std::string& rel, mode_t mode, const std::string& tag) const {
+  file_at(s(rel), mode, tag);
+}
+
+void mkdir_at(const std::string& p, mode_t mode) {
   if (::mkdir(p.c_str(), mode) != 0) throw setup_error("mkdir", p);
   if (::chmod(p.c_str(), mode) != 0) throw setup_error("chmod", p);
 }
 
-void DiskTree::file(const std::string& rel, mode_t mode, const std::string& tag) const {
-  const std::string p = s(rel);
+void file_at(const std::string& p, mode_t mode, const std::string& tag) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) throw setup_error("create", p);
   const ssize_t n = ::write(fd, tag.data(), tag.size());

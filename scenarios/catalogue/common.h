@@ -32,6 +32,11 @@ class DiskTree {
   std::string mroot_, lroot_, sroot_;
 };
 
+// The same on an absolute path (inside a file system a scenario mounted
+// itself); each throws fs::SetupError.
+void mkdir_at(const std::string& path, mode_t mode);
+void file_at(const std::string& path, mode_t mode, const std::string& tag);
+
 // Observer lookups, relative to the observer's cwd (or to `dirfd`).
 QueryTemplate stat_query(NodeId start, const std::string& path, int dirfd = -1);
 QueryTemplate access_query(NodeId start, const std::string& path, int dirfd = -1);  // R_OK

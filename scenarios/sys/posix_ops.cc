@@ -33,6 +33,10 @@ int move_mount(const char* from, const char* to) {
   return ::mount(from, to, nullptr, MS_MOVE, nullptr) == 0 ? 0 : errno;
 }
 
+int bind_mount(const char* from, const char* to) {
+  return ::mount(from, to, nullptr, MS_BIND, nullptr) == 0 ? 0 : errno;
+}
+
 int unmount(const char* target) { return ::umount2(target, MNT_DETACH) == 0 ? 0 : errno; }
 
 int drop_caches() {

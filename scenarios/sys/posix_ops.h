@@ -21,6 +21,8 @@ int rename_path(const char* from, const char* to);
 int mount_tmpfs(const char* target, mode_t root_mode);
 // Moves the mount at `from` onto `to` in one step (Linux MS_MOVE).
 int move_mount(const char* from, const char* to);
+// Bind-mounts the directory `from` onto `to` in one step (Linux MS_BIND).
+int bind_mount(const char* from, const char* to);
 // Detaches whatever is mounted on `target`.
 int unmount(const char* target);
 // Frees the kernel's unused dentries and inodes (echo 2 > /proc/sys/vm/drop_caches).
