@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -144,13 +145,17 @@ std::vector<WidenPoint> choose(uint64_t seed, std::vector<std::string> offered,
 }
 
 Widening begin(const std::string& dir_text, const Request& request, uint64_t seed,
-               uint32_t observer_uid) {
+               uint32_t observer_uid, const std::string& kprobe_status) {
   Widening w;
   const sfs::path dir(dir_text);
   std::error_code ec;
   if (!sfs::is_directory(dir, ec)) {
     w.reason =
         "the kernel has no " + dir_text + " (not built with `leapfrog kernel build --widen`)";
+    std::string why = read_text(kprobe_status);
+    while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back()))) why.pop_back();
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    if (!why.empty()) w.reason += " and the kprobe module is not loaded: " + why;
     return w;
   }
   if (read_text(dir / "locked").rfind('1', 0) == 0) {

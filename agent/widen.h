@@ -1,6 +1,8 @@
 #pragma once
 // Window widening on kernels built with `leapfrog kernel build --widen`
-// (deploy/kernel/widen/): before a run the agent checks that the kernel's
+// (deploy/kernel/widen/), or on stock kernels with Leapfrog's kprobe module
+// (deploy/kernel/kprobe-widen/, the same controls at function granularity):
+// before a run the agent checks that the kernel's
 // delay-point controls refuse bad values, chooses the points from the job's
 // seed and sets them in /sys/kernel/leapfrog_widen; after the run it reads
 // how often each fired and turns every point off again.
@@ -18,6 +20,9 @@
 namespace leapfrog::widen {
 
 inline constexpr const char* kControlDir = "/sys/kernel/leapfrog_widen";
+// In the VM image: why the kprobe module is not loaded (no module built for
+// the kernel, vermagic mismatch, insmod's error), or empty; see deploy/vm/init.
+inline constexpr const char* kKprobeStatusFile = "/run/leapfrog-widen-kprobe";
 
 // What `--widen` asked for: "seed" (default), "off", or an explicit list
 // "POINT:PROBABILITY_PPM:DELAY_NS:UID[,...]" (UID a number or "any").
@@ -40,11 +45,12 @@ std::vector<WidenPoint> choose(uint64_t seed, std::vector<std::string> offered,
                                uint32_t observer_uid);
 
 // Sets up the widening of one run from `dir` (kControlDir in production).
-// Off, with the reason, when the kernel has no controls, they are locked,
+// Off, with the reason, when the kernel has no controls (with the kprobe
+// module's status from `kprobe_status` when it says why), they are locked,
 // they accept a bad value, or the request or the seed says off. Throws
 // std::runtime_error when the kernel refuses a point the request set.
 Widening begin(const std::string& dir, const Request& request, uint64_t seed,
-               uint32_t observer_uid);
+               uint32_t observer_uid, const std::string& kprobe_status = kKprobeStatusFile);
 
 // Reads the hits of w's points and turns every point off. No-op when off.
 void end(const std::string& dir, Widening& w);

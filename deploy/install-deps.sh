@@ -23,6 +23,23 @@ packages=(
   linux-source-6.1 bc bison flex libelf-dev
 )
 
+# The headers of each installed Debian kernel (linux-image-6.1.0-57-amd64 ->
+# linux-headers-6.1.0-57-amd64), which the kprobe delay-point module is built
+# against (deploy/kernel/kprobe-widen/); before any is installed, those of the
+# one linux-image-amd64 brings. Headers the archive no longer has are skipped.
+images="$(dpkg-query -W -f='${Package} ${Status}\n' 'linux-image-[0-9]*' 2>/dev/null |
+  awk '$NF == "installed" && $1 !~ /-(dbg|unsigned)$/ { sub(/^linux-image-/, "", $1); print $1 }')"
+if [ -z "$images" ]; then
+  packages+=(linux-headers-amd64)
+fi
+for abi in $images; do
+  if apt-cache show "linux-headers-$abi" >/dev/null 2>&1; then
+    packages+=("linux-headers-$abi")
+  else
+    echo "install-deps: no linux-headers-$abi in the archive: the kprobe widening module is not built for that kernel" >&2
+  fi
+done
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

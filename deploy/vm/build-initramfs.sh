@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds the initramfs a Leapfrog VM boots: busybox-static, the static
-# leapfrog-agent, the kernel's virtio modules (when they are modules) and /init.
+# leapfrog-agent, the kernel's virtio modules (when they are modules), /init,
+# and Leapfrog's kprobe delay-point module when one was built for the kernel.
 # Images are cached by content hash; nothing is downloaded.
 #
 #   build-initramfs.sh image --agent PATH --release KERNEL_RELEASE [--modules DIR]
-#                            [--cache DIR] [--busybox PATH]
+#                            [--cache DIR] [--busybox PATH] [--kprobe-dir DIR]
 #     prints the path of the cached image (uncompressed newc cpio).
+#     --kprobe-dir: where deploy/kernel/kprobe-widen/build.sh left
+#     <release>/leapfrog_widen_kprobe.ko or <release>/reason (default: the
+#     kprobe-widen folder beside this script, which the build fills).
 # The launcher appends the coordinator's token to a copy of the image for each
 # run (vm::write_initrd_with_token), so the cached image holds no secret.
 set -euo pipefail
@@ -28,7 +32,7 @@ fs_programs=(mkfs.ext4 mkfs.xfs mkfs.btrfs)
 mode="${1:-}"
 [ -n "$mode" ] || die "usage: build-initramfs.sh image ..."
 shift
-agent="" release="" moddir="" busybox="/bin/busybox"
+agent="" release="" moddir="" busybox="/bin/busybox" kprobe_dir="$here/kprobe-widen"
 cache="${LEAPFROG_CACHE:-/var/cache/leapfrog}/images"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     --modules) moddir="$2"; shift 2 ;;
     --cache) cache="$2"; shift 2 ;;
     --busybox) busybox="$2"; shift 2 ;;
+    --kprobe-dir) kprobe_dir="$2"; shift 2 ;;
     *) die "unknown argument \"$1\"" ;;
   esac
 done
@@ -68,6 +73,8 @@ for p in "${fs_programs[@]}"; do
   fi
 done
 if [ -n "$moddir" ]; then stat_files+=("$moddir" "$moddir/modules.dep" "$moddir/modules.builtin"); fi
+kprobe_ko="$kprobe_dir/$release/leapfrog_widen_kprobe.ko"
+stat_files+=("$kprobe_ko" "$kprobe_dir/$release/reason")
 fingerprint="$( {
   echo "release $release modules $moddir"
   # A missing file (a modules folder without modules.dep) is part of the
@@ -148,6 +155,41 @@ if [ -n "$moddir" ]; then
   for m in "${modules[@]}" "${fs_modules[@]}"; do add_module "$m"; done
 fi
 
+# The kprobe delay points (deploy/kernel/kprobe-widen/), only for the kernel
+# whose vermagic the module has: the kernel's own modules say what it is.
+# Without the module the image says why, in /run/leapfrog-widen-kprobe, for
+# the agent to report as the reason widening is off.
+vermagic_of() {
+  case "$1" in
+    *.xz) xz -dc "$1" ;;
+    *.zst) zstd -qdc "$1" ;;
+    *.gz) gzip -dc "$1" ;;
+    *) cat "$1" ;;
+  esac | tr '\0' '\n' | sed -n 's/^vermagic=//p' || true
+}
+kprobe_reason=""
+if [ -f "$kprobe_ko" ]; then
+  want="$(vermagic_of "$kprobe_ko")"
+  if [ ${#module_files[@]} -gt 0 ]; then
+    have="$(vermagic_of "${module_files[0]}")"
+    what="its modules' vermagic"
+  else
+    # No modules to compare with: the release at least must match.
+    have="$release"
+    want="${want%% *}"
+    what="its release"
+  fi
+  if [ "$want" != "$have" ]; then
+    kprobe_reason="the kprobe module's vermagic \"$want\" does not match the kernel's ($what: \"$have\")"
+    kprobe_ko=""
+  fi
+else
+  kprobe_reason="$(cat "$kprobe_dir/$release/reason" 2>/dev/null || true)"
+  [ -n "$kprobe_reason" ] ||
+    kprobe_reason="no kprobe module was built for kernel $release (deploy/kernel/kprobe-widen/build.sh builds one for each kernel in /lib/modules with headers)"
+  kprobe_ko=""
+fi
+
 key="$( {
   echo "release $release"
   echo "modules ${module_names[*]:-}"
@@ -155,6 +197,8 @@ key="$( {
   sha256sum "$agent" "$busybox" "$here/init" "$here/build-initramfs.sh" | cut -d' ' -f1
   for f in "${program_files[@]}"; do sha256sum "$f" | cut -d' ' -f1; done
   for f in "${module_files[@]}"; do sha256sum "$f" | cut -d' ' -f1; done
+  if [ -n "$kprobe_ko" ]; then sha256sum "$kprobe_ko" | cut -d' ' -f1; fi
+  echo "kprobe $kprobe_reason"
 } | sha256sum | cut -c1-32)"
 target="$cache/$key.cpio"
 if [ -f "$target" ]; then
@@ -202,6 +246,12 @@ for i in "${!module_files[@]}"; do
   esac
   echo "$m" >> "$stage/etc/leapfrog/modules"
 done
+# Not in etc/leapfrog/modules: /init loads it last and keeps insmod's error.
+if [ -n "$kprobe_ko" ]; then
+  cp "$kprobe_ko" "$stage/lib/modules/leapfrog/leapfrog_widen_kprobe.ko"
+else
+  echo "$kprobe_reason" > "$stage/run/leapfrog-widen-kprobe"
+fi
 (cd "$stage" && find . -mindepth 1 | sort | cpio --quiet -o -H newc -R 0:0) > "$stage.cpio"
 mv "$stage.cpio" "$target"
 remember "$key"
