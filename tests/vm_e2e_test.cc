@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/widen.h"
 #include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
@@ -200,6 +201,33 @@ class VmE2E : public E2ETest {
     for (const auto& e : stdfs::directory_iterator(cache + "/snapshots", ec))
       if (e.path().extension() == ".state") out.push_back(e.path());
     return out;
+  }
+
+  // Every VM console the coordinator kept, concatenated.
+  std::string consoles() const {
+    std::string all;
+    for (const auto& e : stdfs::recursive_directory_iterator(data_dir_))
+      if (e.is_regular_file() && e.path().string().find("console") != std::string::npos)
+        all += tail_of(e.path(), 1 << 20);
+    return all;
+  }
+
+  // The widening the one outcome of `campaign` recorded.
+  json widening_of(int64_t campaign) {
+    const json o = outcomes_json(campaign);
+    EXPECT_EQ(o.size(), 1u) << o.dump();
+    if (o.empty()) return json::object();
+    return o[0]["outcome"].value("widening", json::object());
+  }
+
+  // A one-job setattr-lookup campaign of `seed` on `label`, waited for.
+  int64_t setattr_job(const std::string& label, uint64_t seed) {
+    const Result r = cli({"campaign", "run", "--kernel", label, "--scenario", "setattr-lookup", "--fs",
+                          "tmpfs", "--duration", "1s", "--first-seed", std::to_string(seed), "--json"});
+    if (r.exit != 0) throw std::runtime_error("campaign run failed: " + r.out + r.err);
+    const int64_t c = json::parse(r.out).at("campaign").get<int64_t>();
+    EXPECT_TRUE(wait_done(c, 240s)) << launcher_log();
+    return c;
   }
 
   std::unique_ptr<Proc> serve_, launcher_;
@@ -591,6 +619,78 @@ TEST_F(VmE2E, AFileSystemTheKernelLacksIsNotOfferedAndCampaignsSaySo) {
   ASSERT_FALSE(w.empty()) << r.out << r.err;
   EXPECT_NE(w.dump().find("xfs"), std::string::npos) << w.dump();
   EXPECT_NE(r.err.find("warning: campaign"), std::string::npos) << r.err;
+}
+
+// ---- window widening on the stock kernel ------------------------------------
+
+// The Debian kernel's VM image carries Leapfrog's kprobe delay points
+// (deploy/kernel/kprobe-widen/): the controls refuse bad values, the agent
+// sets the points the seed chooses, and the kernel delays the observers'
+// lookups at them. The positive control of "off": the same kernel booted
+// with module.sig_enforce=1 refuses the unsigned module, and the outcome
+// says widening is off with insmod's error.
+TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
+  // What the module offers on Debian's 6.1 (every point it has).
+  const std::vector<std::string> offered = {
+      "d_move",       "dotdot",      "kp_lookup_fast", "kp_try_to_unlazy", "lookup_found",
+      "may_lookup_after", "may_lookup_before", "mount_attach", "mount_cross", "setattr_copy",
+      "step_into"};
+  // A seed whose choice includes a point every lookup passes.
+  auto every_lookup = [](const std::vector<leapfrog::WidenPoint>& ps) {
+    for (const auto& p : ps)
+      if (p.name == "may_lookup_before" || p.name == "may_lookup_after" || p.name == "step_into" ||
+          p.name == "kp_lookup_fast")
+        return true;
+    return false;
+  };
+  uint64_t seed = 7;
+  while (!every_lookup(leapfrog::widen::choose(seed, offered, 65534))) ++seed;
+  const auto want = leapfrog::widen::choose(seed, offered, 65534);
+
+  add_kernel("debian", kernel_image_);
+  start_launcher("debian", {"--count", "1", "--cpus", "2"});
+  const int64_t c = setattr_job("debian", seed);
+  const Rows rows = outcomes(c);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0][1] == "1" || rows[0][1] == "2") << rows[0][2];
+  const json w = widening_of(c);
+  std::printf("stock kernel, kprobe widening, seed %llu: %s\n",
+              static_cast<unsigned long long>(seed), w.dump().c_str());
+  const json checks = w.value("control_checks", json::array());
+  ASSERT_EQ(checks.size(), 6u) << w.dump();
+  for (const auto& check : checks)
+    EXPECT_NE(check.get<std::string>().find(": refused (Invalid argument)"), std::string::npos) << check;
+  const std::string console = consoles();
+  for (const char* line : {"leapfrog_widen_kprobe: d_move: bad probability \"-1\": want 0..1000000",
+                           "leapfrog_widen_kprobe: control: unknown point \"no_such_point\""})
+    EXPECT_NE(console.find(line), std::string::npos) << line;
+  ASSERT_TRUE(w.value("on", false)) << w.dump();
+  EXPECT_EQ(w.value("reason", ""), "chosen by seed " + std::to_string(seed));
+  const json points = w.value("points", json::array());
+  ASSERT_EQ(points.size(), want.size()) << w.dump();
+  uint64_t lookup_hits = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(points[i].value("name", ""), want[i].name);
+    EXPECT_EQ(points[i].value("probability_ppm", 0u), want[i].probability_ppm);
+    EXPECT_EQ(points[i].value("delay_ns", 0u), want[i].delay_ns);
+    EXPECT_EQ(points[i].value("uid", ""), want[i].uid);
+    if (want[i].uid == "65534") lookup_hits += std::stoull(points[i].value("hits", std::string("0")));
+  }
+  EXPECT_GT(lookup_hits, 0u) << w.dump();  // the kernel delayed the observers' lookups
+  launcher_->stop(30s);
+
+  const Result added = cli({"kernel", "add", "debian-sigenforce", kernel_image_, "--cmdline",
+                            "module.sig_enforce=1", "--cache-dir", LEAPFROG_VM_CACHE, "--no-prepare", "--json"});
+  ASSERT_EQ(added.exit, 0) << added.out << added.err;
+  start_launcher("debian-sigenforce", {"--count", "1", "--cpus", "1"});
+  const int64_t off = setattr_job("debian-sigenforce", seed);
+  const json wo = widening_of(off);
+  std::printf("stock kernel, module refused: %s\n", wo.dump().c_str());
+  EXPECT_FALSE(wo.value("on", false)) << wo.dump();  // JSON leaves out a false "on"
+  EXPECT_TRUE(wo.value("points", json::array()).empty()) << wo.dump();
+  const std::string reason = wo.value("reason", "");
+  EXPECT_NE(reason.find("the kprobe module is not loaded: insmod: can't insert"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("Key was rejected by service"), std::string::npos) << reason;
 }
 
 }  // namespace
