@@ -49,8 +49,8 @@ std::vector<WidenPoint> choose(uint64_t seed, std::vector<std::string> offered,
 // module's status from `kprobe_status` when it says why), they are locked,
 // they accept a bad value, or the request or the seed says off. Throws
 // std::runtime_error when the kernel refuses a point the request set.
-Widening begin(const std::string& dir, const Request& request, uint64_t seed,
-               uint32_t observer_uid, const std::string& kprobe_status = kKprobeStatusFile);
+Widening begin(const std::string& dir, const Request& request, uint64_t seed, uint32_t observer_uid,
+               const std::string& kprobe_status = kKprobeStatusFile);
 
 // Reads the hits of w's points and turns every point off. No-op when off.
 void end(const std::string& dir, Widening& w);

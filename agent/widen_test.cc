@@ -97,19 +97,22 @@ TEST_F(WidenBegin, NoControlsMeansOffAndSaysWhy) {
 // In a VM image, the file /init leaves says why the kprobe module is missing.
 TEST_F(WidenBegin, NoControlsSaysWhyTheKprobeModuleIsNotLoaded) {
   const sfs::path status = dir_ / "leapfrog-widen-kprobe";
-  std::ofstream(status) << "insmod: can't insert 'leapfrog_widen_kprobe.ko': Key was rejected by service\n";
+  std::ofstream(status)
+      << "insmod: can't insert 'leapfrog_widen_kprobe.ko': Key was rejected by service\n";
   const Widening w = begin((dir_ / "none").string(), Request{}, 7, 65534, status.string());
   EXPECT_FALSE(w.on);
-  EXPECT_NE(w.reason.find("not built with `leapfrog kernel build --widen`) and the kprobe module is not "
-                          "loaded: insmod: can't insert 'leapfrog_widen_kprobe.ko': Key was rejected by "
-                          "service"),
-            std::string::npos)
+  EXPECT_NE(
+      w.reason.find("not built with `leapfrog kernel build --widen`) and the kprobe module is not "
+                    "loaded: insmod: can't insert 'leapfrog_widen_kprobe.ko': Key was rejected by "
+                    "service"),
+      std::string::npos)
       << w.reason;
   EXPECT_EQ(w.reason.back(), 'e') << w.reason;  // the newline is trimmed
   // An empty status (the module loaded, then went away) adds nothing.
   std::ofstream(status, std::ios::trunc);
-  EXPECT_EQ(begin((dir_ / "none").string(), Request{}, 7, 65534, status.string()).reason.find("kprobe"),
-            std::string::npos);
+  EXPECT_EQ(
+      begin((dir_ / "none").string(), Request{}, 7, 65534, status.string()).reason.find("kprobe"),
+      std::string::npos);
 }
 
 TEST_F(WidenBegin, LockedControlsMeanOff) {

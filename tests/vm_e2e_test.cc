@@ -222,8 +222,9 @@ class VmE2E : public E2ETest {
 
   // A one-job setattr-lookup campaign of `seed` on `label`, waited for.
   int64_t setattr_job(const std::string& label, uint64_t seed) {
-    const Result r = cli({"campaign", "run", "--kernel", label, "--scenario", "setattr-lookup", "--fs",
-                          "tmpfs", "--duration", "1s", "--first-seed", std::to_string(seed), "--json"});
+    const Result r =
+        cli({"campaign", "run", "--kernel", label, "--scenario", "setattr-lookup", "--fs", "tmpfs",
+             "--duration", "1s", "--first-seed", std::to_string(seed), "--json"});
     if (r.exit != 0) throw std::runtime_error("campaign run failed: " + r.out + r.err);
     const int64_t c = json::parse(r.out).at("campaign").get<int64_t>();
     EXPECT_TRUE(wait_done(c, 240s)) << launcher_log();
@@ -632,9 +633,9 @@ TEST_F(VmE2E, AFileSystemTheKernelLacksIsNotOfferedAndCampaignsSaySo) {
 TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
   // What the module offers on Debian's 6.1 (every point it has).
   const std::vector<std::string> offered = {
-      "d_move",       "dotdot",      "kp_lookup_fast", "kp_try_to_unlazy", "lookup_found",
-      "may_lookup_after", "may_lookup_before", "mount_attach", "mount_cross", "setattr_copy",
-      "step_into"};
+      "d_move",       "dotdot",           "kp_lookup_fast",    "kp_try_to_unlazy",
+      "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach",
+      "mount_cross",  "setattr_copy",     "step_into"};
   // A seed whose choice includes a point every lookup passes.
   auto every_lookup = [](const std::vector<leapfrog::WidenPoint>& ps) {
     for (const auto& p : ps)
@@ -659,7 +660,8 @@ TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
   const json checks = w.value("control_checks", json::array());
   ASSERT_EQ(checks.size(), 6u) << w.dump();
   for (const auto& check : checks)
-    EXPECT_NE(check.get<std::string>().find(": refused (Invalid argument)"), std::string::npos) << check;
+    EXPECT_NE(check.get<std::string>().find(": refused (Invalid argument)"), std::string::npos)
+        << check;
   const std::string console = consoles();
   for (const char* line : {"leapfrog_widen_kprobe: d_move: bad probability \"-1\": want 0..1000000",
                            "leapfrog_widen_kprobe: control: unknown point \"no_such_point\""})
@@ -674,13 +676,15 @@ TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
     EXPECT_EQ(points[i].value("probability_ppm", 0u), want[i].probability_ppm);
     EXPECT_EQ(points[i].value("delay_ns", 0u), want[i].delay_ns);
     EXPECT_EQ(points[i].value("uid", ""), want[i].uid);
-    if (want[i].uid == "65534") lookup_hits += std::stoull(points[i].value("hits", std::string("0")));
+    if (want[i].uid == "65534")
+      lookup_hits += std::stoull(points[i].value("hits", std::string("0")));
   }
   EXPECT_GT(lookup_hits, 0u) << w.dump();  // the kernel delayed the observers' lookups
   launcher_->stop(30s);
 
-  const Result added = cli({"kernel", "add", "debian-sigenforce", kernel_image_, "--cmdline",
-                            "module.sig_enforce=1", "--cache-dir", LEAPFROG_VM_CACHE, "--no-prepare", "--json"});
+  const Result added =
+      cli({"kernel", "add", "debian-sigenforce", kernel_image_, "--cmdline", "module.sig_enforce=1",
+           "--cache-dir", LEAPFROG_VM_CACHE, "--no-prepare", "--json"});
   ASSERT_EQ(added.exit, 0) << added.out << added.err;
   start_launcher("debian-sigenforce", {"--count", "1", "--cpus", "1"});
   const int64_t off = setattr_job("debian-sigenforce", seed);
@@ -689,7 +693,8 @@ TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
   EXPECT_FALSE(wo.value("on", false)) << wo.dump();  // JSON leaves out a false "on"
   EXPECT_TRUE(wo.value("points", json::array()).empty()) << wo.dump();
   const std::string reason = wo.value("reason", "");
-  EXPECT_NE(reason.find("the kprobe module is not loaded: insmod: can't insert"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("the kprobe module is not loaded: insmod: can't insert"), std::string::npos)
+      << reason;
   EXPECT_NE(reason.find("Key was rejected by service"), std::string::npos) << reason;
 }
 
