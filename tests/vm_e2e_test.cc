@@ -629,7 +629,8 @@ TEST_F(VmE2E, AFileSystemTheKernelLacksIsNotOfferedAndCampaignsSaySo) {
 // sets the points the seed chooses, and the kernel delays the observers'
 // lookups at them. The positive control of "off": the same kernel booted
 // with module.sig_enforce=1 refuses the unsigned module, and the outcome
-// says widening is off with insmod's error.
+// says widening is off with insmod's error; booted with leapfrog_widen=off,
+// /init loads the module locked, as the built-in points are.
 TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
   // What the module offers on Debian's 6.1 (every point it has).
   const std::vector<std::string> offered = {
@@ -696,6 +697,17 @@ TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
   EXPECT_NE(reason.find("the kprobe module is not loaded: insmod: can't insert"), std::string::npos)
       << reason;
   EXPECT_NE(reason.find("Key was rejected by service"), std::string::npos) << reason;
+  launcher_->stop(30s);
+
+  const Result locked =
+      cli({"kernel", "add", "debian-locked", kernel_image_, "--cmdline", "leapfrog_widen=off",
+           "--cache-dir", LEAPFROG_VM_CACHE, "--no-prepare", "--json"});
+  ASSERT_EQ(locked.exit, 0) << locked.out << locked.err;
+  start_launcher("debian-locked", {"--count", "1", "--cpus", "1"});
+  const json wl = widening_of(setattr_job("debian-locked", seed));
+  EXPECT_FALSE(wl.value("on", false)) << wl.dump();
+  EXPECT_EQ(wl.value("reason", ""), "locked off by leapfrog_widen=off on the kernel command line")
+      << wl.dump();
 }
 
 }  // namespace
