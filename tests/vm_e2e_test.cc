@@ -633,10 +633,19 @@ TEST_F(VmE2E, AFileSystemTheKernelLacksIsNotOfferedAndCampaignsSaySo) {
 // /init loads the module locked, as the built-in points are.
 TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
   // What the module offers on Debian's 6.1 (every point it has).
-  const std::vector<std::string> offered = {
-      "d_move",       "dotdot",           "kp_lookup_fast",    "kp_try_to_unlazy",
-      "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach",
-      "mount_cross",  "setattr_copy",     "step_into"};
+  const std::vector<std::string> offered = {"d_move",
+                                            "dotdot",
+                                            "exec_setid",
+                                            "kp_choose_mountpoint_rcu",
+                                            "kp_lookup_fast",
+                                            "kp_try_to_unlazy",
+                                            "lookup_found",
+                                            "may_lookup_after",
+                                            "may_lookup_before",
+                                            "mount_attach",
+                                            "mount_cross",
+                                            "setattr_copy",
+                                            "step_into"};
   // A seed whose choice includes a point every lookup passes.
   auto every_lookup = [](const std::vector<leapfrog::WidenPoint>& ps) {
     for (const auto& p : ps)

@@ -41,10 +41,20 @@
  *                      parents switched, d_seq still held for writing
  *   mount_attach       entry of __attach_mnt(): mountpoint set, mount not
  *                      yet hashed, mount_lock held for writing
+ *   exec_setid         entry of begin_new_exec(): exec's permission check
+ *                      passed at open, the set-id bits not yet read
+ *                      (bprm_fill_uid() is inlined into it)
  * and, with no built-in twin, named by function:
  *   kp_lookup_fast     entry of lookup_fast(): before the dcache hash lookup
  *   kp_try_to_unlazy   entry of try_to_unlazy(): RCU-walk about to take
  *                      references and revalidate what it read
+ *   kp_choose_mountpoint_rcu  entry of choose_mountpoint_rcu(): ".." at a
+ *                      mount's root, before the mountpoint is read (the
+ *                      built-in dotdot_mountpoint sits after that read)
+ *
+ * Not offered (no call boundary at the place): acl_fetched (the fetch is
+ * each file system's own ->get_acl()) and step_validated (inside
+ * step_into()).
  *
  * A point whose function the kernel lacks (inlined, renamed) or cannot
  * probe is not offered: it has no folder and control refuses its name.
@@ -141,7 +151,9 @@ static struct lf_point lf_points[] = {
 	{ .name = "d_move", .symbol = "__d_rehash", .caller = "__d_move", .on_return = true },
 	{ .name = "mount_attach", .symbol = "__attach_mnt" },
 	{ .name = "kp_lookup_fast", .symbol = "lookup_fast" },
+	{ .name = "exec_setid", .symbol = "begin_new_exec" },
 	{ .name = "kp_try_to_unlazy", .symbol = "try_to_unlazy" },
+	{ .name = "kp_choose_mountpoint_rcu", .symbol = "choose_mountpoint_rcu" },
 };
 
 #define LF_NR ARRAY_SIZE(lf_points)
