@@ -263,7 +263,7 @@ static bool lf_register(struct lf_point *p)
 	if (p->caller)
 		err = lf_function_range(p->caller, &p->caller_start, &p->caller_end);
 	if (err) {
-		pr_info("%s: not offered: caller %s: %d\n", p->name, p->caller, err);
+		pr_warn("%s: not offered: caller %s: %d\n", p->name, p->caller, err);
 		return false;
 	}
 	if (p->on_return) {
@@ -280,7 +280,7 @@ static bool lf_register(struct lf_point *p)
 		err = register_kprobe(&p->kp);
 	}
 	if (err)
-		pr_info("%s: not offered: cannot probe %s: %d\n", p->name, p->symbol, err);
+		pr_warn("%s: not offered: cannot probe %s: %d\n", p->name, p->symbol, err);
 	return !err;
 }
 
