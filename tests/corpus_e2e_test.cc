@@ -114,4 +114,41 @@ TEST_F(CorpusE2E, TheNegativeDentryRaceIsCaughtWithWideningAndItsTwinIsClean) {
   EXPECT_GE(caught, 1) << bad_text << logs();
 }
 
+// aed434ada685 brought back (its 6.1 form): follow_dotdot_rcu() no longer
+// checks mount_lock after choose_mountpoint_rcu() read a mount's mountpoint
+// and parent mount, which mount --move changes together. mount-move-dotdot
+// moves a bind mount between two directories that are each the root of
+// their own tmpfs (parents=0), so a move changes the parent mount too; the
+// dotdot_mountpoint point holds an observer between the two reads, and `..`
+// out of the moved root lands where no ref-walk could (a stale entry or a
+// trap's EACCES). The twin, raced with the same seeds and points, is clean.
+TEST_F(CorpusE2E, TheDotdotAcrossMountMoveRaceIsCaughtWithWideningAndItsTwinIsClean) {
+  const json bug = build("corpus-dotdot", {kCorpus + "dotdot-mount-aed434ada685.patch"}, {"--widen"});
+  ASSERT_EQ(bug["status"], "ready") << bug.dump();
+  const json twin = build("corpus-twin", {}, {"--widen"});
+  ASSERT_EQ(twin["status"], "ready") << twin.dump();
+  const auto seeds = seeds_widening("dotdot_mountpoint", 2, 200000, 20000);
+
+  boot("corpus-dotdot");
+  boot("corpus-twin");
+  const std::vector<std::string> params = {"parents=0", "moved=0"};
+  int caught = 0;
+  std::string bad_text, good_text;
+  for (const uint64_t seed : seeds) {
+    const json bad = campaign("corpus-dotdot", "mount-move-dotdot", "ext4", params, seed, 1, "2000");
+    const json good = campaign("corpus-twin", "mount-move-dotdot", "ext4", params, seed, 1, "2000");
+    const Rows bad_rows = results(bad.at("campaign").get<int64_t>());
+    const Rows good_rows = results(good.at("campaign").get<int64_t>());
+    ASSERT_EQ(bad_rows.size(), 1u) << logs();
+    ASSERT_EQ(good_rows.size(), 1u) << logs();
+    bad_text += "seed " + std::to_string(seed) + ": " + describe(bad_rows);
+    good_text += "seed " + std::to_string(seed) + ": " + describe(good_rows);
+    EXPECT_NE(bad_rows[0][0], "3") << bad_rows[0][2];  // never VERDICT_ERROR
+    if (bad_rows[0][0] == "2") ++caught;
+    EXPECT_EQ(good_rows[0][0], "1") << describe(good_rows);  // VERDICT_PASS
+  }
+  std::printf("dotdot-mount bug:\n%stwin:\n%s", bad_text.c_str(), good_text.c_str());
+  EXPECT_GE(caught, 1) << bad_text << logs();
+}
+
 }  // namespace
