@@ -21,7 +21,9 @@ struct RunFlags {
   std::string history;
   bool json = false;
   std::vector<std::string> params;
-  std::string align = "fuzzy";
+  // The race strategy (scenarios/strategy.h): "seed" leaves a field to the seed.
+  std::string align = "seed";
+  std::string pin = "seed";
   uint32_t observer_uid = 65534;
   uint32_t observer_gid = 65534;
   uint32_t second_uid = 65533;

@@ -46,8 +46,10 @@ struct RaceControl {
   alignas(64) std::atomic<uint32_t> peer_generation{0};
   std::atomic<uint32_t> peer_stop{0};
   uint32_t n_actors = 0;
+  uint32_t n_aligned = 0;  // actors that meet at the barrier
   uint32_t n_peers = 0;
   ActorRole roles[kMaxActors];
+  bool aligned[kMaxActors];
   struct alignas(64) Stat {
     std::atomic<int64_t> sum_ns{0};
     std::atomic<int64_t> n{0};
@@ -89,7 +91,7 @@ bool spin_until(RaceControl* c, Done done) {
 // All actors meet; the last to arrive decides, for everyone, whether to stop.
 bool barrier_stop(RaceControl* c) {
   const uint32_t gen = c->generation.load(std::memory_order_acquire);
-  if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_actors) {
+  if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_aligned) {
     c->arrived.store(0, std::memory_order_relaxed);
     c->decided_stop.store(c->stop_requested.load(std::memory_order_acquire) |
                               c->abort.load(std::memory_order_acquire),
@@ -116,6 +118,9 @@ struct Delays {
 Delays compute_delays(RaceControl* c, TimingStats& t) {
   TimeNs mut = 0, obs = 0, peer = 0;
   for (uint32_t i = 0; i < c->n_actors; ++i) {
+    // A free-running actor's calls are not swept: its timing says nothing
+    // about the window, and it may not have published it yet.
+    if (!c->aligned[i]) continue;
     const int64_t n = c->stat[i].n.load();
     const TimeNs mean = n ? c->stat[i].sum_ns.load() / n : 0;
     switch (c->roles[i]) {
@@ -174,7 +179,7 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
   const auto step = spec.step;
   const uint64_t iterations = cfg.iterations;
   const uint32_t warmup = cfg.warmup;
-  const bool fuzzy = cfg.fuzzy;
+  const bool fuzzy = cfg.fuzzy && !spec.free_running;
   if (!fuzzy && spec.steps) {
     // Batches end where the per-round loop below would look at something:
     // the stop flag (every 32 rounds), the end of warm-up, the last round,
@@ -297,6 +302,8 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
   ctl->n_actors = n;
   for (uint32_t i = 0; i < n; ++i) {
     ctl->roles[i] = actors[i].role;
+    ctl->aligned[i] = cfg.fuzzy && !actors[i].free_running;
+    ctl->n_aligned += ctl->aligned[i];
     if (actors[i].role == ActorRole::Peer) ++ctl->n_peers;
   }
   auto records_of = [&](uint32_t i) {
@@ -428,7 +435,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     }
   }
   result.elapsed_s = last > first ? static_cast<double>(last - first) / 1e9 : 0;
-  if (cfg.fuzzy) {
+  if (ctl->n_aligned > 0) {
     compute_delays(ctl, result.timing);
     result.timing.warmup_rounds = cfg.warmup;
   }
