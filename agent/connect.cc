@@ -356,6 +356,8 @@ class Agent {
     }
     if (spec.observers() > 0) argv.insert(argv.end(), {"--observers", std::to_string(spec.observers())});
     if (!spec.align().empty()) argv.insert(argv.end(), {"--align", spec.align()});
+    if (spec.pin() != v1::CPU_PINNING_UNSPECIFIED)
+      argv.insert(argv.end(), {"--pin", spec.pin() == v1::CPU_PINNING_ON ? "on" : "off"});
     for (const auto& [k, v] : spec.params()) argv.insert(argv.end(), {"--param", k + "=" + std::to_string(v)});
     return argv;
   }

@@ -57,6 +57,8 @@ int64_t queue_runs(const ActionContext& ctx, const v1::Action& a, const v1::Scen
   *c.mutable_duration() = spec.duration();
   c.set_iterations(spec.iterations());
   c.set_observers(spec.observers());
+  c.set_align(spec.align());
+  c.set_pin(spec.pin());
   *c.mutable_params() = spec.params();
   c.set_max_attempts(3);
   std::vector<NewJob> jobs(runs);
@@ -216,7 +218,8 @@ int64_t op_mask(const std::string& op) {
 }
 
 // The next smaller candidate of `best` along dimension `dim`, or nullopt when
-// that dimension cannot shrink further. Dimensions: 0 observers, 1 scenario
+// that dimension cannot shrink further; the race strategy's alignment and
+// pinning stay as the example ran. Dimensions: 0 observers, 1 scenario
 // parameters (each to its minimum: tree depth, optional operations), 2
 // iterations or duration.
 std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOptions& opts,
@@ -224,9 +227,12 @@ std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOp
                                                                   int dim, json& m) {
   v1::ScenarioSpec c = best;
   if (dim == 0) {
-    if (best.observers() == 1) return std::nullopt;
-    c.set_observers(1);
-    return std::make_pair(c, "observers " + std::to_string(best.observers()) + " -> 1");
+    // The alignment and pinning are kept; mixed alignment needs an aligned
+    // and a free observer.
+    const uint32_t fewest = best.align() == "both" ? 2 : 1;
+    if (best.observers() == fewest) return std::nullopt;
+    c.set_observers(fewest);
+    return std::make_pair(c, "observers " + std::to_string(best.observers()) + " -> " + std::to_string(fewest));
   }
   if (dim == 1) {
     const Scenario* scenario = nullptr;
