@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -211,7 +213,8 @@ TEST_F(AgentE2E, ExecSetidObserversGainPrivilegeOnTmpfs) {
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
   for (const char* fs : {"tmpfs", "fuse-direct"}) {
     for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {
-      json o = run_json({"--scenario", scenario, "--fs", fs, "--iterations", "100000"}, 0);
+      // Fuzzy alignment: race_window_hits counts aligned rounds only.
+      json o = run_json({"--scenario", scenario, "--fs", fs, "--iterations", "100000", "--align", "fuzzy"}, 0);
       EXPECT_EQ(o["verdict"], "pass") << fs << " " << scenario << " " << o.dump().substr(0, 2000);
       EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 100000u) << fs << " " << scenario;
       EXPECT_GT(o["race_window_hits"].get<uint64_t>(), 0u) << fs << " " << scenario;
@@ -348,6 +351,79 @@ TEST_F(AgentE2E, StaticAclDenyHolds) {
 TEST_F(AgentE2E, FreeRunningAlignment) {
   json o = run_json({"--scenario", "setattr-lookup", "--align", "free", "--observers", "2", "--duration", "500ms"}, 0);
   EXPECT_EQ(o["alignment"], "free");
+}
+
+// Mixed alignment on tmpfs: in one run the first observer meets the mutator
+// at the barrier (fresh clock reads, its rounds overlap the mutator's), the
+// second runs free (each lookup's invoke is its previous completion). The
+// history header says which is which, and the records agree; the chain check
+// is applied to both observers, so it fires on the free one and stays quiet on
+// the aligned one.
+TEST_F(AgentE2E, MixedAlignmentRunsAlignedAndFreeObserversInOneRun) {
+  TempDir dir;
+  const std::string file = dir.path() + "/mixed.jsonl";
+  json o = run_json({"--scenario", "setattr-lookup", "--fs", "tmpfs", "--align", "both", "--observers", "2",
+                     "--pin", "on", "--iterations", "3000", "--history", file},
+                    0);
+  ASSERT_TRUE(o.contains("strategy")) << o.dump().substr(0, 2000);
+  const json& st = o["strategy"];
+  EXPECT_EQ(st["alignment"], "both");
+  EXPECT_EQ(o["alignment"], "both");
+  EXPECT_EQ(st["observers"], 2);
+  EXPECT_EQ(st["aligned_observers"], 1);
+  EXPECT_EQ(st["free_observers"], 1);
+  EXPECT_EQ(st["pinned"], true);
+  EXPECT_EQ(st["chosen_by_seed"], json::array());
+  EXPECT_EQ(st["widening"].get<std::string>().rfind("off", 0), 0u) << st.dump();
+  EXPECT_GT(o["race_window_hits"].get<uint64_t>(), 0u);  // the aligned observer's
+
+  std::istringstream in(slurp(file));
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const json header = json::parse(line);
+  std::map<uint32_t, std::string> align;
+  for (const auto& a : header.at("actors")) align[a.at("id").get<uint32_t>()] = a.value("align", "");
+  EXPECT_EQ(align, (std::map<uint32_t, std::string>{{0, "fuzzy"}, {1, "fuzzy"}, {2, "free"}}));
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> windows;  // per observer, in file order
+  while (std::getline(in, line)) {
+    const json j = json::parse(line);
+    if (j.value("type", "") != "lookup") continue;
+    windows[j["actor"].get<uint32_t>()].emplace_back(j["invoke"].get<int64_t>(), j["complete"].get<int64_t>());
+  }
+  ASSERT_EQ(windows[1].size(), 3000u);
+  ASSERT_EQ(windows[2].size(), 3000u);
+  auto chained = [](std::vector<std::pair<int64_t, int64_t>> w) {
+    std::sort(w.begin(), w.end());
+    size_t n = 0;
+    for (size_t i = 1; i < w.size(); ++i) n += w[i].first == w[i - 1].second;
+    return n;
+  };
+  EXPECT_EQ(chained(windows[2]), 2999u);  // free: one clock read a lookup
+  EXPECT_EQ(chained(windows[1]), 0u);     // aligned: a barrier between lookups
+}
+
+// The seed chooses the strategy the same way every time; a flag fixes its
+// field and leaves the others to the seed.
+TEST_F(AgentE2E, TheSeedChoosesTheStrategyAndFlagsFixIt) {
+  const std::vector<std::string> base = {"--scenario", "setattr-lookup", "--iterations", "500"};
+  std::set<std::string> alignments;
+  for (const char* seed : {"1", "2", "10"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--seed", seed});
+    const json a = run_json(args, 0)["strategy"];
+    const json b = run_json(args, 0)["strategy"];
+    EXPECT_EQ(a, b) << seed;
+    EXPECT_EQ(a["chosen_by_seed"], json({"alignment", "observers", "pin"}));
+    alignments.insert(a["alignment"].get<std::string>());
+    args.insert(args.end(), {"--align", "fuzzy", "--pin", "off"});
+    const json fixed = run_json(args, 0)["strategy"];
+    EXPECT_EQ(fixed["alignment"], "fuzzy");
+    EXPECT_EQ(fixed["pinned"], false);
+    EXPECT_EQ(fixed["chosen_by_seed"], json({"observers"}));
+  }
+  // Seeds 1, 2 and 10 choose free, both and fuzzy (scenarios/strategy_test.cc
+  // checks the shares over many seeds).
+  EXPECT_EQ(alignments, (std::set<std::string>{"free", "both", "fuzzy"}));
 }
 
 // ---- histories -------------------------------------------------------------
