@@ -57,6 +57,9 @@ struct RaceControl {
     int64_t cpu_ns = 0;  // CPU time of the actor's loop (read by the parent after exit)
   } stat[kMaxActors];
   std::atomic<uint32_t> ready{0};  // actors set up and about to race
+  // Actors that have not yet done cfg.iterations rounds (iterations > 0):
+  // free-running actors race on until it is 0.
+  alignas(64) std::atomic<uint32_t> short_of_rounds{0};
   std::atomic<uint32_t> error_set{0};
   char error[512] = {};
 };
@@ -171,8 +174,35 @@ void publish_median(ActorEnv& env, RaceControl::Stat& stat) {
 // touches again (no PCID under page-table isolation, ~10-15 ns a page in a
 // VM), so the fewer pages a round touches besides its own record, the
 // cheaper recording is (bench/harness_bench.cc).
+// Counts the actor out of RaceControl::short_of_rounds once: when it has done
+// its rounds, or when its loop ends another way (stopped, failed).
+class RoundsDone {
+ public:
+  explicit RoundsDone(RaceControl* c) : c_(c) {}
+  ~RoundsDone() { count(); }
+  void count() {
+    if (!counted_) c_->short_of_rounds.fetch_sub(1, std::memory_order_acq_rel);
+    counted_ = true;
+  }
+  // True once every actor has done its rounds, or the run is aborted.
+  bool all() const {
+    return c_->short_of_rounds.load(std::memory_order_acquire) == 0 ||
+           c_->abort.load(std::memory_order_relaxed);
+  }
+
+ private:
+  RaceControl* c_;
+  bool counted_ = false;
+};
+
+// With cfg.iterations, an aligned actor stops after that many rounds (the
+// barrier keeps the aligned ones in step). A free-running actor races on past
+// them, as far as its buffer goes, until every actor has done its rounds:
+// otherwise a fast mutator would be done long before slow observers (or the
+// other way round) and the rest of the run would race nothing.
 __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
   RaceControl* c = env.control();
+  RoundsDone done(c);
   RaceControl::Stat& stat = c->stat[env.id()];
   Delays delays;
   TimingStats unused;
@@ -187,14 +217,17 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
     const auto steps = spec.steps;
     const uint64_t capacity = cfg.capacity;
     for (uint32_t round = 0;;) {
-      if (iterations && round >= iterations) break;
+      if (iterations && round >= iterations) {
+        done.count();
+        if (done.all() || env.full()) break;  // past its rounds a full buffer stops it alone
+      }
       if (env.full()) {
         c->stop_requested.store(1, std::memory_order_release);
         break;
       }
       if ((round & 31) == 0 && c->stop_requested.load(std::memory_order_relaxed)) break;
       uint64_t n = 32 - (round & 31);
-      if (iterations) n = std::min<uint64_t>(n, iterations - round);
+      if (iterations && round < iterations) n = std::min<uint64_t>(n, iterations - round);
       if (round < warmup) n = std::min<uint64_t>(n, warmup - round);
       n = std::min<uint64_t>(n, capacity - 4 - env.recorded());
       steps(env, round, static_cast<uint32_t>(n));
@@ -204,7 +237,11 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
     return;
   }
   for (uint32_t round = 0;; ++round) {
-    if (iterations && round >= iterations) break;
+    if (iterations && round >= iterations) {
+      done.count();
+      // Free-running: the others' progress is polled every 32 rounds.
+      if (fuzzy || env.full() || ((round == iterations || (round & 31) == 0) && done.all())) break;
+    }
     if (env.full()) c->stop_requested.store(1, std::memory_order_release);
     if (fuzzy) {
       if (barrier_stop(c)) break;
@@ -300,6 +337,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
   SharedRegion region(ctl_bytes + per_actor * n);
   auto* ctl = new (region.data()) RaceControl();
   ctl->n_actors = n;
+  ctl->short_of_rounds.store(cfg.iterations ? n : 0);
   for (uint32_t i = 0; i < n; ++i) {
     ctl->roles[i] = actors[i].role;
     ctl->aligned[i] = cfg.fuzzy && !actors[i].free_running;

@@ -93,7 +93,9 @@ struct ActorSpec {
 };
 
 struct RaceConfig {
-  uint64_t iterations = 0;  // rounds; 0: run for `duration`
+  // Rounds; 0: run for `duration`. Free-running actors go on past them
+  // (within `capacity`) until every actor has done them.
+  uint64_t iterations = 0;
   TimeNs duration = 1'000'000'000;
   bool fuzzy = true;                    // meet at a barrier each round and sweep delays
                                         // (actors but the free_running ones)
