@@ -10,6 +10,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
@@ -227,9 +228,9 @@ TEST(RunRace, ReportsEachActorsCpuTime) {
 }
 
 
-// Free-running with a number of rounds: the fast actor does not stop after
-// its rounds while the slow one is still racing, and the slow one stops
-// after exactly its rounds (the last to be done).
+// Free-running with a number of rounds: the actor done first does not stop
+// while the other is still racing, and the last one done stops after exactly
+// its rounds. (Which is first is up to the scheduler on a loaded machine.)
 TEST(RunRace, FreeRunningActorsRaceOnUntilTheSlowestIsDone) {
   constexpr uint32_t kN = 300;
   auto busy = [](TimeNs ns) {
@@ -254,8 +255,9 @@ TEST(RunRace, FreeRunningActorsRaceOnUntilTheSlowestIsDone) {
   cfg.capacity = 64 * kN;
   const RaceResult r = run_race({busy(1'000), busy(40'000)}, cfg, 1);
   ASSERT_EQ(r.error, "");
-  EXPECT_GT(r.records.at(0).size(), kN);  // went on past its rounds
-  EXPECT_EQ(r.records.at(1).size(), kN);
+  const size_t a = r.records.at(0).size(), b = r.records.at(1).size();
+  EXPECT_EQ(std::min(a, b), kN);
+  EXPECT_GT(std::max(a, b), kN);  // went on past its rounds
 }
 
 // Mixed alignment: in one run, the aligned observer meets the mutator at the
@@ -289,7 +291,8 @@ TEST(RunRace, MixedAlignmentRunsAlignedAndFreeObserversTogether) {
   const std::string file = std::string(dir) + "/f";
   ASSERT_EQ(close(open(file.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
 
-  constexpr uint32_t kN = 1500;
+  // Few rounds: on a loaded machine each barrier can wait for a time slice.
+  constexpr uint32_t kN = 300;
   ActorSpec mutator;
   mutator.role = ActorRole::Mutator;
   mutator.step = [&file](ActorEnv& env, uint32_t round) {

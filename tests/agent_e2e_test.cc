@@ -148,7 +148,7 @@ TEST_F(AgentE2E, RenameOnCachedFuseReportsStaleEntryOrGrant) {
 // walk through a replaced symlink or directory).
 TEST_F(AgentE2E, TypeflipOnCachedFuseReportsStaleEntry) {
   json o =
-      run_json({"--scenario", "typeflip-lookup", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+      run_json({"--scenario", "typeflip-lookup", "--fs", "fuse-cached", "--iterations", "3000", "--align", "fuzzy"}, 1);
   EXPECT_EQ(o["verdict"], "violation");
   EXPECT_GT(kind_count(o, "stale-entry"), 0u);
   ASSERT_FALSE(o["violations"].empty());
@@ -161,8 +161,10 @@ TEST_F(AgentE2E, TypeflipOnCachedFuseReportsStaleEntry) {
 // exec-setid's control on the cached FUSE view: exec passes on a cached mode
 // after its exec bit (or bin's search) was revoked. FUSE mounts are nosuid,
 // so the set-id gain itself cannot fire there: see ExecSetidGainInForeignHistory.
+// Fuzzy alignment: a free-running mutator toggles the mode many times within
+// one execve, and every mode it saw is then possible in the window.
 TEST_F(AgentE2E, ExecSetidOnCachedFuseReportsStaleGrant) {
-  json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+  json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000", "--align", "fuzzy"}, 1);
   EXPECT_EQ(o["verdict"], "violation");
   EXPECT_GT(kind_count(o, "stale-grant"), 0u);
   ASSERT_FALSE(o["violations"].empty());
@@ -343,7 +345,7 @@ TEST_F(AgentE2E, StaticAclDenyHolds) {
   // Rounds, not a duration: a loaded machine must not turn this into a
   // test of speed. Both observers (the denied one and the other) look up
   // every round, and every lookup is judged.
-  json o = run_json({"--scenario", "acl-exec-deny", "--param", "static=1", "--iterations", "1000"}, 0);
+  json o = run_json({"--scenario", "acl-exec-deny", "--param", "static=1", "--iterations", "1000", "--align", "fuzzy"}, 0);
   EXPECT_EQ(o["verdict"], "pass");
   EXPECT_EQ(o["lookups_checked"].get<uint64_t>(), 2000u);
 }
@@ -391,14 +393,15 @@ TEST_F(AgentE2E, MixedAlignmentRunsAlignedAndFreeObserversInOneRun) {
     windows[j["actor"].get<uint32_t>()].emplace_back(j["invoke"].get<int64_t>(), j["complete"].get<int64_t>());
   }
   ASSERT_EQ(windows[1].size(), 3000u);
-  ASSERT_EQ(windows[2].size(), 3000u);
+  // The free observer raced on past its 3000 rounds while the aligned pair was not done.
+  ASSERT_GE(windows[2].size(), 3000u);
   auto chained = [](std::vector<std::pair<int64_t, int64_t>> w) {
     std::sort(w.begin(), w.end());
     size_t n = 0;
     for (size_t i = 1; i < w.size(); ++i) n += w[i].first == w[i - 1].second;
     return n;
   };
-  EXPECT_EQ(chained(windows[2]), 2999u);  // free: one clock read a lookup
+  EXPECT_EQ(chained(windows[2]), windows[2].size() - 1);  // free: one clock read a lookup
   EXPECT_EQ(chained(windows[1]), 0u);     // aligned: a barrier between lookups
 }
 
