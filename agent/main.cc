@@ -80,9 +80,9 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     std::ofstream probe(opts.history_path, std::ios::app);
     if (!probe) throw UsageError("cannot write history file \"" + opts.history_path + "\"");
   }
-  spdlog::info("run.start scenario={} seed={} fs={} align={} observers={} pinned={}", opts.scenario, opts.seed,
-               fs::fs_name(opts.fs.kind, opts.fs.view), to_string(strategy.alignment), strategy.observers,
-               strategy.pin_cpus);
+  spdlog::info("run.start scenario={} seed={} fs={} align={} observers={} pinned={}", opts.scenario,
+               opts.seed, fs::fs_name(opts.fs.kind, opts.fs.view), to_string(strategy.alignment),
+               strategy.observers, strategy.pin_cpus);
   return fs::run_sandboxed([&](const std::string& workdir) {
     Outcome o;
     Widening widening;
@@ -93,8 +93,8 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
       const double setup_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
       spdlog::info("run.provisioned fs={} setup_ms={:.0f}", ws->name(), setup_s * 1000);
-      RunContext ctx{opts, *ws, params, Rng(opts.seed ^ 0x6c6561706672ULL), strategy.observers,
-                     strategy};
+      const Rng setup_rng(opts.seed ^ 0x6c6561706672ULL);
+      RunContext ctx{opts, *ws, params, setup_rng, strategy.observers, strategy};
       widening = widen::begin(flags.widen_dir, widen_request, opts.seed, opts.observer.uid);
       o = scenario.run(ctx);
       o.setup_s = setup_s;

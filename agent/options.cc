@@ -14,14 +14,17 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--dir", f.dir, "run inside this existing directory instead (your NFS, ZFS, ...)");
   cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m");
   cmd.add_option("--iterations", f.iterations, "rounds to race (instead of --duration)");
-  cmd.add_option("--observers", f.observers, "observer processes (default: chosen by the seed from the scenario's range)");
+  cmd.add_option("--observers", f.observers,
+                 "observer processes (default: chosen by the seed from the scenario's range)");
   cmd.add_option("--history", f.history, "write the recorded history here (JSON Lines)");
   cmd.add_flag("--json", f.json, "print the outcome as one JSON object");
   cmd.add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
-  cmd.add_option("--align", f.align,
-                 "fuzzy (barrier + swept delays) | free (no barrier) | both (half the observers each) | seed "
-                 "(chosen from --seed, the default)");
-  cmd.add_option("--pin", f.pin, "pin actors to CPUs: on | off | seed (chosen from --seed, the default)");
+  cmd.add_option(
+      "--align", f.align,
+      "fuzzy (barrier + swept delays) | free (no barrier) | both (half the observers each) | seed "
+      "(chosen from --seed, the default)");
+  cmd.add_option("--pin", f.pin,
+                 "pin actors to CPUs: on | off | seed (chosen from --seed, the default)");
   cmd.add_option("--observer-uid", f.observer_uid, "uid the observers run as");
   cmd.add_option("--observer-gid", f.observer_gid, "gid the observers run as");
   cmd.add_option("--second-uid", f.second_uid, "acl-exec-deny: uid of the observer without an ACL entry");
@@ -88,7 +91,8 @@ RunOptions to_run_options(const RunFlags& f) {
   o.history_path = f.history;
   if (f.align != "seed") {
     o.alignment = parse_alignment(f.align);
-    if (!o.alignment) throw UsageError("bad --align \"" + f.align + "\", want fuzzy, free, both or seed");
+    if (!o.alignment)
+      throw UsageError("bad --align \"" + f.align + "\", want fuzzy, free, both or seed");
   }
   if (f.pin == "on")
     o.pin_cpus = true;

@@ -95,7 +95,8 @@ v1::Outcome outcome_from_json(const std::string& text) {
     ps->set_observers(st.value("observers", 0u));
     ps->set_aligned_observers(st.value("aligned_observers", 0u));
     ps->set_pinned(st.value("pinned", false));
-    for (const auto& c : st.value("chosen_by_seed", json::array())) ps->add_chosen_by_seed(c.get<std::string>());
+    for (const auto& c : st.value("chosen_by_seed", json::array()))
+      ps->add_chosen_by_seed(c.get<std::string>());
     ps->set_widening(st.value("widening", ""));
   }
   o.set_outcome_json(text);

@@ -70,7 +70,9 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
   std::optional<Alignment> alignment;
   if (!spec.align().empty()) {
     alignment = parse_alignment(spec.align());
-    if (!alignment) throw SpecError("bad align \"" + spec.align() + "\", want fuzzy, free, both or empty (chosen by each job's seed)");
+    if (!alignment)
+      throw SpecError("bad align \"" + spec.align() +
+                      "\", want fuzzy, free, both or empty (chosen by each job's seed)");
   }
   // Each scenario must exist and accept the parameters, observer count and
   // alignment.

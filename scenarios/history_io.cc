@@ -184,7 +184,11 @@ json header_to_json(const HistoryHeader& h) {
   for (const auto& s : h.initial) initial.push_back(set_to_json(s));
   json actors = json::array();
   for (const auto& a : h.actors) {
-    json actor{{"id", a.id}, {"role", a.role}, {"uid", a.cred.uid}, {"gid", a.cred.gid}, {"groups", a.cred.groups}};
+    json actor{{"id", a.id},
+               {"role", a.role},
+               {"uid", a.cred.uid},
+               {"gid", a.cred.gid},
+               {"groups", a.cred.groups}};
     if (!a.align.empty()) actor["align"] = a.align;
     actors.push_back(std::move(actor));
   }

@@ -52,7 +52,8 @@ static RaceConfig race_config(const RunContext& ctx) {
       static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
   // Free-running actors race on past their rounds until the slowest actor
   // is done (run_race): room for four times as many.
-  const uint64_t rounds = ctx.opts.iterations * (ctx.strategy.alignment == Alignment::Fuzzy ? 1 : 4);
+  const uint64_t rounds =
+      ctx.opts.iterations * (ctx.strategy.alignment == Alignment::Fuzzy ? 1 : 4);
   cfg.capacity = std::min<uint64_t>(ctx.opts.iterations ? rounds + 16 : by_time, 32u << 20);
   return cfg;
 }

@@ -227,7 +227,6 @@ TEST(RunRace, ReportsEachActorsCpuTime) {
   EXPECT_EQ(r.records[0].size(), 200u);
 }
 
-
 // Free-running with a number of rounds: the actor done first does not stop
 // while the other is still racing, and the last one done stops after exactly
 // its rounds. (Which is first is up to the scheduler on a loaded machine.)

@@ -162,7 +162,8 @@ std::string to_text(const Outcome& o) {
                 static_cast<unsigned long long>(o.race_window_hits), o.ops_per_sec, o.duration_s);
   s << buf << '\n';
   s << "  strategy: " << to_string(o.strategy.alignment) << ", " << o.strategy.observers
-    << " observers (" << o.strategy.aligned << " aligned), " << (o.strategy.pin_cpus ? "pinned" : "not pinned");
+    << " observers (" << o.strategy.aligned << " aligned), "
+    << (o.strategy.pin_cpus ? "pinned" : "not pinned");
   if (!o.strategy.chosen.empty()) {
     s << "; chosen by the seed:";
     for (const auto& c : o.strategy.chosen) s << ' ' << c;

@@ -169,11 +169,6 @@ void publish_median(ActorEnv& env, RaceControl::Stat& stat) {
   stat.n.store(1, std::memory_order_relaxed);
 }
 
-// The loop keeps what it reads every round in its own frame (the step, the
-// config's fields): after each system call the CPU looks up every page it
-// touches again (no PCID under page-table isolation, ~10-15 ns a page in a
-// VM), so the fewer pages a round touches besides its own record, the
-// cheaper recording is (bench/harness_bench.cc).
 // Counts the actor out of RaceControl::short_of_rounds once: when it has done
 // its rounds, or when its loop ends another way (stopped, failed).
 class RoundsDone {
@@ -195,6 +190,12 @@ class RoundsDone {
   bool counted_ = false;
 };
 
+// The loop keeps what it reads every round in its own frame (the step, the
+// config's fields): after each system call the CPU looks up every page it
+// touches again (no PCID under page-table isolation, ~10-15 ns a page in a
+// VM), so the fewer pages a round touches besides its own record, the
+// cheaper recording is (bench/harness_bench.cc).
+//
 // With cfg.iterations, an aligned actor stops after that many rounds (the
 // barrier keeps the aligned ones in step). A free-running actor races on past
 // them, as far as its buffer goes, until every actor has done its rounds:

@@ -39,8 +39,9 @@ Strategy resolve_strategy(const Scenario& s, const RunOptions& opts, uint32_t cp
   fixed.alignment = opts.alignment;
   fixed.observers = opts.observers;
   fixed.pin_cpus = opts.pin_cpus;
-  return choose_strategy(opts.seed, ObserverLimits{s.default_observers(), s.max_observers(), s.mixed_alignment()},
-                         cpus, fixed);
+  return choose_strategy(
+      opts.seed, ObserverLimits{s.default_observers(), s.max_observers(), s.mixed_alignment()},
+      cpus, fixed);
 }
 
 }  // namespace leapfrog

@@ -41,9 +41,9 @@ struct RunOptions {
   uint64_t iterations = 0;  // 0: run for `duration`
   // The race strategy (scenarios/strategy.h); unset fields are chosen by
   // the seed.
-  uint32_t observers = 0;                // 0: chosen by the seed
-  std::optional<Alignment> alignment;    // fuzzy, free or both
-  std::optional<bool> pin_cpus;          // one CPU per actor while there are enough
+  uint32_t observers = 0;              // 0: chosen by the seed
+  std::optional<Alignment> alignment;  // fuzzy, free or both
+  std::optional<bool> pin_cpus;        // one CPU per actor while there are enough
   Cred observer{65534, 65534, {}};
   uint32_t second_uid = 65533;  // the acl-exec-deny bystander's uid
   TimeNs epsilon = 0;

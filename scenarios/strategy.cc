@@ -55,7 +55,8 @@ Strategy choose_strategy(uint64_t seed, const ObserverLimits& limits, uint32_t c
   if (fixed.alignment) {
     s.alignment = *fixed.alignment;
     if (s.alignment == Alignment::Both && !limits.mixed)
-      throw UsageError("alignment \"both\": this scenario cannot run aligned and free actors together");
+      throw UsageError(
+          "alignment \"both\": this scenario cannot run aligned and free actors together");
     if (s.alignment == Alignment::Both && (limits.max < 2 || fixed.observers == 1))
       throw UsageError("alignment \"both\" needs at least 2 observers (one aligned, one free)");
   } else {
@@ -67,8 +68,8 @@ Strategy choose_strategy(uint64_t seed, const ObserverLimits& limits, uint32_t c
     else if (can_mix)
       s.alignment = Alignment::Both;
     else  // both is not possible: split its share, fuzzy first
-      s.alignment = align_roll < kFuzzyPct + kFreePct + kBothPct / 2 ? Alignment::Fuzzy
-                                                                      : Alignment::Free;
+      s.alignment =
+          align_roll < kFuzzyPct + kFreePct + kBothPct / 2 ? Alignment::Fuzzy : Alignment::Free;
   }
 
   if (fixed.observers) {

@@ -26,7 +26,8 @@ bool same(const Strategy& a, const Strategy& b) {
 
 TEST(Strategy, IsAPureFunctionOfSeedLimitsAndCpus) {
   for (uint64_t seed = 1; seed <= kSeeds; ++seed)
-    ASSERT_TRUE(same(choose_strategy(seed, kOne, 4, {}), choose_strategy(seed, kOne, 4, {}))) << seed;
+    ASSERT_TRUE(same(choose_strategy(seed, kOne, 4, {}), choose_strategy(seed, kOne, 4, {})))
+        << seed;
   // ... and not a constant: the seed decides.
   size_t differ = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed)
@@ -53,8 +54,8 @@ TEST(Strategy, SeedsCoverEveryAlignmentInTheDocumentedShares) {
 TEST(Strategy, ObserversStayWithinTheScenarioAndTheCpus) {
   for (uint32_t cpus : {1u, 2u, 4u, 64u}) {
     for (const ObserverLimits limits :
-         {ObserverLimits{1, kMaxObservers, true}, ObserverLimits{2, 4, true}, ObserverLimits{1, 1, true},
-          ObserverLimits{2, kMaxObservers, false}}) {
+         {ObserverLimits{1, kMaxObservers, true}, ObserverLimits{2, 4, true},
+          ObserverLimits{1, 1, true}, ObserverLimits{2, kMaxObservers, false}}) {
       std::map<uint32_t, uint64_t> seen;
       for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
         const Strategy s = choose_strategy(seed, limits, cpus, {});
@@ -171,7 +172,8 @@ TEST(Strategy, OutcomeJsonCarriesIt) {
   EXPECT_EQ(s["pinned"], false);
   EXPECT_EQ(s["chosen_by_seed"], nlohmann::json({"alignment", "observers", "pin"}));
   EXPECT_EQ(s["widening"], "on (chosen by seed 3): step_into 200000ppm 1000ns uid 65534");
-  EXPECT_NE(to_text(o).find("strategy: both, 3 observers (2 aligned), not pinned"), std::string::npos)
+  EXPECT_NE(to_text(o).find("strategy: both, 3 observers (2 aligned), not pinned"),
+            std::string::npos)
       << to_text(o);
   Widening off;
   off.reason = "no /sys/kernel/leapfrog_widen";

@@ -233,11 +233,13 @@ std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOp
       // the violation (actor 0 is the mutator; the first ceil(n/2)
       // observers were aligned, scenarios/strategy.h).
       const int64_t actor = m.value("actor", int64_t{-1});
-      const bool was_free = actor >= 1 && static_cast<uint32_t>(actor - 1) >= (best.observers() + 1) / 2;
+      const bool was_free =
+          actor >= 1 && static_cast<uint32_t>(actor - 1) >= (best.observers() + 1) / 2;
       c.set_align(was_free ? "free" : "fuzzy");
       c.set_observers(1);
-      return std::make_pair(c, "observers " + std::to_string(best.observers()) + " -> 1, alignment both -> " +
-                                   c.align() + " (the violating observer's)");
+      return std::make_pair(c, "observers " + std::to_string(best.observers()) +
+                                   " -> 1, alignment both -> " + c.align() +
+                                   " (the violating observer's)");
     }
     if (best.observers() == 1) return std::nullopt;
     c.set_observers(1);

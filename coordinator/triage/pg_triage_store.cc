@@ -229,8 +229,8 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
         add_violations(txn, job, attempt, outcome);
         for (const auto& sig : signatures(spec, outcome)) {
           // The example replays as it raced (spec_as_run).
-          const Counted c = count_failure(txn, sig, spec_as_run(spec, outcome), outcome, job, attempt,
-                                          r[4].as<std::string>(), r[6].as<int64_t>());
+          const Counted c = count_failure(txn, sig, spec_as_run(spec, outcome), outcome, job,
+                                          attempt, r[4].as<std::string>(), r[6].as<int64_t>());
           ++res.failures;
           res.new_issues += c.created;
           res.regressions += c.reopened;
