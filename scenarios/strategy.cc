@@ -79,8 +79,9 @@ Strategy choose_strategy(uint64_t seed, const ObserverLimits& limits, uint32_t c
     uint32_t lo = std::max<uint32_t>(limits.def, 1);
     if (s.alignment == Alignment::Both) lo = std::max<uint32_t>(lo, 2);
     lo = std::min(lo, std::max<uint32_t>(limits.max, 1));
-    // Up to one observer per CPU: more would only take turns.
-    const uint32_t hi = std::max(lo, std::min(limits.max, std::max<uint32_t>(cpus, 1)));
+    // One CPU per actor, the mutator's included: more would only take turns
+    // (and starve the agent's own heartbeats).
+    const uint32_t hi = std::max(lo, std::min(limits.max, cpus > 1 ? cpus - 1 : 1));
     s.observers = lo + static_cast<uint32_t>(observer_roll % (hi - lo + 1));
   }
   s.aligned = aligned_observers(s.alignment, s.observers);

@@ -65,7 +65,7 @@ inline constexpr uint32_t kPinPct = 75;
 // The strategy of `seed`: alignment fuzzy 40 %, free 30 %, both 30 % (a
 // scenario that cannot mix, or a spec fixing one observer, turns "both" into
 // fuzzy or free); observers uniform in [default, max(default, min(max,
-// cpus))], at least 2 for both; pinned for 75 % of seeds. Fixed fields are
+// cpus - 1))], at least 2 for both; pinned for 75 % of seeds. Fixed fields are
 // kept. Throws UsageError when the fixed fields contradict (both with one
 // observer, or with a scenario that cannot mix).
 Strategy choose_strategy(uint64_t seed, const ObserverLimits& limits, uint32_t cpus,
