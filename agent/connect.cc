@@ -347,7 +347,9 @@ class Agent {
   std::vector<std::string> job_argv(const v1::Job& job) {
     const auto& spec = job.spec();
     std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--die-with-parent", "--scenario", spec.scenario(),
-                                     "--seed", std::to_string(spec.seed()), "--fs", local_fs(spec.fs())};
+                                     "--seed", std::to_string(spec.seed()), "--fs", local_fs(spec.fs()),
+                                     // What the spec leaves open, the seed chooses.
+                                     "--strategy", "seed"};
     if (spec.iterations() > 0) {
       argv.insert(argv.end(), {"--iterations", std::to_string(spec.iterations())});
     } else {

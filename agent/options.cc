@@ -15,16 +15,17 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m");
   cmd.add_option("--iterations", f.iterations, "rounds to race (instead of --duration)");
   cmd.add_option("--observers", f.observers,
-                 "observer processes (default: chosen by the seed from the scenario's range)");
+                 "observer processes (default: the scenario's, or chosen by the seed with --strategy seed)");
   cmd.add_option("--history", f.history, "write the recorded history here (JSON Lines)");
   cmd.add_flag("--json", f.json, "print the outcome as one JSON object");
   cmd.add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
-  cmd.add_option(
-      "--align", f.align,
-      "fuzzy (barrier + swept delays) | free (no barrier) | both (half the observers each) | seed "
-      "(chosen from --seed, the default)");
-  cmd.add_option("--pin", f.pin,
-                 "pin actors to CPUs: on | off | seed (chosen from --seed, the default)");
+  cmd.add_option("--align", f.align,
+                 "fuzzy (barrier + swept delays, the default) | free (no barrier) | both (half the observers "
+                 "each) | seed (chosen from --seed)");
+  cmd.add_option("--pin", f.pin, "pin actors to CPUs: on (the default) | off | seed (chosen from --seed)");
+  cmd.add_option("--strategy", f.strategy,
+                 "fixed (the defaults above) | seed: --seed chooses what --align, --observers and --pin leave "
+                 "open, as in every job");
   cmd.add_option("--observer-uid", f.observer_uid, "uid the observers run as");
   cmd.add_option("--observer-gid", f.observer_gid, "gid the observers run as");
   cmd.add_option("--second-uid", f.second_uid, "acl-exec-deny: uid of the observer without an ACL entry");
@@ -89,17 +90,23 @@ RunOptions to_run_options(const RunFlags& f) {
   o.iterations = f.iterations;
   o.observers = f.observers;
   o.history_path = f.history;
-  if (f.align != "seed") {
+  if (f.strategy != "fixed" && f.strategy != "seed")
+    throw UsageError("bad --strategy \"" + f.strategy + "\", want fixed or seed");
+  const bool by_seed = f.strategy == "seed";
+  if (f.align.empty()) {
+    if (!by_seed) o.alignment = Alignment::Fuzzy;
+  } else if (f.align != "seed") {
     o.alignment = parse_alignment(f.align);
     if (!o.alignment)
       throw UsageError("bad --align \"" + f.align + "\", want fuzzy, free, both or seed");
   }
-  if (f.pin == "on")
+  if (f.pin == "on" || (f.pin.empty() && !by_seed))
     o.pin_cpus = true;
   else if (f.pin == "off")
     o.pin_cpus = false;
-  else if (f.pin != "seed")
+  else if (!f.pin.empty() && f.pin != "seed")
     throw UsageError("bad --pin \"" + f.pin + "\", want on, off or seed");
+  o.default_observers = o.observers == 0 && !by_seed;
   if (f.observer_uid == 0) throw UsageError("--observer-uid must not be 0: observers are unprivileged");
   o.observer = Cred{f.observer_uid, f.observer_gid, {}};
   o.second_uid = f.second_uid;

@@ -8,27 +8,45 @@
 
 #include "agent/options.h"
 #include "agent/outcome_proto.h"
+#include "scenarios/registry.h"
 #include "scenarios/outcome.h"
 
 namespace leapfrog {
 namespace {
 
-RunOptions parse(const std::string& align, const std::string& pin) {
+RunOptions parse(const std::string& align, const std::string& pin,
+                 const std::string& strategy = "fixed") {
   RunFlags f;
   f.scenario = "setattr-lookup";
   f.align = align;
   f.pin = pin;
+  f.strategy = strategy;
   return to_run_options(f);
 }
 
+TEST(StrategyFlags, ByHandTheDefaultsAreFuzzyPinnedAndTheScenariosObservers) {
+  const RunOptions o = parse("", "");
+  EXPECT_EQ(o.alignment, Alignment::Fuzzy);
+  EXPECT_EQ(o.pin_cpus, true);
+  EXPECT_TRUE(o.default_observers);
+  const Strategy s = resolve_strategy(find_scenario("acl-exec-deny"), o, 8);
+  EXPECT_EQ(s.observers, 2u);  // its default, not the seed's pick
+  EXPECT_TRUE(s.chosen.empty());
+}
+
 TEST(StrategyFlags, SeedLeavesTheFieldsOpen) {
-  const RunOptions o = parse("seed", "seed");
-  EXPECT_FALSE(o.alignment);
-  EXPECT_FALSE(o.pin_cpus);
-  EXPECT_EQ(o.observers, 0u);
-  RunFlags defaults;
-  EXPECT_EQ(defaults.align, "seed");
-  EXPECT_EQ(defaults.pin, "seed");
+  for (const RunOptions& o : {parse("seed", "seed"), parse("", "", "seed")}) {
+    EXPECT_FALSE(o.alignment);
+    EXPECT_FALSE(o.pin_cpus);
+    EXPECT_EQ(o.observers, 0u);
+  }
+  const RunOptions o = parse("", "", "seed");
+  EXPECT_FALSE(o.default_observers);
+  EXPECT_EQ(resolve_strategy(find_scenario("setattr-lookup"), o, 8).chosen,
+            (std::vector<std::string>{"alignment", "observers", "pin"}));
+  // --align seed alone leaves only the alignment open.
+  EXPECT_EQ(resolve_strategy(find_scenario("setattr-lookup"), parse("seed", ""), 8).chosen,
+            (std::vector<std::string>{"alignment"}));
 }
 
 TEST(StrategyFlags, FixedValuesAreKept) {
@@ -47,6 +65,7 @@ TEST(StrategyFlags, BadValuesAreUsageErrors) {
     EXPECT_STREQ(e.what(), "bad --align \"sometimes\", want fuzzy, free, both or seed");
   }
   EXPECT_THROW(parse("seed", "yes"), UsageError);
+  EXPECT_THROW(parse("", "", "random"), UsageError);
 }
 
 TEST(StrategyFlags, OutcomeProtoCarriesTheStrategy) {

@@ -42,6 +42,7 @@ struct RunOptions {
   // The race strategy (scenarios/strategy.h); unset fields are chosen by
   // the seed.
   uint32_t observers = 0;              // 0: chosen by the seed
+  bool default_observers = false;      // observers 0: the scenario's default instead
   std::optional<Alignment> alignment;  // fuzzy, free or both
   std::optional<bool> pin_cpus;        // one CPU per actor while there are enough
   Cred observer{65534, 65534, {}};

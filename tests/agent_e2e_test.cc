@@ -417,10 +417,13 @@ TEST_F(AgentE2E, MixedAlignmentRunsAlignedAndFreeObserversInOneRun) {
   EXPECT_EQ(chained(windows[1]), 0u);                     // aligned: a barrier between lookups
 }
 
-// The seed chooses the strategy the same way every time; a flag fixes its
-// field and leaves the others to the seed.
+// With --strategy seed (what every job runs with) the seed chooses the
+// strategy, the same way every time; a flag fixes its field and leaves the
+// others to the seed. Without it a run by hand is fuzzy, pinned, with the
+// scenario's observers.
 TEST_F(AgentE2E, TheSeedChoosesTheStrategyAndFlagsFixIt) {
-  const std::vector<std::string> base = {"--scenario", "setattr-lookup", "--iterations", "500"};
+  const std::vector<std::string> base = {"--scenario", "setattr-lookup", "--iterations", "500",
+                                         "--strategy", "seed"};
   std::set<std::string> alignments;
   for (const char* seed : {"1", "2", "10"}) {
     std::vector<std::string> args = base;
@@ -439,6 +442,11 @@ TEST_F(AgentE2E, TheSeedChoosesTheStrategyAndFlagsFixIt) {
   // Seeds 1, 2 and 10 choose free, both and fuzzy (scenarios/strategy_test.cc
   // checks the shares over many seeds).
   EXPECT_EQ(alignments, (std::set<std::string>{"free", "both", "fuzzy"}));
+  const json by_hand = run_json({"--scenario", "setattr-lookup", "--iterations", "500", "--seed", "1"}, 0)["strategy"];
+  EXPECT_EQ(by_hand["alignment"], "fuzzy");
+  EXPECT_EQ(by_hand["pinned"], true);
+  EXPECT_EQ(by_hand["observers"], 1);
+  EXPECT_EQ(by_hand["chosen_by_seed"], json::array());
 }
 
 // ---- histories -------------------------------------------------------------
