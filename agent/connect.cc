@@ -348,7 +348,9 @@ class Agent {
   std::vector<std::string> job_argv(const v1::Job& job) {
     const auto& spec = job.spec();
     std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--die-with-parent", "--scenario", spec.scenario(),
-                                     "--seed", std::to_string(spec.seed()), "--fs", local_fs(spec.fs())};
+                                     "--seed", std::to_string(spec.seed()), "--fs", local_fs(spec.fs()),
+                                     // What the spec leaves open, the seed chooses.
+                                     "--strategy", "seed"};
     if (spec.iterations() > 0) {
       argv.insert(argv.end(), {"--iterations", std::to_string(spec.iterations())});
     } else {
@@ -357,6 +359,8 @@ class Agent {
     }
     if (spec.observers() > 0) argv.insert(argv.end(), {"--observers", std::to_string(spec.observers())});
     if (!spec.align().empty()) argv.insert(argv.end(), {"--align", spec.align()});
+    if (spec.pin() != v1::CPU_PINNING_UNSPECIFIED)
+      argv.insert(argv.end(), {"--pin", spec.pin() == v1::CPU_PINNING_ON ? "on" : "off"});
     for (const auto& [k, v] : spec.params()) argv.insert(argv.end(), {"--param", k + "=" + std::to_string(v)});
     return argv;
   }

@@ -70,6 +70,7 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
   const bool json_out = flags.json;
   const Scenario& scenario = find_scenario(opts.scenario);
   const auto params = resolve_params(scenario, opts);
+  const Strategy strategy = resolve_strategy(scenario, opts, usable_cpus());
   const widen::Request widen_request = widen::parse_request(flags.widen);
   if (geteuid() != 0)
     throw UsageError("leapfrog-agent run needs root: it mounts file systems in a private mount namespace and runs "
@@ -79,8 +80,9 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     std::ofstream probe(opts.history_path, std::ios::app);
     if (!probe) throw UsageError("cannot write history file \"" + opts.history_path + "\"");
   }
-  spdlog::info("run.start scenario={} seed={} fs={}", opts.scenario, opts.seed,
-               fs::fs_name(opts.fs.kind, opts.fs.view));
+  spdlog::info("run.start scenario={} seed={} fs={} align={} observers={} pinned={}", opts.scenario,
+               opts.seed, fs::fs_name(opts.fs.kind, opts.fs.view), to_string(strategy.alignment),
+               strategy.observers, strategy.pin_cpus);
   return fs::run_sandboxed([&](const std::string& workdir) {
     Outcome o;
     Widening widening;
@@ -91,8 +93,8 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
       const double setup_s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
       spdlog::info("run.provisioned fs={} setup_ms={:.0f}", ws->name(), setup_s * 1000);
-      RunContext ctx{opts, *ws, params, Rng(opts.seed ^ 0x6c6561706672ULL),
-                     opts.observers ? opts.observers : scenario.default_observers()};
+      const Rng setup_rng(opts.seed ^ 0x6c6561706672ULL);
+      RunContext ctx{opts, *ws, params, setup_rng, strategy.observers, strategy};
       widening = widen::begin(flags.widen_dir, widen_request, opts.seed, opts.observer.uid);
       o = scenario.run(ctx);
       o.setup_s = setup_s;
@@ -108,9 +110,12 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
       o.fs = fs::fs_name(opts.fs.kind, opts.fs.view);
       o.verdict = "error";
       o.error = e.what();
+      o.observers = strategy.observers;
+      o.strategy = strategy;
     }
     if (!ended) widen::end(flags.widen_dir, widening);
     o.widening = widening;
+    o.strategy.widening = summary(widening);
     spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
     return print_outcome(o, json_out);
   });

@@ -14,11 +14,18 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--dir", f.dir, "run inside this existing directory instead (your NFS, ZFS, ...)");
   cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m");
   cmd.add_option("--iterations", f.iterations, "rounds to race (instead of --duration)");
-  cmd.add_option("--observers", f.observers, "observer processes (default: the scenario's)");
+  cmd.add_option("--observers", f.observers,
+                 "observer processes (default: the scenario's, or chosen by the seed with --strategy seed)");
   cmd.add_option("--history", f.history, "write the recorded history here (JSON Lines)");
   cmd.add_flag("--json", f.json, "print the outcome as one JSON object");
   cmd.add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
-  cmd.add_option("--align", f.align, "fuzzy (barrier + swept delays) | free (no barrier)");
+  cmd.add_option("--align", f.align,
+                 "fuzzy (barrier + swept delays, the default) | free (no barrier) | both (half the observers "
+                 "each) | seed (chosen from --seed)");
+  cmd.add_option("--pin", f.pin, "pin actors to CPUs: on (the default) | off | seed (chosen from --seed)");
+  cmd.add_option("--strategy", f.strategy,
+                 "fixed (the defaults above) | seed: --seed chooses what --align, --observers and --pin leave "
+                 "open, as in every job");
   cmd.add_option("--observer-uid", f.observer_uid, "uid the observers run as");
   cmd.add_option("--observer-gid", f.observer_gid, "gid the observers run as");
   cmd.add_option("--second-uid", f.second_uid, "acl-exec-deny: uid of the observer without an ACL entry");
@@ -83,12 +90,23 @@ RunOptions to_run_options(const RunFlags& f) {
   o.iterations = f.iterations;
   o.observers = f.observers;
   o.history_path = f.history;
-  if (f.align == "fuzzy")
-    o.fuzzy = true;
-  else if (f.align == "free")
-    o.fuzzy = false;
-  else
-    throw UsageError("bad --align \"" + f.align + "\", want fuzzy or free");
+  if (f.strategy != "fixed" && f.strategy != "seed")
+    throw UsageError("bad --strategy \"" + f.strategy + "\", want fixed or seed");
+  const bool by_seed = f.strategy == "seed";
+  if (f.align.empty()) {
+    if (!by_seed) o.alignment = Alignment::Fuzzy;
+  } else if (f.align != "seed") {
+    o.alignment = parse_alignment(f.align);
+    if (!o.alignment)
+      throw UsageError("bad --align \"" + f.align + "\", want fuzzy, free, both or seed");
+  }
+  if (f.pin == "on" || (f.pin.empty() && !by_seed))
+    o.pin_cpus = true;
+  else if (f.pin == "off")
+    o.pin_cpus = false;
+  else if (!f.pin.empty() && f.pin != "seed")
+    throw UsageError("bad --pin \"" + f.pin + "\", want on, off or seed");
+  o.default_observers = o.observers == 0 && !by_seed;
   if (f.observer_uid == 0) throw UsageError("--observer-uid must not be 0: observers are unprivileged");
   o.observer = Cred{f.observer_uid, f.observer_gid, {}};
   o.second_uid = f.second_uid;

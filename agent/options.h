@@ -21,7 +21,13 @@ struct RunFlags {
   std::string history;
   bool json = false;
   std::vector<std::string> params;
-  std::string align = "fuzzy";
+  // The race strategy (scenarios/strategy.h). "seed" leaves a field to the
+  // seed; empty: as `strategy` says for fields not given.
+  std::string align;
+  std::string pin;
+  // "fixed": what is not given is fuzzy, pinned, the scenario's default
+  // observers (a run by hand); "seed": the seed chooses it (every job).
+  std::string strategy = "fixed";
   uint32_t observer_uid = 65534;
   uint32_t observer_gid = 65534;
   uint32_t second_uid = 65533;

@@ -17,6 +17,13 @@ static v1::Verdict verdict_from(const std::string& v) {
   throw std::runtime_error("unknown verdict \"" + v + "\"");
 }
 
+static v1::Alignment alignment_from(const std::string& a) {
+  if (a == "fuzzy") return v1::ALIGNMENT_FUZZY;
+  if (a == "free") return v1::ALIGNMENT_FREE;
+  if (a == "both") return v1::ALIGNMENT_BOTH;
+  return v1::ALIGNMENT_UNSPECIFIED;
+}
+
 static void stamp(v1::Outcome& o) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   o.mutable_finished_at()->set_seconds(std::chrono::duration_cast<std::chrono::seconds>(now).count());
@@ -80,6 +87,17 @@ v1::Outcome outcome_from_json(const std::string& text) {
     }
     for (const auto& c : w.value("control_checks", json::array()))
       pw->add_control_checks(c.get<std::string>());
+  }
+  if (j.contains("strategy") && j.at("strategy").is_object()) {
+    const json& st = j.at("strategy");
+    v1::RaceStrategy* ps = o.mutable_strategy();
+    ps->set_alignment(alignment_from(st.value("alignment", "")));
+    ps->set_observers(st.value("observers", 0u));
+    ps->set_aligned_observers(st.value("aligned_observers", 0u));
+    ps->set_pinned(st.value("pinned", false));
+    for (const auto& c : st.value("chosen_by_seed", json::array()))
+      ps->add_chosen_by_seed(c.get<std::string>());
+    ps->set_widening(st.value("widening", ""));
   }
   o.set_outcome_json(text);
   stamp(o);

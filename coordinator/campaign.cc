@@ -1,6 +1,7 @@
 #include "coordinator/campaign.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "scenarios/fs/workspace.h"
@@ -66,7 +67,15 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
       throw SpecError(e.what());
     }
   }
-  // Each scenario must exist and accept the parameters and observer count.
+  std::optional<Alignment> alignment;
+  if (!spec.align().empty()) {
+    alignment = parse_alignment(spec.align());
+    if (!alignment)
+      throw SpecError("bad align \"" + spec.align() +
+                      "\", want fuzzy, free, both or empty (chosen by each job's seed)");
+  }
+  // Each scenario must exist and accept the parameters, observer count and
+  // alignment.
   for (const auto& s : spec.scenarios()) {
     if (is_selftest_scenario(s)) continue;
     try {
@@ -83,6 +92,8 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
           if (p.name == name) opts.params[name] = value;
       }
       resolve_params(scenario, opts);
+      opts.alignment = alignment;
+      resolve_strategy(scenario, opts, 1);
     } catch (const UsageError& e) {
       throw SpecError(e.what());
     }
@@ -118,6 +129,8 @@ std::vector<NewJob> expand(const v1::CampaignSpec& spec) {
           *js.mutable_duration() = spec.duration();
           js.set_iterations(spec.iterations());
           js.set_observers(spec.observers());
+          js.set_align(spec.align());
+          js.set_pin(spec.pin());
           for (const auto& [name, value] : spec.params()) {
             if (scenario)
               for (const auto& p : scenario->params())

@@ -187,6 +187,38 @@ TEST(CampaignNormalizeTest, BadObservers) {
   EXPECT_THAT(spec_error(in), HasSubstr("bad observers: 33"));
 }
 
+TEST(CampaignNormalizeTest, AlignmentMustBeKnownAndPossible) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  in.set_align("sometimes");
+  EXPECT_THAT(spec_error(in), HasSubstr("bad align \"sometimes\""));
+  in.set_align("both");
+  EXPECT_EQ(spec_error(in), "");
+  in.set_observers(1);
+  EXPECT_THAT(spec_error(in), HasSubstr("\"both\" needs at least 2 observers"));
+  v1::CampaignSpec peers = spec_of({"foffset"});
+  peers.set_align("both");
+  EXPECT_THAT(spec_error(peers), HasSubstr("cannot run aligned and free actors together"));
+}
+
+TEST(CampaignExpandTest, JobsCarryTheFixedStrategyOrLeaveItToTheSeed) {
+  v1::CampaignSpec open = spec_of({"setattr-lookup"});
+  open.set_seeds(2);
+  for (const auto& job : expand(normalize(open))) {
+    EXPECT_EQ(job.spec.align(), "");
+    EXPECT_EQ(job.spec.observers(), 0u);
+    EXPECT_EQ(job.spec.pin(), v1::CPU_PINNING_UNSPECIFIED);
+  }
+  v1::CampaignSpec fixed = open;
+  fixed.set_align("free");
+  fixed.set_pin(v1::CPU_PINNING_OFF);
+  fixed.set_observers(2);
+  for (const auto& job : expand(normalize(fixed))) {
+    EXPECT_EQ(job.spec.align(), "free");
+    EXPECT_EQ(job.spec.observers(), 2u);
+    EXPECT_EQ(job.spec.pin(), v1::CPU_PINNING_OFF);
+  }
+}
+
 TEST(CampaignNormalizeTest, EmptyKernelLabel) {
   v1::CampaignSpec in = spec_of({"setattr-lookup"});
   in.add_kernels("host");

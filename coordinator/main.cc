@@ -29,7 +29,11 @@ void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool wit
   cmd->add_option("--first-seed", f.first_seed, "first seed");
   cmd->add_option("--duration", f.duration, "per job, e.g. 2s, 500ms");
   cmd->add_option("--iterations", f.iterations, "rounds per job (instead of --duration)");
-  cmd->add_option("--observers", f.observers, "observers per job (default: the scenario's)");
+  cmd->add_option("--observers", f.observers,
+                  "observers per job (default: each job's seed chooses)");
+  cmd->add_option("--align", f.align, "fuzzy | free | both (default: each job's seed chooses)");
+  cmd->add_option("--pin", f.pin,
+                  "pin actors to CPUs: on | off (default: each job's seed chooses)");
   cmd->add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
   cmd->add_option("--max-attempts", f.max_attempts, "attempts before a job ends as infra-failure (default 3)");
   cmd->add_option("--build", f.build_label,

@@ -15,6 +15,9 @@ struct Actor {
   uint32_t id = 0;
   std::string role;  // "mutator" or "observer"
   Cred cred;         // observers: credentials the lookups ran with
+  // "fuzzy": met the others at the barrier each round; "free": ran free
+  // (mixed alignment runs both kinds); empty: not recorded.
+  std::string align;
 };
 
 // A mutation's effect: the objects it sets atomically. Shared by every record of

@@ -183,8 +183,15 @@ json header_to_json(const HistoryHeader& h) {
   json initial = json::array();
   for (const auto& s : h.initial) initial.push_back(set_to_json(s));
   json actors = json::array();
-  for (const auto& a : h.actors)
-    actors.push_back({{"id", a.id}, {"role", a.role}, {"uid", a.cred.uid}, {"gid", a.cred.gid}, {"groups", a.cred.groups}});
+  for (const auto& a : h.actors) {
+    json actor{{"id", a.id},
+               {"role", a.role},
+               {"uid", a.cred.uid},
+               {"gid", a.cred.gid},
+               {"groups", a.cred.groups}};
+    if (!a.align.empty()) actor["align"] = a.align;
+    actors.push_back(std::move(actor));
+  }
   json j{{"format", kFormat},     {"version", kVersion}, {"scenario", h.scenario},   {"seed", h.seed},
          {"fs", h.fs},            {"clock", h.clock_source}, {"epsilon_ns", h.epsilon_ns},
          {"base_dev", h.base_dev}, {"nodes", nodes},      {"initial", initial},      {"actors", actors}};
@@ -232,6 +239,7 @@ HistoryHeader header_from_json(const json& j) {
     actor.cred.uid = get<uint32_t>(a, "uid");
     actor.cred.gid = get<uint32_t>(a, "gid");
     actor.cred.groups = get_or<std::vector<uint32_t>>(a, "groups", {});
+    actor.align = get_or<std::string>(a, "align", "");
     h.actors.push_back(std::move(actor));
   }
   h.block_size = get_or<uint32_t>(j, "block_size", 0);

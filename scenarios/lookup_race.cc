@@ -32,7 +32,7 @@ Outcome begin_outcome(const RunContext& ctx) {
   out.fs = ctx.ws.name();
   out.params = ctx.params;
   out.observers = ctx.observers;
-  out.fuzzy = ctx.opts.fuzzy;
+  out.strategy = ctx.strategy;
   out.clock_source = clock_source();
   out.epsilon_ns = ctx.opts.epsilon;
   return out;
@@ -42,15 +42,19 @@ static RaceConfig race_config(const RunContext& ctx) {
   RaceConfig cfg;
   cfg.iterations = ctx.opts.iterations;
   cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
-  cfg.fuzzy = ctx.opts.fuzzy;
+  cfg.fuzzy = ctx.strategy.alignment != Alignment::Free;
+  cfg.pin_cpus = ctx.strategy.pin_cpus;
   cfg.warmup = ctx.opts.iterations
                    ? static_cast<uint32_t>(std::min<uint64_t>(256, ctx.opts.iterations / 8))
                    : 256;
   // Enough records for the run: one per round, or a generous rate bound.
   const uint64_t by_time =
       static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
-  cfg.capacity =
-      std::min<uint64_t>(ctx.opts.iterations ? ctx.opts.iterations + 16 : by_time, 32u << 20);
+  // Free-running actors race on past their rounds until the slowest actor
+  // is done (run_race): room for four times as many.
+  const uint64_t rounds =
+      ctx.opts.iterations * (ctx.strategy.alignment == Alignment::Fuzzy ? 1 : 4);
+  cfg.capacity = std::min<uint64_t>(ctx.opts.iterations ? rounds + 16 : by_time, 32u << 20);
   return cfg;
 }
 
@@ -239,17 +243,25 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     if (i < plan.observer_queries.size()) mine = plan.observer_queries[i];
     if (mine.empty())
       for (uint32_t q = 0; q < plan.queries.size(); ++q) mine.push_back(q);
-    set_observer_step(o, plan.queries, mine, !ctx.opts.fuzzy);
+    // Mixed alignment: the first observers meet the mutator at the
+    // barrier, the others run free (and chain their windows).
+    o.free_running = i >= ctx.strategy.aligned;
+    set_observer_step(o, plan.queries, mine, o.free_running);
     actors.push_back(std::move(o));
   }
+  const auto align_of = [&](const ActorSpec& a) {
+    return ctx.strategy.alignment == Alignment::Free || a.free_running ? "free" : "fuzzy";
+  };
 
   RaceResult race = run_race(actors, race_config(ctx), ctx.opts.seed);
 
   History h;
   plan.model.fill_header(h.header);
   uint32_t id = 0;
-  if (has_mutator) h.header.actors.push_back(Actor{id++, "mutator", Cred{0, 0, {}}});
-  for (const auto& c : plan.observers) h.header.actors.push_back(Actor{id++, "observer", c});
+  if (has_mutator)
+    h.header.actors.push_back(Actor{id, "mutator", Cred{0, 0, {}}, align_of(actors[id])}), ++id;
+  for (const auto& c : plan.observers)
+    h.header.actors.push_back(Actor{id, "observer", c, align_of(actors[id])}), ++id;
   for (const auto& m : plan.mutations) h.effects.push_back(m.effect);
   for (const auto& q : plan.queries) h.queries.push_back(q.query);
 
@@ -276,8 +288,10 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
       }
     }
   }
-  if (ctx.opts.fuzzy) {
+  if (ctx.strategy.alignment != Alignment::Free) {
     for (const auto& l : h.lookups) {
+      // Only an aligned observer's round is the mutator's round.
+      if (actors[l.actor].free_running) continue;
       if (l.round >= mutation_in_round.size()) continue;
       const auto [mi, mc] = mutation_in_round[l.round];
       if (mc >= mi && l.invoke <= mc && mi <= l.complete) ++out.race_window_hits;

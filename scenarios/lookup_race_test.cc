@@ -7,8 +7,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
@@ -223,6 +225,124 @@ TEST(RunRace, ReportsEachActorsCpuTime) {
   ASSERT_EQ(r.cpu_s.size(), 1u);
   EXPECT_GT(r.cpu_s[0], 0.0);
   EXPECT_EQ(r.records[0].size(), 200u);
+}
+
+// Free-running with a number of rounds: the actor done first does not stop
+// while the other is still racing, and the last one done stops after exactly
+// its rounds. (Which is first is up to the scheduler on a loaded machine.)
+TEST(RunRace, FreeRunningActorsRaceOnUntilTheSlowestIsDone) {
+  constexpr uint32_t kN = 300;
+  auto busy = [](TimeNs ns) {
+    ActorSpec a;
+    a.step = [ns](ActorEnv& env, uint32_t round) {
+      RawRecord r{};
+      r.round = round;
+      timed(r, [ns] {
+        const TimeNs until = now_ns() + ns;
+        while (now_ns() < until) {
+        }
+        return 0;
+      });
+      env.push(r);
+    };
+    return a;
+  };
+  RaceConfig cfg;
+  cfg.iterations = kN;
+  cfg.duration = 600'000'000'000;
+  cfg.fuzzy = false;
+  cfg.capacity = 64 * kN;
+  const RaceResult r = run_race({busy(1'000), busy(40'000)}, cfg, 1);
+  ASSERT_EQ(r.error, "");
+  const size_t a = r.records.at(0).size(), b = r.records.at(1).size();
+  EXPECT_EQ(std::min(a, b), kN);
+  EXPECT_GT(std::max(a, b), kN);  // went on past its rounds
+}
+
+// Mixed alignment: in one run, the aligned observer meets the mutator at the
+// barrier every round (its round r starts after the mutator's round r - 1
+// ended, and the mutator's after its), while the free-running observer chains
+// its lookups and runs ahead of the mutator. Real chmod and fstatat on tmpfs.
+// The barrier check is applied to both observers: it must hold for the
+// aligned one and fire for the free one (its positive control).
+
+// Rounds in which `a` started before `b` ended the round before, or the
+// other way round: steps that a barrier between rounds forbids.
+size_t rounds_out_of_step(const std::vector<RawRecord>& a, const std::vector<RawRecord>& b) {
+  size_t n = 0;
+  for (size_t r = 1; r < std::min(a.size(), b.size()); ++r)
+    n += a[r].invoke < b[r - 1].complete || b[r].invoke < a[r - 1].complete;
+  return n;
+}
+
+size_t chained(const std::vector<RawRecord>& recs) {
+  size_t n = 0;
+  for (size_t i = 1; i < recs.size(); ++i) n += recs[i].invoke == recs[i - 1].complete;
+  return n;
+}
+
+TEST(RunRace, MixedAlignmentRunsAlignedAndFreeObserversTogether) {
+  char dir[] = "/dev/shm/leapfrog-mixed-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  struct statfs sfs;
+  ASSERT_EQ(statfs(dir, &sfs), 0);
+  ASSERT_EQ(sfs.f_type, 0x01021994) << "want tmpfs at /dev/shm";  // TMPFS_MAGIC
+  const std::string file = std::string(dir) + "/f";
+  ASSERT_EQ(close(open(file.c_str(), O_CREAT | O_WRONLY, 0644)), 0);
+
+  // Few rounds: on a loaded machine each barrier can wait for a time slice.
+  constexpr uint32_t kN = 300;
+  ActorSpec mutator;
+  mutator.role = ActorRole::Mutator;
+  mutator.step = [&file](ActorEnv& env, uint32_t round) {
+    RawRecord r{};
+    r.round = round;
+    // A slow mutation (chmod, then ~30 us of work) lets a free observer run ahead.
+    timed(r, [&] {
+      const int rc = chmod(file.c_str(), round % 2 ? 0600 : 0644) == 0 ? 0 : errno;
+      const TimeNs until = now_ns() + 30'000;
+      while (now_ns() < until) {
+      }
+      return rc;
+    });
+    env.push(r);
+  };
+  QueryTemplate q;
+  q.call = LookupCall::Stat;
+  q.path = file;
+  const std::vector<QueryTemplate> queries = {q};
+  ActorSpec aligned, free;
+  aligned.role = free.role = ActorRole::Observer;
+  set_observer_step(aligned, queries, {0}, /*chained=*/false);
+  set_observer_step(free, queries, {0}, /*chained=*/true);
+  free.free_running = true;
+  RaceConfig cfg;
+  cfg.iterations = kN;
+  cfg.duration = 600'000'000'000;
+  cfg.fuzzy = true;
+  cfg.warmup = 16;
+  cfg.capacity = kN + 16;
+  const RaceResult r = run_race({mutator, aligned, free}, cfg, 3);
+  unlink(file.c_str());
+  rmdir(dir);
+  ASSERT_EQ(r.error, "");
+  const auto& m = r.records.at(0);
+  const auto& a = r.records.at(1);
+  const auto& f = r.records.at(2);
+  ASSERT_EQ(m.size(), kN);
+  ASSERT_EQ(a.size(), kN);
+  // The free observer raced on past its rounds while the others were not
+  // done, until its buffer was full.
+  ASSERT_GT(f.size(), kN);
+  for (const auto* recs : {&m, &a, &f})
+    for (const RawRecord& rec : *recs) ASSERT_EQ(rec.err, 0);
+  EXPECT_EQ(rounds_out_of_step(a, m), 0u);  // at the barrier every round
+  EXPECT_GT(rounds_out_of_step(f, m), 0u);  // the same check fires on the free one
+  EXPECT_EQ(chained(f), f.size() - 1);      // free-running: one clock read a lookup
+  EXPECT_EQ(chained(a), 0u);
+  // The delays were swept from the aligned actors' timing alone.
+  EXPECT_GT(r.timing.mutator_mean_ns, 25'000);
+  EXPECT_GT(r.timing.delay_span_ns, r.timing.mutator_mean_ns);
 }
 
 }  // namespace

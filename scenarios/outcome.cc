@@ -62,6 +62,27 @@ json to_json(const Widening& w) {
       {"on", w.on}, {"reason", w.reason}, {"points", points}, {"control_checks", w.control_checks}};
 }
 
+json to_json(const Strategy& s) {
+  return json{{"alignment", to_string(s.alignment)},
+              {"observers", s.observers},
+              {"aligned_observers", s.aligned},
+              {"free_observers", s.observers - s.aligned},
+              {"pinned", s.pin_cpus},
+              {"chosen_by_seed", s.chosen},
+              {"widening", s.widening}};
+}
+
+std::string summary(const Widening& w) {
+  if (!w.on) return "off" + (w.reason.empty() ? std::string() : " (" + w.reason + ")");
+  std::string out = "on" + (w.reason.empty() ? std::string() : " (" + w.reason + ")") + ":";
+  for (size_t i = 0; i < w.points.size(); ++i) {
+    const WidenPoint& p = w.points[i];
+    out += (i ? ", " : " ") + p.name + " " + std::to_string(p.probability_ppm) + "ppm " +
+           std::to_string(p.delay_ns) + "ns uid " + p.uid;
+  }
+  return out;
+}
+
 void note_detection(Outcome& o, const History& h) {
   o.first_violation_ns = -1;
   o.ops_to_first_violation = 0;
@@ -94,7 +115,8 @@ json to_json(const Outcome& o) {
          {"verdict", o.verdict},
          {"params", o.params},
          {"observers", o.observers},
-         {"alignment", o.fuzzy ? "fuzzy" : "free"},
+         {"alignment", to_string(o.strategy.alignment)},
+         {"strategy", to_json(o.strategy)},
          {"ops", o.ops},
          {"mutations", o.mutations},
          {"rounds", o.rounds},
@@ -139,6 +161,14 @@ std::string to_text(const Outcome& o) {
                 static_cast<unsigned long long>(o.check.offsets_checked), static_cast<unsigned long long>(o.rounds),
                 static_cast<unsigned long long>(o.race_window_hits), o.ops_per_sec, o.duration_s);
   s << buf << '\n';
+  s << "  strategy: " << to_string(o.strategy.alignment) << ", " << o.strategy.observers
+    << " observers (" << o.strategy.aligned << " aligned), "
+    << (o.strategy.pin_cpus ? "pinned" : "not pinned");
+  if (!o.strategy.chosen.empty()) {
+    s << "; chosen by the seed:";
+    for (const auto& c : o.strategy.chosen) s << ' ' << c;
+  }
+  s << '\n';
   if (o.timing.warmup_rounds) {
     std::snprintf(buf, sizeof buf, "  timing: mutator=%lldns observer=%lldns delay_span=%lldns clock=%s epsilon=%lldns",
                   static_cast<long long>(o.timing.mutator_mean_ns), static_cast<long long>(o.timing.observer_mean_ns),

@@ -11,6 +11,7 @@
 
 #include "scenarios/oracle.h"
 #include "scenarios/race.h"
+#include "scenarios/strategy.h"
 
 namespace leapfrog {
 
@@ -50,7 +51,9 @@ struct Outcome {
   std::string error;
   std::map<std::string, int64_t> params;
   uint32_t observers = 0;
-  bool fuzzy = true;
+  // How the run raced (alignment, observers, pinning; the widening in one
+  // line), resolved: replay passes it back explicitly.
+  Strategy strategy;
   uint64_t ops = 0;
   uint64_t mutations = 0;
   uint64_t rounds = 0;
@@ -81,6 +84,10 @@ void note_detection(Outcome& o, const History& h);
 nlohmann::json to_json(const Outcome& o);
 nlohmann::json to_json(const Violation& v);
 nlohmann::json to_json(const Widening& w);
+nlohmann::json to_json(const Strategy& s);
+// Widening in one line, for Strategy::widening: "off (why)" or
+// "on (what chose them): POINT PPMppm NSns uid UID, ...".
+std::string summary(const Widening& w);
 // A few lines for a terminal.
 std::string to_text(const Outcome& o);
 // Exit code of `leapfrog-agent run`: 0 clean, 1 violations, 2 error.

@@ -46,8 +46,10 @@ struct RaceControl {
   alignas(64) std::atomic<uint32_t> peer_generation{0};
   std::atomic<uint32_t> peer_stop{0};
   uint32_t n_actors = 0;
+  uint32_t n_aligned = 0;  // actors that meet at the barrier
   uint32_t n_peers = 0;
   ActorRole roles[kMaxActors];
+  bool aligned[kMaxActors];
   struct alignas(64) Stat {
     std::atomic<int64_t> sum_ns{0};
     std::atomic<int64_t> n{0};
@@ -55,6 +57,9 @@ struct RaceControl {
     int64_t cpu_ns = 0;  // CPU time of the actor's loop (read by the parent after exit)
   } stat[kMaxActors];
   std::atomic<uint32_t> ready{0};  // actors set up and about to race
+  // Actors that have not yet done cfg.iterations rounds (iterations > 0):
+  // free-running actors race on until it is 0.
+  alignas(64) std::atomic<uint32_t> short_of_rounds{0};
   std::atomic<uint32_t> error_set{0};
   char error[512] = {};
 };
@@ -89,7 +94,7 @@ bool spin_until(RaceControl* c, Done done) {
 // All actors meet; the last to arrive decides, for everyone, whether to stop.
 bool barrier_stop(RaceControl* c) {
   const uint32_t gen = c->generation.load(std::memory_order_acquire);
-  if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_actors) {
+  if (c->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == c->n_aligned) {
     c->arrived.store(0, std::memory_order_relaxed);
     c->decided_stop.store(c->stop_requested.load(std::memory_order_acquire) |
                               c->abort.load(std::memory_order_acquire),
@@ -116,6 +121,9 @@ struct Delays {
 Delays compute_delays(RaceControl* c, TimingStats& t) {
   TimeNs mut = 0, obs = 0, peer = 0;
   for (uint32_t i = 0; i < c->n_actors; ++i) {
+    // A free-running actor's calls are not swept: its timing says nothing
+    // about the window, and it may not have published it yet.
+    if (!c->aligned[i]) continue;
     const int64_t n = c->stat[i].n.load();
     const TimeNs mean = n ? c->stat[i].sum_ns.load() / n : 0;
     switch (c->roles[i]) {
@@ -161,20 +169,48 @@ void publish_median(ActorEnv& env, RaceControl::Stat& stat) {
   stat.n.store(1, std::memory_order_relaxed);
 }
 
+// Counts the actor out of RaceControl::short_of_rounds once: when it has done
+// its rounds, or when its loop ends another way (stopped, failed).
+class RoundsDone {
+ public:
+  explicit RoundsDone(RaceControl* c) : c_(c) {}
+  ~RoundsDone() { count(); }
+  void count() {
+    if (!counted_) c_->short_of_rounds.fetch_sub(1, std::memory_order_acq_rel);
+    counted_ = true;
+  }
+  // True once every actor has done its rounds, or the run is aborted.
+  bool all() const {
+    return c_->short_of_rounds.load(std::memory_order_acquire) == 0 ||
+           c_->abort.load(std::memory_order_relaxed);
+  }
+
+ private:
+  RaceControl* c_;
+  bool counted_ = false;
+};
+
 // The loop keeps what it reads every round in its own frame (the step, the
 // config's fields): after each system call the CPU looks up every page it
 // touches again (no PCID under page-table isolation, ~10-15 ns a page in a
 // VM), so the fewer pages a round touches besides its own record, the
 // cheaper recording is (bench/harness_bench.cc).
+//
+// With cfg.iterations, an aligned actor stops after that many rounds (the
+// barrier keeps the aligned ones in step). A free-running actor races on past
+// them, as far as its buffer goes, until every actor has done its rounds:
+// otherwise a fast mutator would be done long before slow observers (or the
+// other way round) and the rest of the run would race nothing.
 __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const RaceConfig& cfg) {
   RaceControl* c = env.control();
+  RoundsDone done(c);
   RaceControl::Stat& stat = c->stat[env.id()];
   Delays delays;
   TimingStats unused;
   const auto step = spec.step;
   const uint64_t iterations = cfg.iterations;
   const uint32_t warmup = cfg.warmup;
-  const bool fuzzy = cfg.fuzzy;
+  const bool fuzzy = cfg.fuzzy && !spec.free_running;
   if (!fuzzy && spec.steps) {
     // Batches end where the per-round loop below would look at something:
     // the stop flag (every 32 rounds), the end of warm-up, the last round,
@@ -182,14 +218,17 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
     const auto steps = spec.steps;
     const uint64_t capacity = cfg.capacity;
     for (uint32_t round = 0;;) {
-      if (iterations && round >= iterations) break;
+      if (iterations && round >= iterations) {
+        done.count();
+        if (done.all() || env.full()) break;  // past its rounds a full buffer stops it alone
+      }
       if (env.full()) {
         c->stop_requested.store(1, std::memory_order_release);
         break;
       }
       if ((round & 31) == 0 && c->stop_requested.load(std::memory_order_relaxed)) break;
       uint64_t n = 32 - (round & 31);
-      if (iterations) n = std::min<uint64_t>(n, iterations - round);
+      if (iterations && round < iterations) n = std::min<uint64_t>(n, iterations - round);
       if (round < warmup) n = std::min<uint64_t>(n, warmup - round);
       n = std::min<uint64_t>(n, capacity - 4 - env.recorded());
       steps(env, round, static_cast<uint32_t>(n));
@@ -199,7 +238,11 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
     return;
   }
   for (uint32_t round = 0;; ++round) {
-    if (iterations && round >= iterations) break;
+    if (iterations && round >= iterations) {
+      done.count();
+      // Free-running: the others' progress is polled every 32 rounds.
+      if (fuzzy || env.full() || ((round == iterations || (round & 31) == 0) && done.all())) break;
+    }
     if (env.full()) c->stop_requested.store(1, std::memory_order_release);
     if (fuzzy) {
       if (barrier_stop(c)) break;
@@ -295,8 +338,11 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
   SharedRegion region(ctl_bytes + per_actor * n);
   auto* ctl = new (region.data()) RaceControl();
   ctl->n_actors = n;
+  ctl->short_of_rounds.store(cfg.iterations ? n : 0);
   for (uint32_t i = 0; i < n; ++i) {
     ctl->roles[i] = actors[i].role;
+    ctl->aligned[i] = cfg.fuzzy && !actors[i].free_running;
+    ctl->n_aligned += ctl->aligned[i];
     if (actors[i].role == ActorRole::Peer) ++ctl->n_peers;
   }
   auto records_of = [&](uint32_t i) {
@@ -428,7 +474,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     }
   }
   result.elapsed_s = last > first ? static_cast<double>(last - first) / 1e9 : 0;
-  if (cfg.fuzzy) {
+  if (ctl->n_aligned > 0) {
     compute_delays(ctl, result.timing);
     result.timing.warmup_rounds = cfg.warmup;
   }

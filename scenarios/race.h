@@ -2,6 +2,8 @@
 // Racing actors: forked processes that meet at a spin barrier every round
 // (fuzzy sync), sweep a seeded delay across the window in which their calls can
 // overlap, and append one record per operation to a shared-memory buffer.
+// Actors marked free_running skip the barrier and loop on their own, in the
+// same run as the aligned ones (mixed alignment).
 
 #include <sys/types.h>
 
@@ -84,12 +86,19 @@ struct ActorSpec {
   // registers and its own frame across the batch instead of reloading it from
   // the heap every round (see actor_loop).
   std::function<void(ActorEnv&, uint32_t first, uint32_t n)> steps;
+  // Under fuzzy alignment: this actor does not meet the others at the
+  // barrier but runs its rounds back to back, as under free-running
+  // alignment, while the other actors stay aligned.
+  bool free_running = false;
 };
 
 struct RaceConfig {
-  uint64_t iterations = 0;  // rounds; 0: run for `duration`
+  // Rounds; 0: run for `duration`. Free-running actors go on past them
+  // (within `capacity`) until every actor has done them.
+  uint64_t iterations = 0;
   TimeNs duration = 1'000'000'000;
   bool fuzzy = true;                    // meet at a barrier each round and sweep delays
+                                        // (actors but the free_running ones)
   uint32_t warmup = 256;                // rounds measured before delays start
   uint64_t capacity = 1 << 20;          // records per actor
   TimeNs stuck_grace = 30'000'000'000;  // an actor stuck this long past the end is an error

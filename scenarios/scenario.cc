@@ -34,4 +34,14 @@ std::map<std::string, int64_t> resolve_params(const Scenario& s, const RunOption
   return out;
 }
 
+Strategy resolve_strategy(const Scenario& s, const RunOptions& opts, uint32_t cpus) {
+  StrategyRequest fixed;
+  fixed.alignment = opts.alignment;
+  fixed.observers = opts.observers || !opts.default_observers ? opts.observers : s.default_observers();
+  fixed.pin_cpus = opts.pin_cpus;
+  return choose_strategy(
+      opts.seed, ObserverLimits{s.default_observers(), s.max_observers(), s.mixed_alignment()},
+      cpus, fixed);
+}
+
 }  // namespace leapfrog

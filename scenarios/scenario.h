@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "scenarios/model.h"
 #include "scenarios/outcome.h"
 #include "scenarios/rng.h"
+#include "scenarios/strategy.h"
 
 namespace leapfrog {
 
@@ -37,8 +39,12 @@ struct RunOptions {
   fs::FsSpec fs;
   TimeNs duration = 2'000'000'000;
   uint64_t iterations = 0;  // 0: run for `duration`
-  uint32_t observers = 0;   // 0: the scenario's default
-  bool fuzzy = true;        // fuzzy-sync race alignment (false: free-running actors)
+  // The race strategy (scenarios/strategy.h); unset fields are chosen by
+  // the seed.
+  uint32_t observers = 0;              // 0: chosen by the seed
+  bool default_observers = false;      // observers 0: the scenario's default instead
+  std::optional<Alignment> alignment;  // fuzzy, free or both
+  std::optional<bool> pin_cpus;        // one CPU per actor while there are enough
   Cred observer{65534, 65534, {}};
   uint32_t second_uid = 65533;  // the acl-exec-deny bystander's uid
   TimeNs epsilon = 0;
@@ -56,7 +62,8 @@ struct RunContext {
   const fs::Workspace& ws;
   std::map<std::string, int64_t> params;  // every scenario parameter, defaults filled in
   Rng rng;                                // setup choices
-  uint32_t observers = 1;
+  uint32_t observers = 1;                 // strategy.observers
+  Strategy strategy;                      // how the actors race (resolved)
   int64_t param(const std::string& name) const { return params.at(name); }
 };
 
@@ -73,6 +80,9 @@ class Scenario {
   virtual uint32_t default_observers() const { return 1; }
   // Most observers the scenario supports.
   virtual uint32_t max_observers() const { return kMaxObservers; }
+  // Whether it can race aligned and free-running observers in one run
+  // (Alignment::Both).
+  virtual bool mixed_alignment() const { return true; }
   // Builds the tree, races the actors, checks the history, fills the outcome.
   // Throws fs::SetupError or UsageError for expected failures.
   virtual Outcome run(RunContext& ctx) const = 0;
@@ -81,5 +91,9 @@ class Scenario {
 // Checks `opts` against the scenario's limits; fills defaults into `params`.
 // Throws UsageError naming the bad value and the limits.
 std::map<std::string, int64_t> resolve_params(const Scenario& s, const RunOptions& opts);
+
+// The race strategy of `opts` for `s` on `cpus` CPUs: its fixed fields, the
+// seed's choice for the others (choose_strategy). Throws UsageError.
+Strategy resolve_strategy(const Scenario& s, const RunOptions& opts, uint32_t cpus);
 
 }  // namespace leapfrog

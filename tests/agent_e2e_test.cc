@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -146,8 +148,9 @@ TEST_F(AgentE2E, RenameOnCachedFuseReportsStaleEntryOrGrant) {
 // of "n" after the mutator changed it (ENOTDIR from a replaced file, or a
 // walk through a replaced symlink or directory).
 TEST_F(AgentE2E, TypeflipOnCachedFuseReportsStaleEntry) {
-  json o =
-      run_json({"--scenario", "typeflip-lookup", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+  json o = run_json({"--scenario", "typeflip-lookup", "--fs", "fuse-cached", "--iterations", "3000",
+                     "--align", "fuzzy"},
+                    1);
   EXPECT_EQ(o["verdict"], "violation");
   EXPECT_GT(kind_count(o, "stale-entry"), 0u);
   ASSERT_FALSE(o["violations"].empty());
@@ -160,8 +163,12 @@ TEST_F(AgentE2E, TypeflipOnCachedFuseReportsStaleEntry) {
 // exec-setid's control on the cached FUSE view: exec passes on a cached mode
 // after its exec bit (or bin's search) was revoked. FUSE mounts are nosuid,
 // so the set-id gain itself cannot fire there: see ExecSetidGainInForeignHistory.
+// Fuzzy alignment: a free-running mutator toggles the mode many times within
+// one execve, and every mode it saw is then possible in the window.
 TEST_F(AgentE2E, ExecSetidOnCachedFuseReportsStaleGrant) {
-  json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000"}, 1);
+  json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000",
+                     "--align", "fuzzy"},
+                    1);
   EXPECT_EQ(o["verdict"], "violation");
   EXPECT_GT(kind_count(o, "stale-grant"), 0u);
   ASSERT_FALSE(o["violations"].empty());
@@ -193,7 +200,10 @@ TEST_F(AgentE2E, ExecSetidGainInForeignHistory) {
 TEST_F(AgentE2E, ExecSetidObserversGainPrivilegeOnTmpfs) {
   TempDir dir;
   const std::string file = dir.path() + "/h.jsonl";
-  run_json({"--scenario", "exec-setid", "--iterations", "3000", "--history", file}, 0);
+  // Fuzzy: one mutation a round, so every set-id state meets some execve.
+  run_json(
+      {"--scenario", "exec-setid", "--iterations", "3000", "--history", file, "--align", "fuzzy"},
+      0);
   std::istringstream in(slurp(file));
   std::string line;
   std::set<std::string> seen;
@@ -336,7 +346,9 @@ TEST_F(AgentE2E, MountShapesStayCleanWithTheirOtherTrees) {
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
   for (const char* fs : {"tmpfs", "fuse-direct"}) {
     for (const char* scenario : {"setattr-lookup", "rename-lookup"}) {
-      json o = run_json({"--scenario", scenario, "--fs", fs, "--iterations", "100000"}, 0);
+      // Fuzzy alignment: race_window_hits counts aligned rounds only.
+      json o = run_json(
+          {"--scenario", scenario, "--fs", fs, "--iterations", "100000", "--align", "fuzzy"}, 0);
       EXPECT_EQ(o["verdict"], "pass") << fs << " " << scenario << " " << o.dump().substr(0, 2000);
       EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 100000u) << fs << " " << scenario;
       EXPECT_GT(o["race_window_hits"].get<uint64_t>(), 0u) << fs << " " << scenario;
@@ -478,7 +490,9 @@ TEST_F(AgentE2E, StaticAclDenyHolds) {
   // Rounds, not a duration: a loaded machine must not turn this into a
   // test of speed. Both observers (the denied one and the other) look up
   // every round, and every lookup is judged.
-  json o = run_json({"--scenario", "acl-exec-deny", "--param", "static=1", "--iterations", "1000"}, 0);
+  json o = run_json({"--scenario", "acl-exec-deny", "--param", "static=1", "--iterations", "1000",
+                     "--align", "fuzzy"},
+                    0);
   EXPECT_EQ(o["verdict"], "pass");
   EXPECT_EQ(o["lookups_checked"].get<uint64_t>(), 2000u);
 }
@@ -486,6 +500,91 @@ TEST_F(AgentE2E, StaticAclDenyHolds) {
 TEST_F(AgentE2E, FreeRunningAlignment) {
   json o = run_json({"--scenario", "setattr-lookup", "--align", "free", "--observers", "2", "--duration", "500ms"}, 0);
   EXPECT_EQ(o["alignment"], "free");
+}
+
+// Mixed alignment on tmpfs: in one run the first observer meets the mutator
+// at the barrier (fresh clock reads, its rounds overlap the mutator's), the
+// second runs free (each lookup's invoke is its previous completion). The
+// history header says which is which, and the records agree; the chain check
+// is applied to both observers, so it fires on the free one and stays quiet on
+// the aligned one.
+TEST_F(AgentE2E, MixedAlignmentRunsAlignedAndFreeObserversInOneRun) {
+  TempDir dir;
+  const std::string file = dir.path() + "/mixed.jsonl";
+  json o = run_json({"--scenario", "setattr-lookup", "--fs", "tmpfs", "--align", "both",
+                     "--observers", "2", "--pin", "on", "--iterations", "3000", "--history", file},
+                    0);
+  ASSERT_TRUE(o.contains("strategy")) << o.dump().substr(0, 2000);
+  const json& st = o["strategy"];
+  EXPECT_EQ(st["alignment"], "both");
+  EXPECT_EQ(o["alignment"], "both");
+  EXPECT_EQ(st["observers"], 2);
+  EXPECT_EQ(st["aligned_observers"], 1);
+  EXPECT_EQ(st["free_observers"], 1);
+  EXPECT_EQ(st["pinned"], true);
+  EXPECT_EQ(st["chosen_by_seed"], json::array());
+  EXPECT_EQ(st["widening"].get<std::string>().rfind("off", 0), 0u) << st.dump();
+  EXPECT_GT(o["race_window_hits"].get<uint64_t>(), 0u);  // the aligned observer's
+
+  std::istringstream in(slurp(file));
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const json header = json::parse(line);
+  std::map<uint32_t, std::string> align;
+  for (const auto& a : header.at("actors"))
+    align[a.at("id").get<uint32_t>()] = a.value("align", "");
+  EXPECT_EQ(align, (std::map<uint32_t, std::string>{{0, "fuzzy"}, {1, "fuzzy"}, {2, "free"}}));
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>>
+      windows;  // per observer, in file order
+  while (std::getline(in, line)) {
+    const json j = json::parse(line);
+    if (j.value("type", "") != "lookup") continue;
+    windows[j["actor"].get<uint32_t>()].emplace_back(j["invoke"].get<int64_t>(),
+                                                     j["complete"].get<int64_t>());
+  }
+  ASSERT_EQ(windows[1].size(), 3000u);
+  // The free observer raced on past its 3000 rounds while the aligned pair was not done.
+  ASSERT_GE(windows[2].size(), 3000u);
+  auto chained = [](std::vector<std::pair<int64_t, int64_t>> w) {
+    std::sort(w.begin(), w.end());
+    size_t n = 0;
+    for (size_t i = 1; i < w.size(); ++i) n += w[i].first == w[i - 1].second;
+    return n;
+  };
+  EXPECT_EQ(chained(windows[2]), windows[2].size() - 1);  // free: one clock read a lookup
+  EXPECT_EQ(chained(windows[1]), 0u);                     // aligned: a barrier between lookups
+}
+
+// With --strategy seed (what every job runs with) the seed chooses the
+// strategy, the same way every time; a flag fixes its field and leaves the
+// others to the seed. Without it a run by hand is fuzzy, pinned, with the
+// scenario's observers.
+TEST_F(AgentE2E, TheSeedChoosesTheStrategyAndFlagsFixIt) {
+  const std::vector<std::string> base = {"--scenario", "setattr-lookup", "--iterations", "500",
+                                         "--strategy", "seed"};
+  std::set<std::string> alignments;
+  for (const char* seed : {"1", "2", "10"}) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--seed", seed});
+    const json a = run_json(args, 0)["strategy"];
+    const json b = run_json(args, 0)["strategy"];
+    EXPECT_EQ(a, b) << seed;
+    EXPECT_EQ(a["chosen_by_seed"], json({"alignment", "observers", "pin"}));
+    alignments.insert(a["alignment"].get<std::string>());
+    args.insert(args.end(), {"--align", "fuzzy", "--pin", "off"});
+    const json fixed = run_json(args, 0)["strategy"];
+    EXPECT_EQ(fixed["alignment"], "fuzzy");
+    EXPECT_EQ(fixed["pinned"], false);
+    EXPECT_EQ(fixed["chosen_by_seed"], json({"observers"}));
+  }
+  // Seeds 1, 2 and 10 choose free, both and fuzzy (scenarios/strategy_test.cc
+  // checks the shares over many seeds).
+  EXPECT_EQ(alignments, (std::set<std::string>{"free", "both", "fuzzy"}));
+  const json by_hand = run_json({"--scenario", "setattr-lookup", "--iterations", "500", "--seed", "1"}, 0)["strategy"];
+  EXPECT_EQ(by_hand["alignment"], "fuzzy");
+  EXPECT_EQ(by_hand["pinned"], true);
+  EXPECT_EQ(by_hand["observers"], 1);
+  EXPECT_EQ(by_hand["chosen_by_seed"], json::array());
 }
 
 // ---- histories -------------------------------------------------------------
@@ -696,7 +795,11 @@ TEST_F(AgentE2E, MutatingTheLowerLayerUnderAnOverlayIsCaught) {
   EXPECT_EQ(o["verdict"], "violation");
   EXPECT_GT(kind_count(o, "stale-entry"), 0u) << o.dump().substr(0, 2000);
   EXPECT_EQ(o["fs"], "tmpfs+overlay-lower");
-  json s = run_json({"--scenario", "setattr-lookup", "--fs", "ext4", "--view", "overlay-lower", "--duration", "2s"}, 1);
+  // Fuzzy: a free-running mutator toggles the mode within every lookup's
+  // window, which then admits the stale mode too (docs/strategy.md).
+  json s = run_json({"--scenario", "setattr-lookup", "--fs", "ext4", "--view", "overlay-lower",
+                     "--duration", "2s", "--align", "fuzzy"},
+                    1);
   EXPECT_GT(s["violation_count"].get<uint64_t>(), 0u);
 }
 

@@ -60,6 +60,13 @@ v1::CampaignSpec to_spec(const CampaignFlags& f) {
   spec.mutable_duration()->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
   spec.set_iterations(f.iterations);
   spec.set_observers(f.observers);
+  spec.set_align(f.align == "seed" ? "" : f.align);
+  if (f.pin == "on")
+    spec.set_pin(v1::CPU_PINNING_ON);
+  else if (f.pin == "off")
+    spec.set_pin(v1::CPU_PINNING_OFF);
+  else if (!f.pin.empty() && f.pin != "seed")
+    throw std::runtime_error("bad --pin \"" + f.pin + "\", want on, off or seed");
   spec.set_max_attempts(f.max_attempts);
   if (f.build_label.empty()) {
     if (!f.build_source.empty() || !f.build_patches.empty() || !f.build_configs.empty() || !f.build_cmdline.empty())

@@ -30,6 +30,8 @@ struct CampaignFlags {
   std::string duration = "2s";
   uint64_t iterations = 0;
   uint32_t observers = 0;
+  std::string align;  // empty: each job's seed chooses
+  std::string pin;    // on | off; empty: each job's seed chooses
   std::vector<std::string> params;
   uint32_t max_attempts = 0;
   // A kernel to build before the campaign tests it (--build LABEL --source ...).

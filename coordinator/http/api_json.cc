@@ -1,5 +1,6 @@
 #include "coordinator/http/api_json.h"
 
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 
@@ -27,6 +28,26 @@ std::string short_name(const std::string& full, const std::string& prefix) {
   for (char& c : name)
     c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return name;
+}
+
+// "on", "off", or "seed" (chosen by each job's seed).
+std::string pin_name(v1::CpuPinning p) {
+  if (p == v1::CPU_PINNING_UNSPECIFIED) return "seed";
+  return short_name(v1::CpuPinning_Name(p), "CPU_PINNING_");
+}
+
+// What a run raced with, from Outcome.strategy; null when the agent did
+// not report one.
+json strategy_json(const v1::Outcome& o) {
+  if (!o.has_strategy()) return nullptr;
+  const v1::RaceStrategy& s = o.strategy();
+  return json{{"alignment", short_name(v1::Alignment_Name(s.alignment()), "ALIGNMENT_")},
+              {"observers", s.observers()},
+              {"aligned_observers", s.aligned_observers()},
+              {"free_observers", s.observers() - std::min(s.observers(), s.aligned_observers())},
+              {"pinned", s.pinned()},
+              {"chosen_by_seed", s.chosen_by_seed()},
+              {"widening", s.widening()}};
 }
 
 double seconds_of(const google::protobuf::Duration& d) {
@@ -94,7 +115,8 @@ json to_json(const v1::ScenarioSpec& s) {
               {"iterations", s.iterations()},
               {"observers", s.observers()},
               {"params", params},
-              {"align", s.align().empty() ? "fuzzy" : s.align()}};
+              {"align", s.align().empty() ? "seed" : s.align()},
+              {"pin", pin_name(s.pin())}};
 }
 
 json to_json(const v1::CampaignSpec& s) {
@@ -109,6 +131,8 @@ json to_json(const v1::CampaignSpec& s) {
               {"duration_s", seconds_of(s.duration())},
               {"iterations", s.iterations()},
               {"observers", s.observers()},
+              {"align", s.align().empty() ? "seed" : s.align()},
+              {"pin", pin_name(s.pin())},
               {"params", params},
               {"max_attempts", s.max_attempts()}};
 }
@@ -184,6 +208,7 @@ json to_json(const v1::OutcomeRecord& r) {
               {"console_tail", o.console_tail()},
               {"finished_at", iso_time(o.finished_at())},
               {"scale", scale},
+              {"strategy", strategy_json(o)},
               {"violations", violations}};
 }
 
@@ -249,6 +274,20 @@ v1::CampaignSpec campaign_spec_from_json(const json& j) {
   s.set_iterations(unsigned_field(j, "iterations"));
   s.set_observers(static_cast<uint32_t>(unsigned_field(j, "observers")));
   s.set_max_attempts(static_cast<uint32_t>(unsigned_field(j, "max_attempts")));
+  if (const json* f = field(j, "align")) {
+    if (!f->is_string()) throw HttpError(400, "\"align\" must be a string");
+    const std::string a = f->get<std::string>();
+    s.set_align(a == "seed" ? "" : a);  // checked with the rest of the spec
+  }
+  if (const json* f = field(j, "pin")) {
+    const std::string p = f->is_string() ? f->get<std::string>() : "";
+    if (p == "on")
+      s.set_pin(v1::CPU_PINNING_ON);
+    else if (p == "off")
+      s.set_pin(v1::CPU_PINNING_OFF);
+    else if (p != "seed" && p != "")
+      throw HttpError(400, "\"pin\" must be \"on\", \"off\" or \"seed\"");
+  }
   if (const json* f = field(j, "duration_s")) {
     if (!f->is_number() || f->get<double>() < 0)
       throw HttpError(400, "\"duration_s\" must be a non-negative number");

@@ -66,6 +66,7 @@ json action_json(const v1::Action& a) {
          {"kernel", a.kernel_label()},
          {"runs", a.runs()},
          {"kernels", a.kernels()},
+         {"spec", to_json(a.spec())},  // what the action runs (replay: the strategy as reported)
          {"rate", a.has_rate() ? rate_json(a.rate()) : json(nullptr)},
          {"bisect", nullptr},
          {"minimize", nullptr}};

@@ -57,6 +57,8 @@ int64_t queue_runs(const ActionContext& ctx, const v1::Action& a, const v1::Scen
   *c.mutable_duration() = spec.duration();
   c.set_iterations(spec.iterations());
   c.set_observers(spec.observers());
+  c.set_align(spec.align());
+  c.set_pin(spec.pin());
   *c.mutable_params() = spec.params();
   c.set_max_attempts(3);
   std::vector<NewJob> jobs(runs);
@@ -216,7 +218,9 @@ int64_t op_mask(const std::string& op) {
 }
 
 // The next smaller candidate of `best` along dimension `dim`, or nullopt when
-// that dimension cannot shrink further. Dimensions: 0 observers, 1 scenario
+// that dimension cannot shrink further; the race strategy's pinning stays as
+// the issue's example ran, and so does its alignment but for "both", which
+// one observer takes from the violating observer. Dimensions: 0 observers, 1 scenario
 // parameters (each to its minimum: tree depth, optional operations), 2
 // iterations or duration.
 std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOptions& opts,
@@ -224,6 +228,19 @@ std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOp
                                                                   int dim, json& m) {
   v1::ScenarioSpec c = best;
   if (dim == 0) {
+    if (best.align() == "both") {
+      // One observer cannot be both: keep the alignment of the one that saw
+      // the violation (actor 0 is the mutator; the first ceil(n/2)
+      // observers were aligned, scenarios/strategy.h).
+      const int64_t actor = m.value("actor", int64_t{-1});
+      const bool was_free =
+          actor >= 1 && static_cast<uint32_t>(actor - 1) >= (best.observers() + 1) / 2;
+      c.set_align(was_free ? "free" : "fuzzy");
+      c.set_observers(1);
+      return std::make_pair(c, "observers " + std::to_string(best.observers()) +
+                                   " -> 1, alignment both -> " + c.align() +
+                                   " (the violating observer's)");
+    }
     if (best.observers() == 1) return std::nullopt;
     c.set_observers(1);
     return std::make_pair(c, "observers " + std::to_string(best.observers()) + " -> 1");
@@ -337,7 +354,10 @@ void step_minimize(const ActionContext& ctx, v1::Action& a, json& m) {
     m["n"] = runs_for_confidence(sizing_rate(t), kConfidence, a.runs());
     m["phase"] = "candidate";
     m["dim"] = 0;
-    if (auto issue = ctx.triage.get_issue(a.issue_id())) m["op"] = issue->example_violation().op();
+    if (auto issue = ctx.triage.get_issue(a.issue_id())) {
+      m["op"] = issue->example_violation().op();
+      m["actor"] = issue->example_violation().actor();
+    }
     r->add_log("measured: " + describe(t) + "; " + std::to_string(m["n"].get<uint32_t>()) +
                " runs per candidate");
   } else {

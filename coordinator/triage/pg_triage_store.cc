@@ -4,6 +4,8 @@
 
 #include "coordinator/triage/pg_triage_store.h"
 
+#include "coordinator/triage/spec_as_run.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -226,8 +228,9 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
         auto outcome = parse<v1::Outcome>(r[5], "outcome");
         add_violations(txn, job, attempt, outcome);
         for (const auto& sig : signatures(spec, outcome)) {
-          const Counted c = count_failure(txn, sig, spec, outcome, job, attempt,
-                                          r[4].as<std::string>(), r[6].as<int64_t>());
+          // The example replays as it raced (spec_as_run).
+          const Counted c = count_failure(txn, sig, spec_as_run(spec, outcome), outcome, job,
+                                          attempt, r[4].as<std::string>(), r[6].as<int64_t>());
           ++res.failures;
           res.new_issues += c.created;
           res.regressions += c.reopened;

@@ -3,6 +3,8 @@
 
 #include "coordinator/triage/triage_engine.h"
 
+#include "coordinator/triage/spec_as_run.h"
+
 #include <spdlog/spdlog.h>
 
 #include <set>
@@ -160,7 +162,7 @@ v1::Action TriageEngine::start_replay(const v1::StartReplayRequest& req) {
     }
     signature = sigs.front().key;
     a.set_issue_id(impl_->triage.find_issue(signature).value_or(0));
-    *a.mutable_spec() = o->spec();
+    *a.mutable_spec() = spec_as_run(o->spec(), o->outcome());
     a.set_kernel_label(req.kernel_label().empty() ? o->kernel_label() : req.kernel_label());
   } else {
     const v1::Issue issue = impl_->need_issue(req.issue_id());

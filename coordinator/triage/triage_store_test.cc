@@ -8,6 +8,7 @@
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
+#include "coordinator/triage/spec_as_run.h"
 #include "coordinator/triage/triage_engine.h"
 
 namespace leapfrog::coord::triage {
@@ -249,6 +250,97 @@ TEST_F(TriageStoreTest, ASecondActionOfAKindWaitsForTheFirst) {
     EXPECT_EQ(e.code(), TriageError::Code::FailedPrecondition);
     EXPECT_NE(std::string(e.what()).find("already has a running replay"), std::string::npos);
   }
+}
+
+// The job left the strategy to the seed; the outcome says how it raced. The
+// issue's example and every replay (of the issue, of the outcome) carry those
+// values explicitly. Positive control: an outcome
+// without a strategy leaves the spec open.
+TEST_F(TriageStoreTest, ReplayRacesWithTheStrategyTheOutcomeReported) {
+  v1::Outcome o = violation_outcome("stat");
+  v1::RaceStrategy* st = o.mutable_strategy();
+  st->set_alignment(v1::ALIGNMENT_BOTH);
+  st->set_observers(3);
+  st->set_aligned_observers(2);
+  st->set_pinned(false);
+  st->add_chosen_by_seed("alignment");
+  night("k1", o);
+  group();
+  ASSERT_EQ(issues().size(), 1u);
+  const v1::ScenarioSpec example = issues()[0].example_spec();
+  EXPECT_EQ(example.align(), "both");
+  EXPECT_EQ(example.observers(), 3u);
+  EXPECT_EQ(example.pin(), v1::CPU_PINNING_OFF);
+  EXPECT_EQ(example.seed(), 7u);
+
+  v1::StartReplayRequest replay;
+  replay.set_issue_id(issues()[0].id());
+  replay.set_runs(2);
+  const v1::Action a = engine_->start_replay(replay);
+  ASSERT_EQ(a.campaign_ids_size(), 1);
+  for (const auto& j : store_->list_jobs(a.campaign_ids(0))) {
+    EXPECT_EQ(j.spec().align(), "both");
+    EXPECT_EQ(j.spec().observers(), 3u);
+    EXPECT_EQ(j.spec().pin(), v1::CPU_PINNING_OFF);
+    EXPECT_EQ(j.spec().seed(), 7u);
+  }
+
+  // A replay of the outcome itself, once the replay's campaign is out of the way.
+  const auto first = store_->list_outcomes(0, false, 10).back();
+  ASSERT_TRUE(first.outcome().has_strategy());
+  const v1::ScenarioSpec as_run = spec_as_run(first.spec(), first.outcome());
+  EXPECT_EQ(as_run.align(), "both");
+  EXPECT_EQ(as_run.observers(), 3u);
+  EXPECT_EQ(as_run.pin(), v1::CPU_PINNING_OFF);
+  EXPECT_EQ(first.spec().align(), "");  // the job itself left it to the seed
+
+  const v1::ScenarioSpec open = spec_as_run(first.spec(), violation_outcome("stat"));
+  EXPECT_EQ(open.align(), "");
+  EXPECT_EQ(open.observers(), 0u);
+  EXPECT_EQ(open.pin(), v1::CPU_PINNING_UNSPECIFIED);
+}
+
+// Minimize keeps the example's pinning; one observer cannot be both, so it
+// takes the alignment of the observer that saw the violation (here actor 3:
+// observer 2 of 3, past the ceil(3/2) = 2 aligned ones, so free).
+TEST_F(TriageStoreTest, MinimizeKeepsThePinningAndGivesOneObserverTheViolatorsAlignment) {
+  v1::Outcome o = violation_outcome("stat");
+  o.mutable_violations(0)->set_actor(3);
+  v1::RaceStrategy* st = o.mutable_strategy();
+  st->set_alignment(v1::ALIGNMENT_BOTH);
+  st->set_observers(3);
+  st->set_aligned_observers(2);
+  st->set_pinned(false);
+  night("k1", o);
+  group();
+  ASSERT_EQ(issues().size(), 1u);
+  v1::StartMinimizeRequest req;
+  req.set_issue_id(issues()[0].id());
+  v1::Action a = engine_->start_minimize(req);
+  ASSERT_EQ(a.campaign_ids_size(), 1);
+  v1::Capabilities caps;
+  caps.set_kernel_label("k1");
+  caps.add_filesystems("tmpfs");
+  size_t measured = 0;
+  while (auto leased = store_->lease_job(agent_, caps, clock_.now(), std::chrono::seconds(30))) {
+    EXPECT_EQ(leased->spec().align(), "both");  // the measurement races as the example did
+    EXPECT_EQ(leased->spec().pin(), v1::CPU_PINNING_OFF);
+    ASSERT_EQ(store_->report_outcome(agent_, leased->job_id(), leased->attempt(), o, clock_.now()),
+              ReportResult::Stored);
+    ++measured;
+  }
+  ASSERT_GT(measured, 0u);
+  engine_->advance_actions();
+  a = engine_->get_action(a.id());
+  ASSERT_EQ(a.campaign_ids_size(), 2) << a.ShortDebugString();
+  const auto jobs = store_->list_jobs(a.campaign_ids(1));
+  ASSERT_FALSE(jobs.empty());
+  for (const auto& j : jobs) {
+    EXPECT_EQ(j.spec().observers(), 1u);
+    EXPECT_EQ(j.spec().align(), "free");
+    EXPECT_EQ(j.spec().pin(), v1::CPU_PINNING_OFF);
+  }
+  EXPECT_NE(a.progress().find("alignment both -> free"), std::string::npos) << a.progress();
 }
 
 TEST_F(TriageStoreTest, ASecondReplicaDoesNotGroupAtTheSameTime) {

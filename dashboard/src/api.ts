@@ -73,7 +73,7 @@ export interface Matrix {
 export interface Job {
   id: number;
   campaign_id: number;
-  spec: { scenario: string; fs: string; seed: number; params: Record<string, number> };
+  spec: { scenario: string; fs: string; seed: number; params: Record<string, number>; observers?: number; align?: string; pin?: string };
   kernel: string;
   state: string;
   attempt: number;
@@ -142,6 +142,17 @@ export interface ScalePoint {
   ops_per_sec: number;
 }
 
+// How a run raced (Outcome.strategy): what the spec fixed, what the seed chose.
+export interface Strategy {
+  alignment: 'fuzzy' | 'free' | 'both' | string;
+  observers: number;
+  aligned_observers: number;
+  free_observers: number;
+  pinned: boolean;
+  chosen_by_seed: string[];
+  widening: string;
+}
+
 export interface Outcome {
   job_id: number;
   attempt: number;
@@ -162,6 +173,7 @@ export interface Outcome {
   console_tail: string;
   violations: Violation[];
   scale: ScalePoint[];
+  strategy: Strategy | null;
 }
 
 export interface Agent {
@@ -213,6 +225,7 @@ export interface Action {
   kernel: string;
   runs: number;
   kernels: string[];
+  spec: Job['spec'];
   rate: Rate | null;
   bisect: {
     first_bad: string;

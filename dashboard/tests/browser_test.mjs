@@ -388,6 +388,24 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     await page.screenshot({ path: path.join(artifacts, 'issue.png'), fullPage: true });
   });
 
+  await check('the issue page shows how the example occurrence raced (its strategy)', async () => {
+    const { body } = await lf.api('GET', `/api/issues/${issue.id}`);
+    const st = body.example?.strategy;
+    // The nightly left the strategy to each job's seed: the agent chose and reported it.
+    assert(st && ['fuzzy', 'free', 'both'].includes(st.alignment), `no strategy in the example outcome: ${JSON.stringify(body.example)}`);
+    assert(st.chosen_by_seed.includes('alignment') && st.observers >= 1, `strategy ${JSON.stringify(st)}`);
+    assert(typeof st.widening === 'string' && st.widening.startsWith('o'), `widening summary ${JSON.stringify(st.widening)}`);
+    await visit(`/issues/${issue.id}`);
+    const shown = '.outcome .strategy';
+    await page.waitForSelector(shown, { timeout: 10_000 });
+    assert((await page.getAttribute(shown, 'data-alignment')) === st.alignment, 'the page shows another alignment');
+    assert(Number(await page.getAttribute(shown, 'data-observers')) === st.observers, 'the page shows another observer count');
+    assert((await page.getAttribute(shown, 'data-pinned')) === String(st.pinned), 'the page shows another pinning');
+    const text = await page.textContent(shown);
+    assert(text.includes(st.alignment) && text.includes(`${st.observers} observer`) && text.includes(st.widening), text);
+    await page.locator(shown).screenshot({ path: path.join(artifacts, 'issue-strategy.png') });
+  });
+
   await check('the issue page shows the patch series of the kernel it was found on', async () => {
     await visit(`/issues/${issue.id}`);
     const card = `#issue-kernels .kernel-card[data-kernel="${PATCHED}"]`;
@@ -447,6 +465,19 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     const shown = Number(await page.getAttribute(`#action-${action.id} .rate`, 'data-rate'));
     assert(shown === done.rate.rate, `page rate ${shown} vs stored ${done.rate.rate}`);
     assert(done.rate.runs === 2, `runs ${done.rate.runs}`);
+    // The replay races as the example did: its spec carries the example's strategy.
+    const example = (await lf.api('GET', `/api/issues/${issue.id}`)).body.example.strategy;
+    assert(done.spec.align === example.alignment && done.spec.observers === example.observers &&
+      done.spec.pin === (example.pinned ? 'on' : 'off'), `replay spec ${JSON.stringify(done.spec)} vs example ${JSON.stringify(example)}`);
+    await page.waitForSelector(`#action-${action.id} .action-strategy[data-align="${example.alignment}"]`, { timeout: 10_000 });
+    // ... and its runs did: the agents report the same strategy, fixed by the spec this time.
+    const replayed = (await lf.api('GET', `/api/campaigns/${done.campaign_ids[0]}`)).body.jobs;
+    assert(replayed.length === 2, `replay jobs ${JSON.stringify(replayed)}`);
+    for (const j of replayed) {
+      const run = (await lf.api('GET', `/api/jobs/${j.id}`)).body.outcomes.at(-1)?.strategy;
+      assert(run && run.alignment === example.alignment && run.observers === example.observers &&
+        run.pinned === example.pinned && run.chosen_by_seed.length === 0, `replay job ${j.id} raced ${JSON.stringify(run)}`);
+    }
     await page.screenshot({ path: path.join(artifacts, 'issue-replayed.png'), fullPage: true });
   });
 

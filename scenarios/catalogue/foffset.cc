@@ -42,6 +42,8 @@ class Foffset : public Scenario {
         {"seek_pct", 10, 0, 50, "chance in % that an operation is lseek(fd, 0, SEEK_CUR)"}};
   }
   uint32_t default_observers() const override { return 2; }
+  // The peers rewind the shared file together at a barrier of their own.
+  bool mixed_alignment() const override { return false; }
 
   Outcome run(RunContext& ctx) const override {
     const uint32_t bs = static_cast<uint32_t>(ctx.param("block_size"));
@@ -56,7 +58,7 @@ class Foffset : public Scenario {
     if (fd < 0) throw fs::SetupError("open shared file: " + std::string(std::strerror(errno)));
     SharedRegion region(sizeof(Shared));
     auto* shared = new (region.data()) Shared();
-    const bool fuzzy = ctx.opts.fuzzy;
+    const bool fuzzy = ctx.strategy.alignment != Alignment::Free;
 
     std::vector<ActorSpec> actors;
     for (uint32_t i = 0; i < ctx.observers; ++i) {
@@ -114,6 +116,7 @@ class Foffset : public Scenario {
     cfg.iterations = ctx.opts.iterations;
     cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
     cfg.fuzzy = fuzzy;
+    cfg.pin_cpus = ctx.strategy.pin_cpus;
     cfg.capacity = std::min<uint64_t>(
         ctx.opts.iterations
             ? ctx.opts.iterations + 16
@@ -126,7 +129,7 @@ class Foffset : public Scenario {
     h.header.block_size = bs;
     h.header.blocks = blocks;
     for (uint32_t i = 0; i < ctx.observers; ++i)
-      h.header.actors.push_back(Actor{i, "peer", ctx.opts.observer});
+      h.header.actors.push_back(Actor{i, "peer", ctx.opts.observer, fuzzy ? "fuzzy" : "free"});
     // A round counts as a race-window hit when two actors' calls overlapped in it.
     std::vector<std::pair<TimeNs, TimeNs>> first_in_round;
     std::vector<uint8_t> hit;

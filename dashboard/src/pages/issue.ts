@@ -20,6 +20,9 @@ function actionView(a: Action, issueId: number): HTMLElement {
     ...a.campaign_ids.map((c) => h('span', {}, link(`#/campaigns/${c}`, `campaign #${c}`), ' ')),
   );
   if (a.error) box.append(h('div', { class: 'error-text' }, a.error));
+  // Replays race as the example did: the spec carries its resolved strategy.
+  if (a.kind === 'replay' && a.spec)
+    box.append(h('div', { class: 'action-strategy', 'data-align': a.spec.align ?? '', 'data-observers': a.spec.observers ?? 0, 'data-pin': a.spec.pin ?? '' }, `races as: seed ${a.spec.seed}, align ${a.spec.align ?? 'seed'}, ${a.spec.observers || 'seed-chosen'} observers, pin ${a.spec.pin ?? 'seed'}`));
   if (a.kind === 'replay' && a.rate && a.state === 'done') box.append(h('div', { class: 'rate', 'data-rate': a.rate.rate }, `rate ${rateText(a.rate)}`));
   if (a.kind === 'bisect' && a.bisect) {
     const b = a.bisect;

@@ -1,6 +1,6 @@
 // One outcome: numbers, error, console tail, and for violations the timeline
 // of the chosen one with its stale step spelled out.
-import type { Outcome, Violation } from '../api';
+import type { Outcome, Strategy, Violation } from '../api';
 import { h, table, verdictBadge, when } from '../dom';
 import { drawTimeline, explanation } from '../timeline';
 
@@ -53,6 +53,19 @@ export function violationView(v: Violation, index: number): { element: HTMLEleme
   return { element, dispose: () => chart?.dispose() };
 }
 
+// The race strategy of a run in one line, with its fields as data attributes.
+export function strategyView(s: Strategy | null): HTMLElement {
+  if (!s) return h('p', { class: 'strategy', 'data-alignment': '' }, 'strategy: not reported (an older agent)');
+  const split = s.alignment === 'both' ? ` (${s.aligned_observers} aligned, ${s.free_observers} free)` : '';
+  const chosen = s.chosen_by_seed.length ? `; chosen by the seed: ${s.chosen_by_seed.join(', ')}` : '; all fixed by the spec';
+  return h(
+    'p',
+    { class: 'strategy', 'data-alignment': s.alignment, 'data-observers': s.observers, 'data-pinned': String(s.pinned) },
+    h('b', {}, 'strategy: '),
+    `${s.alignment}, ${s.observers} observer${s.observers === 1 ? '' : 's'}${split}, ${s.pinned ? 'pinned to CPUs' : 'not pinned'}${chosen}; widening ${s.widening || '?'}`,
+  );
+}
+
 // `first`: the violation shown first (an issue shows its own signature's).
 export function outcomeView(o: Outcome, first?: Violation | null): { element: HTMLElement; dispose: () => void } {
   const box = h(
@@ -64,6 +77,7 @@ export function outcomeView(o: Outcome, first?: Violation | null): { element: HT
       {},
       `${o.ops} ops, ${o.violation_count} violations, ${Math.round(o.ops_per_sec)} ops/s, ${o.elapsed_s.toFixed(2)} s, clock ${o.clock_source || '?'}, ε ${o.epsilon_ns} ns`,
     ),
+    strategyView(o.strategy),
   );
   if (o.error) box.append(h('p', { class: 'error-text' }, `error: ${o.error}`));
   if (o.console_tail) box.append(h('h4', {}, 'Console tail'), h('pre', { class: 'console' }, o.console_tail));
