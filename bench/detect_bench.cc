@@ -141,7 +141,8 @@ struct Bench {
     std::vector<std::string> args = {"campaign",     "run",        "--name",     "detect", "--scenario",
                                      bug.scenario,   "--fs",       bug.fs,       "--kernel", label,
                                      "--iterations", iterations,   "--first-seed", std::to_string(seed),
-                                     "--seeds",      "1",          "--wait",     "--json"};
+                                     "--seeds",      "1",          "--align",    "fuzzy",  "--pin",   "on",
+                                     "--wait",       "--json"};
     for (const auto& p : bug.params) args.insert(args.end(), {"--param", p});
     const auto started = Clock::now();
     const Result c = cli(args, 1800s);

@@ -184,7 +184,8 @@ TEST_F(KernelE2E, ACampaignBuildsItsKernelOnABuilderThenTestsItInAVm) {
                     LEAPFROG_KBUILD_CACHE});
   const json c = cli_json({"campaign", "run", "--name", "nightly", "--scenario", "setattr-lookup", "--fs", "tmpfs",
                            "--kernel", "nightly", "--build", "nightly", "--source", kSource, "--patch", kHarmless,
-                           "--patch", kBug, "--iterations", kIterations, "--first-seed", "7", "--wait"},
+                           "--patch", kBug, "--iterations", kIterations, "--first-seed", "7", "--align", "fuzzy",
+                           "--pin", "on", "--wait"},
                           3000s);
   std::printf("nightly campaign: %s\n", c.dump().c_str());
   EXPECT_EQ(c.value("by_verdict", json::object()).value("pass", 0), 1) << c.dump();  // the build job
@@ -282,7 +283,8 @@ TEST_F(KernelE2E, WidenControlsRefuseBadValuesAndTheSeedSetsThePoints) {
   boot("widen");
   const json c = cli_json({"campaign", "run", "--name", "widen", "--scenario", "setattr-lookup",
                            "--fs", "tmpfs", "--kernel", "widen", "--iterations", kIterations,
-                           "--first-seed", std::to_string(seed), "--wait"},
+                           "--first-seed", std::to_string(seed), "--align", "fuzzy", "--pin", "on",
+                           "--wait"},
                           900s);
   const Rows rows = results(c.at("campaign").get<int64_t>());
   ASSERT_EQ(rows.size(), 1u) << logs();
