@@ -20,6 +20,14 @@
 namespace leapfrog::widen {
 
 inline constexpr const char* kControlDir = "/sys/kernel/leapfrog_widen";
+
+// The points a `--widen` build of Linux 6.1 offers (deploy/kernel/widen/),
+// sorted: what choose() picks from on such a kernel, for the tests and the
+// detection bench that must know a seed's choice before the kernel boots.
+inline const std::vector<std::string> kBuiltInPoints = {
+    "acl_fetched",  "d_move",       "dotdot",           "dotdot_mountpoint", "exec_setid",
+    "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach", "mount_cross",
+    "setattr_copy", "step_into",    "step_validated"};
 // In the VM image: why the kprobe module is not loaded (no module built for
 // the kernel, vermagic mismatch, insmod's error), or empty; see deploy/vm/init.
 inline constexpr const char* kKprobeStatusFile = "/run/leapfrog-widen-kprobe";

@@ -46,12 +46,6 @@ constexpr const char* kSource = "/usr/src/linux-source-6.1.tar.xz";
 constexpr uint32_t kObserverUid = 65534;
 const std::string kTests = std::string(LEAPFROG_SOURCE_DIR) + "/tests/";
 
-// The points a --widen build of 6.1 offers (deploy/kernel/widen/).
-const std::vector<std::string> kOffered = {
-    "acl_fetched",  "d_move",       "dotdot",           "dotdot_mountpoint", "exec_setid",
-    "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach", "mount_cross",
-    "setattr_copy", "step_into",    "step_validated"};
-
 struct Bug {
   std::string name;
   std::vector<std::string> patches;  // under tests/
@@ -89,7 +83,7 @@ double median(std::vector<double> v) {
 std::vector<uint64_t> pick_seeds(const std::string& point, bool on, size_t count) {
   std::vector<uint64_t> out;
   for (uint64_t s = 1; out.size() < count && s < 10'000'000; ++s) {
-    const auto c = leapfrog::widen::choose(s, kOffered, kObserverUid);
+    const auto c = leapfrog::widen::choose(s, leapfrog::widen::kBuiltInPoints, kObserverUid);
     bool has = false;
     for (const auto& p : c) has = has || (p.name == point && p.probability_ppm >= 200'000 && p.delay_ns >= 20'000);
     if (on ? has : c.empty()) out.push_back(s);

@@ -23,12 +23,6 @@ using namespace leapfrog::testing;
 
 const std::string kCorpus = std::string(LEAPFROG_SOURCE_DIR) + "/tests/corpus/";
 
-// The points a --widen build of 6.1 offers (deploy/kernel/widen/).
-const std::vector<std::string> kOffered = {
-    "acl_fetched",  "d_move",       "dotdot",           "dotdot_mountpoint",
-    "exec_setid",   "lookup_found", "may_lookup_after", "may_lookup_before",
-    "mount_attach", "mount_cross",  "setattr_copy",     "step_into",    "step_validated"};
-
 constexpr uint32_t kObserverUid = 65534;
 
 // The first `count` seeds from `from` whose widening sets `point` for the
@@ -37,7 +31,7 @@ std::vector<uint64_t> seeds_widening(const std::string& point, size_t count, uin
                                      uint32_t min_delay_ns, uint64_t from = 1) {
   std::vector<uint64_t> out;
   for (uint64_t s = from; out.size() < count; ++s)
-    for (const auto& p : leapfrog::widen::choose(s, kOffered, kObserverUid))
+    for (const auto& p : leapfrog::widen::choose(s, leapfrog::widen::kBuiltInPoints, kObserverUid))
       if (p.name == point && p.probability_ppm >= min_ppm && p.delay_ns >= min_delay_ns) {
         out.push_back(s);
         break;
@@ -47,21 +41,20 @@ std::vector<uint64_t> seeds_widening(const std::string& point, size_t count, uin
 
 class CorpusE2E : public KernelE2E {
  protected:
-  // A campaign of `scenario` on `fs` with `params`, `seeds` seeds from
-  // `first`, on `label`, waited for; the campaign JSON. It races under the
-  // fuzzy barrier, pinned, so that the bug and its twin race alike and the
-  // seed picks only the widening.
-  json campaign(const std::string& label, const std::string& scenario, const std::string& fs,
-                const std::vector<std::string>& params, uint64_t first, int seeds,
-                const std::string& iterations) {
-    std::vector<std::string> args = {"campaign",      "run",     "--name",     "corpus-" + label,
-                                     "--scenario",    scenario,  "--fs",       fs,
-                                     "--kernel",      label,     "--iterations", iterations,
-                                     "--first-seed",  std::to_string(first), "--seeds",
-                                     std::to_string(seeds),      "--align", "fuzzy", "--pin", "on",
+  // One job of `scenario` on ext4 with `params` and `seed`, 2000 rounds, on
+  // `label`, waited for; its result rows. It races under the fuzzy barrier,
+  // pinned, so that the bug and its twin race alike and the seed picks only
+  // the widening.
+  Rows job(const std::string& label, const std::string& scenario, const std::vector<std::string>& params,
+           uint64_t seed) {
+    std::vector<std::string> args = {"campaign", "run",    "--name",       "corpus-" + label,
+                                     "--scenario", scenario, "--fs",        "ext4",
+                                     "--kernel",   label,    "--iterations", "2000",
+                                     "--first-seed", std::to_string(seed), "--seeds", "1",
+                                     "--align",    "fuzzy",  "--pin",       "on",
                                      "--wait"};
     for (const auto& p : params) args.insert(args.end(), {"--param", p});
-    return cli_json(args, 1500s);
+    return results(cli_json(args, 1500s).at("campaign").get<int64_t>());
   }
 
   // "verdict kinds | checked" per outcome, for messages and the log.
@@ -69,6 +62,39 @@ class CorpusE2E : public KernelE2E {
     std::string t;
     for (const auto& r : rows) t += r[0] + " [" + r[1] + "] " + r[2] + " (" + r[3] + ")\n";
     return t;
+  }
+
+  // One job's results on the bug's kernel and on its twin.
+  struct Pair {
+    uint64_t seed;
+    Rows bad, good;
+  };
+
+  // Builds `patch` and the twin with the delay points, boots both and runs
+  // one job of `scenario` per seed on each; `text` gets what each judged.
+  std::vector<Pair> race_against_twin(const std::string& label, const std::string& patch,
+                                      const std::string& scenario, const std::vector<std::string>& params,
+                                      const std::vector<uint64_t>& seeds, std::string& text) {
+    const json bug = build(label, {kCorpus + patch}, {"--widen"});
+    EXPECT_EQ(bug["status"], "ready") << bug.dump();
+    const json twin = build("corpus-twin", {}, {"--widen"});
+    EXPECT_EQ(twin["status"], "ready") << twin.dump();
+    boot(label);
+    boot("corpus-twin");
+    std::vector<Pair> out;
+    std::string good_text;
+    for (const uint64_t seed : seeds) {
+      Pair p{seed, job(label, scenario, params, seed), job("corpus-twin", scenario, params, seed)};
+      EXPECT_EQ(p.bad.size(), 1u) << logs();
+      EXPECT_EQ(p.good.size(), 1u) << logs();
+      if (p.bad.size() != 1 || p.good.size() != 1) break;
+      text += "seed " + std::to_string(seed) + ": " + describe(p.bad);
+      good_text += "seed " + std::to_string(seed) + ": " + describe(p.good);
+      EXPECT_EQ(p.good[0][0], "1") << describe(p.good);  // VERDICT_PASS
+      out.push_back(std::move(p));
+    }
+    std::printf("%s bug:\n%stwin:\n%s", label.c_str(), text.c_str(), good_text.c_str());
+    return out;
   }
 };
 
@@ -82,39 +108,24 @@ class CorpusE2E : public KernelE2E {
 // on with a NULL inode and oopses in inode_permission(). The twin, raced
 // with the same seeds and points, stays clean.
 TEST_F(CorpusE2E, TheNegativeDentryRaceIsCaughtWithWideningAndItsTwinIsClean) {
-  const json bug = build("corpus-negative", {kCorpus + "negative-dentry-766c4cbfacd8.patch"}, {"--widen"});
-  ASSERT_EQ(bug["status"], "ready") << bug.dump();
-  const json twin = build("corpus-twin", {}, {"--widen"});
-  ASSERT_EQ(twin["status"], "ready") << twin.dump();
-  const auto seeds = seeds_widening("step_validated", 5, 200000, 100000);
-
-  boot("corpus-negative");
-  boot("corpus-twin");
+  std::string text;
+  const auto pairs = race_against_twin("corpus-negative", "negative-dentry-766c4cbfacd8.patch", "typeflip-lookup",
+                                       {}, seeds_widening("step_validated", 5, 200000, 100000), text);
+  ASSERT_EQ(pairs.size(), 5u);
   int caught = 0;
-  std::string bad_text, good_text;
-  for (const uint64_t seed : seeds) {
-    const json bad = campaign("corpus-negative", "typeflip-lookup", "ext4", {}, seed, 1, "2000");
-    const json good = campaign("corpus-twin", "typeflip-lookup", "ext4", {}, seed, 1, "2000");
-    const Rows bad_rows = results(bad.at("campaign").get<int64_t>());
-    const Rows good_rows = results(good.at("campaign").get<int64_t>());
-    ASSERT_EQ(bad_rows.size(), 1u) << logs();
-    ASSERT_EQ(good_rows.size(), 1u) << logs();
-    bad_text += "seed " + std::to_string(seed) + ": " + describe(bad_rows);
-    good_text += "seed " + std::to_string(seed) + ": " + describe(good_rows);
+  for (const auto& p : pairs) {
     // VERDICT_VIOLATION with the stray ENOENT, or VERDICT_KERNEL_CRASH with
     // the oops (an observer the oops killed leaves VERDICT_ERROR).
-    const std::string& v = bad_rows[0][0];
+    const std::string& v = p.bad[0][0];
     if (v == "2") {
       ++caught;
-      EXPECT_NE(bad_rows[0][1].find("stale-entry"), std::string::npos) << bad_rows[0][1];
+      EXPECT_NE(p.bad[0][1].find("stale-entry"), std::string::npos) << p.bad[0][1];
     } else if (v == "5") {
       ++caught;
-      EXPECT_NE(bad_rows[0][2].find("NULL pointer dereference"), std::string::npos) << bad_rows[0][2];
+      EXPECT_NE(p.bad[0][2].find("NULL pointer dereference"), std::string::npos) << p.bad[0][2];
     }
-    EXPECT_EQ(good_rows[0][0], "1") << describe(good_rows);  // VERDICT_PASS
   }
-  std::printf("negative-dentry bug:\n%stwin:\n%s", bad_text.c_str(), good_text.c_str());
-  EXPECT_GE(caught, 1) << bad_text << logs();
+  EXPECT_GE(caught, 1) << text << logs();
 }
 
 // aed434ada685 brought back (its 6.1 form): follow_dotdot_rcu() no longer
@@ -126,32 +137,17 @@ TEST_F(CorpusE2E, TheNegativeDentryRaceIsCaughtWithWideningAndItsTwinIsClean) {
 // out of the moved root lands where no ref-walk could (a stale entry or a
 // trap's EACCES). The twin, raced with the same seeds and points, is clean.
 TEST_F(CorpusE2E, TheDotdotAcrossMountMoveRaceIsCaughtWithWideningAndItsTwinIsClean) {
-  const json bug = build("corpus-dotdot", {kCorpus + "dotdot-mount-aed434ada685.patch"}, {"--widen"});
-  ASSERT_EQ(bug["status"], "ready") << bug.dump();
-  const json twin = build("corpus-twin", {}, {"--widen"});
-  ASSERT_EQ(twin["status"], "ready") << twin.dump();
-  const auto seeds = seeds_widening("dotdot_mountpoint", 2, 200000, 20000);
-
-  boot("corpus-dotdot");
-  boot("corpus-twin");
-  const std::vector<std::string> params = {"parents=0", "moved=0"};
+  std::string text;
+  const auto pairs = race_against_twin("corpus-dotdot", "dotdot-mount-aed434ada685.patch", "mount-move-dotdot",
+                                       {"parents=0", "moved=0"}, seeds_widening("dotdot_mountpoint", 2, 200000, 20000),
+                                       text);
+  ASSERT_EQ(pairs.size(), 2u);
   int caught = 0;
-  std::string bad_text, good_text;
-  for (const uint64_t seed : seeds) {
-    const json bad = campaign("corpus-dotdot", "mount-move-dotdot", "ext4", params, seed, 1, "2000");
-    const json good = campaign("corpus-twin", "mount-move-dotdot", "ext4", params, seed, 1, "2000");
-    const Rows bad_rows = results(bad.at("campaign").get<int64_t>());
-    const Rows good_rows = results(good.at("campaign").get<int64_t>());
-    ASSERT_EQ(bad_rows.size(), 1u) << logs();
-    ASSERT_EQ(good_rows.size(), 1u) << logs();
-    bad_text += "seed " + std::to_string(seed) + ": " + describe(bad_rows);
-    good_text += "seed " + std::to_string(seed) + ": " + describe(good_rows);
-    EXPECT_NE(bad_rows[0][0], "3") << bad_rows[0][2];  // never VERDICT_ERROR
-    if (bad_rows[0][0] == "2") ++caught;
-    EXPECT_EQ(good_rows[0][0], "1") << describe(good_rows);  // VERDICT_PASS
+  for (const auto& p : pairs) {
+    EXPECT_NE(p.bad[0][0], "3") << p.bad[0][2];  // never VERDICT_ERROR
+    if (p.bad[0][0] == "2") ++caught;
   }
-  std::printf("dotdot-mount bug:\n%stwin:\n%s", bad_text.c_str(), good_text.c_str());
-  EXPECT_GE(caught, 1) << bad_text << logs();
+  EXPECT_GE(caught, 1) << text << logs();
 }
 
 }  // namespace

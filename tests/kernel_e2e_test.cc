@@ -267,18 +267,14 @@ TEST_F(KernelE2E, WidenControlsRefuseBadValuesAndTheSeedSetsThePoints) {
   ASSERT_EQ(k["status"], "ready") << k.dump();
   // A seed whose choice includes a point every lookup passes.
   uint64_t seed = 7;
-  const std::vector<std::string> offered = {
-      "acl_fetched",       "d_move",       "dotdot",      "dotdot_mountpoint",
-      "exec_setid",        "lookup_found", "may_lookup_after", "may_lookup_before",
-      "mount_attach",      "mount_cross",  "setattr_copy",     "step_into",    "step_validated"};
   auto every_lookup = [](const std::vector<leapfrog::WidenPoint>& ps) {
     for (const auto& p : ps)
       if (p.name == "may_lookup_before" || p.name == "may_lookup_after" || p.name == "step_into")
         return true;
     return false;
   };
-  while (!every_lookup(leapfrog::widen::choose(seed, offered, 65534))) ++seed;
-  const auto want = leapfrog::widen::choose(seed, offered, 65534);
+  while (!every_lookup(leapfrog::widen::choose(seed, leapfrog::widen::kBuiltInPoints, 65534))) ++seed;
+  const auto want = leapfrog::widen::choose(seed, leapfrog::widen::kBuiltInPoints, 65534);
 
   boot("widen");
   const json c = cli_json({"campaign", "run", "--name", "widen", "--scenario", "setattr-lookup",
