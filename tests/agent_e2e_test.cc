@@ -822,6 +822,30 @@ TEST_F(AgentE2E, AclExecDenyHoldsWhileInodesAreEvictedOnDiskFileSystems) {
   }
 }
 
+// evict=3 writes each ACL as xfs's raw trusted.SGI_ACL_FILE xattr, which
+// also forgets the cached ACL: every change is a set and a forget, and the
+// first permission check after it reads the ACL from disk. On this (fixed)
+// kernel the deny holds throughout; the model's deny is what the kernel
+// enforces (were the raw bytes wrong, every denied lookup would be a
+// stale-grant). Anywhere but xfs the run is refused, never judged.
+TEST_F(AgentE2E, AclExecDenyWithXfsRawAclsForgetsTheCacheOnEveryChange) {
+  json o = run_json(
+      {"--scenario", "acl-exec-deny", "--fs", "xfs", "--param", "evict=3", "--iterations", "600"},
+      0);
+  EXPECT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+  EXPECT_EQ(o["params"]["evict"], 3);
+  EXPECT_GE(o["lookups_checked"].get<uint64_t>(), 1200u);
+  EXPECT_GT(o["mutations"].get<uint64_t>(), 150u);
+  for (const char* fs : {"ext4", "xfs+overlay"}) {
+    json r = run_json(
+        {"--scenario", "acl-exec-deny", "--fs", fs, "--param", "evict=3", "--iterations", "10"}, 2);
+    EXPECT_NE(r.value("error", "").find("needs xfs on both"), std::string::npos)
+        << fs << " " << r.dump();
+    EXPECT_EQ(r["lookups_checked"], 0u) << fs;
+    EXPECT_NE(r["verdict"], "pass") << fs;
+  }
+}
+
 // exec-setid toctou=1 races only the chmod that grants set-uid and revokes
 // exec at once (0755 <-> 04754, owned by the second uid): the window of
 // Linux f50733b45d86, fixed in this kernel, so the run is clean; on

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "scenarios/catalogue/catalogue.h"
@@ -27,11 +28,15 @@ class AclExecDeny : public Scenario {
     return {{"depth", 3, 3, 8, "directories between the root and the file"},
             {"static", 0, 0, 1,
              "1: keep the deny entry and flip the mode bits (0755 <-> 0775) instead"},
-            {"evict", 0, 0, 2,
+            {"evict", 0, 0, 3,
              "1: drop the kernel's dentry and inode caches after each ACL change, so the next "
              "lookup reads the ACL from disk (get_acl against set_acl); 2: drop them just before "
-             "each ACL change, in the same mutation, so that read races the change itself"},
-            mutate_pct_param(), ops_param()};
+             "each ACL change, in the same mutation, so that read races the change itself; 3 "
+             "(xfs only): write each ACL as xfs's raw trusted.SGI_ACL_FILE xattr, which also "
+             "forgets the cached ACL, so every lookup after a change reads it from disk while the "
+             "next change forgets it again"},
+            mutate_pct_param(),
+            ops_param()};
   }
   uint32_t default_observers() const override { return 2; }
 
@@ -55,7 +60,6 @@ class AclExecDeny : public Scenario {
     // Built once; the mutator's closures keep them alive.
     const auto a_plain = std::make_shared<const sys::AccessAcl>(plain);
     const auto a_deny = std::make_shared<const sys::AccessAcl>(deny);
-    const auto a_wide = std::make_shared<const sys::AccessAcl>(deny_wide);
 
     NodeId dir = plan.model.root();
     std::string path, target_path;
@@ -80,16 +84,27 @@ class AclExecDeny : public Scenario {
     const NodeId f = plan.model.add_file(dir, "f", mode_attr(0644));
     identify(plan.model, f, disk.l(file));
 
-    auto set = [target_path](std::shared_ptr<const sys::AccessAcl> acl) {
+    const bool raw = ctx.param("evict") == 3;
+    if (raw && (fixed || !sys::on_xfs(target_path.c_str()) || !sys::on_xfs(disk.l(path).c_str())))
+      throw fs::SetupError(fixed ? "evict=3 changes the ACL, static=1 keeps it: pick one"
+                                 : "evict=3 writes xfs's own ACL xattr: it needs xfs on both "
+                                   "the mutate and the lookup side");
+    // Each ACL as libacl sets it, or (evict=3) as xfs's raw xattr.
+    auto set = [&](const Attr& attr) -> std::function<int()> {
+      if (raw) {
+        auto acl = std::make_shared<const sys::XfsRawAcl>(attr);
+        return [target_path, acl] { return acl->apply(target_path.c_str()); };
+      }
+      auto acl = std::make_shared<const sys::AccessAcl>(attr);
       return [target_path, acl] { return acl->apply(target_path.c_str()); };
     };
     if (fixed) {
       plan.mutations.push_back(
-          {plan.model.setfacl_effect(target_node, deny_wide), set(a_wide), {}});
-      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
+          {plan.model.setfacl_effect(target_node, deny_wide), set(deny_wide), {}});
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(deny), {}});
     } else {
-      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(a_deny), {}});
-      plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(a_plain), {}});
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(deny), {}});
+      plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(plain), {}});
     }
     if (ctx.param("evict") == 2) {
       // The drop and the change are one mutation: its window holds both
@@ -101,7 +116,7 @@ class AclExecDeny : public Scenario {
           return apply();
         };
       }
-    } else if (ctx.param("evict") != 0) {
+    } else if (ctx.param("evict") == 1) {
       // Eviction changes no object: a mutation with no effect, between each
       // ACL change and the next, after which a cached ACL is gone and the
       // next permission check loads it again while the mutator sets it.
@@ -119,8 +134,21 @@ class AclExecDeny : public Scenario {
     assign_observers(plan, ctx);
     for (size_t i = 1; i < plan.observers.size(); i += 2)
       plan.observers[i] = Cred{other, other, {}};
-    // Fail early, with a clear reason, where ACLs are not supported.
-    if (!fixed) {
+    if (raw) {
+      // The raw bytes must mean the ACL the model says: read it back through
+      // the generic ACL interface.
+      const sys::XfsRawAcl r_deny(deny), r_plain(plain);
+      Attr back;
+      if (int e = r_deny.apply(target_path.c_str()))
+        throw fs::SetupError(std::string("cannot write trusted.SGI_ACL_FILE: ") + std::strerror(e));
+      if (int e = sys::read_attr(target_path.c_str(), back);
+          e != 0 || back.mode != deny.mode || back.acl.size() != 1 || back.acl[0].id != denied ||
+          back.acl[0].perms != 0)
+        throw fs::SetupError("xfs did not read the raw ACL back as user:" + std::to_string(denied) +
+                             ":---");
+      r_plain.apply(target_path.c_str());
+    } else if (!fixed) {
+      // Fail early, with a clear reason, where ACLs are not supported.
       if (int e = a_deny->apply(target_path.c_str()))
         throw fs::SetupError(std::string("this file system does not take POSIX ACLs: ") +
                              std::strerror(e));

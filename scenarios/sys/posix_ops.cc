@@ -1,6 +1,7 @@
 #include "scenarios/sys/posix_ops.h"
 
 #include <acl/libacl.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/fs.h>
@@ -8,7 +9,9 @@
 #include <sys/acl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,6 +92,53 @@ AccessAcl::~AccessAcl() {
 
 int AccessAcl::apply(const char* path) const {
   return acl_set_file(path, ACL_TYPE_ACCESS, static_cast<acl_t>(acl_)) == 0 ? 0 : errno;
+}
+
+namespace {
+
+// xfs's on-disk ACL entry (struct xfs_acl_entry): tag, id, perm, padding.
+void put_xfs_entry(std::string& out, uint32_t tag, uint32_t id, uint16_t perm) {
+  const uint32_t t = htobe32(tag), i = htobe32(id);
+  const uint16_t p = htobe16(perm), pad = 0;
+  out.append(reinterpret_cast<const char*>(&t), 4);
+  out.append(reinterpret_cast<const char*>(&i), 4);
+  out.append(reinterpret_cast<const char*>(&p), 2);
+  out.append(reinterpret_cast<const char*>(&pad), 2);
+}
+
+constexpr uint32_t kUndefinedId = 0xffffffffu;
+constexpr long kXfsMagic = 0x58465342;  // "XFSB"
+
+}  // namespace
+
+XfsRawAcl::XfsRawAcl(const Attr& attr) {
+  if (attr.acl.empty()) return;  // the mode alone: no xattr
+  // Entries in the order the permission walk expects them: owner, named
+  // users, owning group, named groups, mask, other (the POSIX tag values).
+  std::string entries;
+  uint32_t n = 0;
+  put_xfs_entry(entries, 0x01, kUndefinedId, (attr.mode >> 6) & 7), ++n;
+  for (const auto& e : attr.acl)
+    if (e.tag == AclEntry::Tag::User) put_xfs_entry(entries, 0x02, e.id, e.perms), ++n;
+  put_xfs_entry(entries, 0x04, kUndefinedId, (attr.mode >> 3) & 7), ++n;
+  for (const auto& e : attr.acl)
+    if (e.tag == AclEntry::Tag::Group) put_xfs_entry(entries, 0x08, e.id, e.perms), ++n;
+  put_xfs_entry(entries, 0x10, kUndefinedId, (attr.mode >> 3) & 7), ++n;
+  put_xfs_entry(entries, 0x20, kUndefinedId, attr.mode & 7), ++n;
+  const uint32_t count = htobe32(n);
+  bytes_.assign(reinterpret_cast<const char*>(&count), 4);
+  bytes_ += entries;
+}
+
+int XfsRawAcl::apply(const char* path) const {
+  constexpr const char* kName = "trusted.SGI_ACL_FILE";
+  if (bytes_.empty()) return ::removexattr(path, kName) == 0 || errno == ENODATA ? 0 : errno;
+  return ::setxattr(path, kName, bytes_.data(), bytes_.size(), 0) == 0 ? 0 : errno;
+}
+
+bool on_xfs(const char* path) {
+  struct statfs s;
+  return ::statfs(path, &s) == 0 && s.f_type == kXfsMagic;
 }
 
 int read_attr(const char* path, Attr& attr) {

@@ -43,6 +43,26 @@ class AccessAcl {
   void* acl_ = nullptr;
 };
 
+// The same ACL written the way only xfs stores it: its raw on-disk xattr
+// "trusted.SGI_ACL_FILE" (big-endian entries), or that xattr removed when
+// the ACL is the mode alone. Root only. Besides changing the ACL, xfs drops
+// the inode's cached ACL on such a write (xfs_forget_acl), without caching
+// the new one, so the next permission check reads it from disk: every change
+// is both a set_acl and a forget, the pair get_acl() races against.
+class XfsRawAcl {
+ public:
+  explicit XfsRawAcl(const Attr& attr);
+  int apply(const char* path) const;
+  // The bytes written (empty: the xattr is removed).
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+// True when `path` lies on xfs.
+bool on_xfs(const char* path);
+
 // Reads the access ACL's extended entries of `path` into `attr` (and mode).
 int read_attr(const char* path, Attr& attr);
 
