@@ -361,6 +361,7 @@ class Agent {
     if (!spec.align().empty()) argv.insert(argv.end(), {"--align", spec.align()});
     if (spec.pin() != v1::CPU_PINNING_UNSPECIFIED)
       argv.insert(argv.end(), {"--pin", spec.pin() == v1::CPU_PINNING_ON ? "on" : "off"});
+    if (!spec.widen().empty()) argv.insert(argv.end(), {"--widen", spec.widen()});
     for (const auto& [k, v] : spec.params()) argv.insert(argv.end(), {"--param", k + "=" + std::to_string(v)});
     return argv;
   }

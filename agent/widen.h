@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "scenarios/outcome.h"
+#include "scenarios/widen_request.h"
 
 namespace leapfrog::widen {
 
@@ -31,18 +32,6 @@ inline const std::vector<std::string> kBuiltInPoints = {
 // In the VM image: why the kprobe module is not loaded (no module built for
 // the kernel, vermagic mismatch, insmod's error), or empty; see deploy/vm/init.
 inline constexpr const char* kKprobeStatusFile = "/run/leapfrog-widen-kprobe";
-
-// What `--widen` asked for: "seed" (default), "off", or an explicit list
-// "POINT:PROBABILITY_PPM:DELAY_NS:UID[,...]" (UID a number or "any").
-struct Request {
-  enum class Mode { Seed, Off, Explicit } mode = Mode::Seed;
-  std::vector<WidenPoint> points;  // Explicit only, values passed to the kernel as given
-  std::string text;                // as written, for the outcome
-};
-
-// Parses a --widen value. Throws UsageError naming what is wanted; the
-// values themselves are checked by the kernel.
-Request parse_request(const std::string& text);
 
 // The points a seed chooses among `offered` (any order): none for one seed
 // in four (a run without widening, as a control), else one to three points

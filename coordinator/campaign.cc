@@ -5,6 +5,7 @@
 #include <set>
 
 #include "scenarios/fs/workspace.h"
+#include "scenarios/widen_request.h"
 #include "scenarios/registry.h"
 
 namespace leapfrog::coord {
@@ -74,6 +75,11 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
       throw SpecError("bad align \"" + spec.align() +
                       "\", want fuzzy, free, both or empty (chosen by each job's seed)");
   }
+  try {
+    widen::parse_request(spec.widen());
+  } catch (const UsageError& e) {
+    throw SpecError(e.what());
+  }
   // Each scenario must exist and accept the parameters, observer count and
   // alignment.
   for (const auto& s : spec.scenarios()) {
@@ -131,6 +137,7 @@ std::vector<NewJob> expand(const v1::CampaignSpec& spec) {
           js.set_observers(spec.observers());
           js.set_align(spec.align());
           js.set_pin(spec.pin());
+          js.set_widen(spec.widen());
           for (const auto& [name, value] : spec.params()) {
             if (scenario)
               for (const auto& p : scenario->params())

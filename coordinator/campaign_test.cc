@@ -187,6 +187,22 @@ TEST(CampaignNormalizeTest, BadObservers) {
   EXPECT_THAT(spec_error(in), HasSubstr("bad observers: 33"));
 }
 
+// The delay points are checked before the campaign is stored and reach
+// every job as written.
+TEST(CampaignNormalizeTest, WideningMustParseAndReachesEveryJob) {
+  v1::CampaignSpec in = spec_of({"setattr-lookup"});
+  for (const char* bad : {"sometimes", "step_into:1", "step_into:x:1000:any", ",", "step_into:-1:5:any"}) {
+    in.set_widen(bad);
+    EXPECT_THAT(spec_error(in), HasSubstr("--widen")) << bad;
+  }
+  for (const char* good : {"", "seed", "off", "step_into:200000:20000:65534,d_move:10000:1000:any"}) {
+    in.set_widen(good);
+    EXPECT_EQ(spec_error(in), "") << good;
+  }
+  in.set_seeds(2);
+  for (const auto& job : expand(in)) EXPECT_EQ(job.spec.widen(), in.widen());
+}
+
 TEST(CampaignNormalizeTest, AlignmentMustBeKnownAndPossible) {
   v1::CampaignSpec in = spec_of({"setattr-lookup"});
   in.set_align("sometimes");

@@ -34,6 +34,9 @@ void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool wit
   cmd->add_option("--align", f.align, "fuzzy | free | both (default: each job's seed chooses)");
   cmd->add_option("--pin", f.pin,
                   "pin actors to CPUs: on | off (default: each job's seed chooses)");
+  cmd->add_option("--widen", f.widen,
+                  "kernel delay points of a --widen kernel: seed (default), off, or "
+                  "POINT:PROBABILITY_PPM:DELAY_NS:UID[,...]");
   cmd->add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
   cmd->add_option("--max-attempts", f.max_attempts, "attempts before a job ends as infra-failure (default 3)");
   cmd->add_option("--build", f.build_label,

@@ -67,6 +67,7 @@ v1::CampaignSpec to_spec(const CampaignFlags& f) {
     spec.set_pin(v1::CPU_PINNING_OFF);
   else if (!f.pin.empty() && f.pin != "seed")
     throw std::runtime_error("bad --pin \"" + f.pin + "\", want on, off or seed");
+  spec.set_widen(f.widen == "seed" ? "" : f.widen);
   spec.set_max_attempts(f.max_attempts);
   if (f.build_label.empty()) {
     if (!f.build_source.empty() || !f.build_patches.empty() || !f.build_configs.empty() || !f.build_cmdline.empty())

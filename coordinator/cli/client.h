@@ -32,6 +32,7 @@ struct CampaignFlags {
   uint32_t observers = 0;
   std::string align;  // empty: each job's seed chooses
   std::string pin;    // on | off; empty: each job's seed chooses
+  std::string widen;  // kernel delay points (ScenarioSpec.widen); empty: the seed's
   std::vector<std::string> params;
   uint32_t max_attempts = 0;
   // A kernel to build before the campaign tests it (--build LABEL --source ...).

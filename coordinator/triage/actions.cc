@@ -9,6 +9,7 @@
 #include "coordinator/triage/repro_c.h"
 #include "coordinator/triage/stats.h"
 #include "scenarios/registry.h"
+#include "scenarios/widen_request.h"
 
 namespace leapfrog::coord::triage {
 
@@ -221,8 +222,9 @@ int64_t op_mask(const std::string& op) {
 // that dimension cannot shrink further; the race strategy's pinning stays as
 // the example ran, and so does its alignment but for "both", which
 // one observer takes from the violating observer. Dimensions: 0 observers, 1 scenario
-// parameters (each to its minimum: tree depth, optional operations), 2
-// iterations or duration.
+// parameters (each to its minimum: tree depth, optional operations), 2 the
+// kernel delay points (all off first, then each point alone), 3 iterations or
+// duration.
 std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOptions& opts,
                                                                   const v1::ScenarioSpec& best,
                                                                   int dim, json& m) {
@@ -277,6 +279,35 @@ std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOp
     return std::nullopt;
   }
   if (dim == 2) {
+    // Only an explicit list (what replay and the example carry) can
+    // shrink: "off" first, which says whether the bug needs widening at all;
+    // then without each point in turn, keeping those it still needs.
+    widen::Request w;
+    try {
+      w = widen::parse_request(best.widen());
+    } catch (const UsageError&) {
+      return std::nullopt;
+    }
+    if (w.mode != widen::Request::Mode::Explicit) return std::nullopt;
+    if (!m.value("widen_off_tried", false)) {
+      m["widen_off_tried"] = true;
+      c.set_widen("off");
+      return std::make_pair(c, "widening " + best.widen() + " -> off");
+    }
+    if (w.points.size() < 2) return std::nullopt;  // without its one point is "off"
+    auto tried = m.value("widen_tried", std::vector<std::string>{});
+    for (size_t i = 0; i < w.points.size(); ++i) {
+      if (std::find(tried.begin(), tried.end(), w.points[i].name) != tried.end()) continue;
+      tried.push_back(w.points[i].name);
+      m["widen_tried"] = tried;
+      std::vector<WidenPoint> rest = w.points;
+      rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+      c.set_widen(widen::format_request(rest));
+      return std::make_pair(c, "widening without " + w.points[i].name + " -> " + c.widen());
+    }
+    return std::nullopt;
+  }
+  if (dim == 3) {
     if (best.iterations() > 0) {
       if (best.iterations() <= opts.min_iterations) return std::nullopt;
       c.set_iterations(std::max<uint64_t>(opts.min_iterations, best.iterations() / 2));
@@ -296,7 +327,7 @@ std::optional<std::pair<v1::ScenarioSpec, std::string>> candidate(const EngineOp
 // reproducer.
 void next_candidate(const ActionContext& ctx, v1::Action& a, json& m) {
   v1::MinimizeResult* r = a.mutable_minimize();
-  for (int dim = m.value("dim", 0); dim < 3; ++dim) {
+  for (int dim = m.value("dim", 0); dim < 4; ++dim) {
     m["dim"] = dim;
     auto c = candidate(ctx.opts, r->minimal_spec(), dim, m);
     if (!c) {
@@ -367,10 +398,11 @@ void step_minimize(const ActionContext& ctx, v1::Action& a, json& m) {
       r->set_kept(r->kept() + 1);
       r->add_log(change + ": " + describe(t) + ", kept");
       // The same dimension may shrink again (iterations halve); parameters
-      // move on to the next one by themselves.
+      // and delay points move on to the next one by themselves.
     } else {
       r->add_log(change + ": " + describe(t) + ", dropped");
-      if (m.at("dim").get<int>() != 1) m["dim"] = m.at("dim").get<int>() + 1;
+      const int dim = m.at("dim").get<int>();
+      if (dim != 1 && dim != 2) m["dim"] = dim + 1;
     }
   }
   next_candidate(ctx, a, m);

@@ -1,6 +1,7 @@
 // Grouping and issue state over a real PostgreSQL: outcomes reported through
 // PgStore as an agent would, grouped by the engine's maintenance step.
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
@@ -341,6 +342,78 @@ TEST_F(TriageStoreTest, MinimizeKeepsThePinningAndGivesOneObserverTheViolatorsAl
     EXPECT_EQ(j.spec().pin(), v1::CPU_PINNING_OFF);
   }
   EXPECT_NE(a.progress().find("alignment both -> free"), std::string::npos) << a.progress();
+}
+
+// The run set two delay points; the issue's example, its replays and
+// minimize carry them explicitly. Minimize tries every point off first, then
+// each point alone; here the bug needs acl_fetched (the "agent" reproduces
+// only when it is set), so off and "without acl_fetched" are dropped and
+// "without step_into" is kept. Positive control: an outcome whose run had
+// no widening replays with the points off, and one with no widening block
+// leaves it to the seed.
+TEST_F(TriageStoreTest, ReplayAndMinimizeCarryTheDelayPointsAndMinimizeTurnsThemOff) {
+  v1::Outcome o = violation_outcome("stat");
+  v1::RaceStrategy* st = o.mutable_strategy();
+  st->set_alignment(v1::ALIGNMENT_FUZZY);
+  st->set_observers(1);
+  st->set_pinned(true);
+  v1::Widening* w = o.mutable_widening();
+  w->set_on(true);
+  w->set_reason("chosen by seed 7");
+  auto* p1 = w->add_points();
+  p1->set_name("acl_fetched");
+  p1->set_probability_ppm(500000);
+  p1->set_delay_ns(100000);
+  p1->set_uid("65534");
+  p1->set_hits(12);
+  auto* p2 = w->add_points();
+  p2->set_name("step_into");
+  p2->set_probability_ppm(200000);
+  p2->set_delay_ns(20000);
+  p2->set_uid("any");
+  night("k1", o);
+  group();
+  ASSERT_EQ(issues().size(), 1u);
+  const std::string both = "acl_fetched:500000:100000:65534,step_into:200000:20000:any";
+  EXPECT_EQ(issues()[0].example_spec().widen(), both);
+
+  v1::Outcome off = o;
+  off.mutable_widening()->set_on(false);
+  off.mutable_widening()->clear_points();
+  EXPECT_EQ(spec_as_run(v1::ScenarioSpec(), off).widen(), "off");
+  EXPECT_EQ(spec_as_run(v1::ScenarioSpec(), violation_outcome("stat")).widen(), "");
+
+  v1::StartMinimizeRequest req;
+  req.set_issue_id(issues()[0].id());
+  req.set_max_runs(2);
+  v1::Action a = engine_->start_minimize(req);
+  v1::Outcome pass;
+  pass.set_verdict(v1::VERDICT_PASS);
+  v1::Capabilities caps;
+  caps.set_kernel_label("k1");
+  caps.add_filesystems("tmpfs");
+  std::vector<std::string> widens;
+  for (int round = 0; round < 40 && a.state() != v1::ACTION_STATE_DONE && a.state() != v1::ACTION_STATE_FAILED;
+       ++round) {
+    while (auto leased = store_->lease_job(agent_, caps, clock_.now(), std::chrono::seconds(30))) {
+      const std::string& wd = leased->spec().widen();
+      if (widens.empty() || widens.back() != wd) widens.push_back(wd);
+      const bool bug = wd.find("acl_fetched") != std::string::npos;
+      ASSERT_EQ(store_->report_outcome(agent_, leased->job_id(), leased->attempt(), bug ? o : pass, clock_.now()),
+                ReportResult::Stored);
+    }
+    engine_->advance_actions();
+    a = engine_->get_action(a.id());
+  }
+  ASSERT_EQ(a.state(), v1::ACTION_STATE_DONE) << a.ShortDebugString();
+  EXPECT_EQ(a.minimize().minimal_spec().widen(), "acl_fetched:500000:100000:65534") << a.ShortDebugString();
+  EXPECT_NE(std::find(widens.begin(), widens.end(), "off"), widens.end());
+  EXPECT_NE(std::find(widens.begin(), widens.end(), "step_into:200000:20000:any"), widens.end());
+  EXPECT_EQ(widens.front(), both);  // the measurement races as the example did
+  std::string log;
+  for (const auto& l : a.minimize().log()) log += l + "\n";
+  EXPECT_NE(log.find("widening " + both + " -> off"), std::string::npos) << log;
+  EXPECT_NE(log.find("widening without step_into -> acl_fetched:500000:100000:65534"), std::string::npos) << log;
 }
 
 TEST_F(TriageStoreTest, ASecondReplicaDoesNotGroupAtTheSameTime) {
