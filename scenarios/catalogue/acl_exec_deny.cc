@@ -32,9 +32,10 @@ class AclExecDeny : public Scenario {
              "1: drop the kernel's dentry and inode caches after each ACL change, so the next "
              "lookup reads the ACL from disk (get_acl against set_acl); 2: drop them just before "
              "each ACL change, in the same mutation, so that read races the change itself; 3 "
-             "(xfs only): write each ACL as xfs's raw trusted.SGI_ACL_FILE xattr, which also "
-             "forgets the cached ACL, so every lookup after a change reads it from disk while the "
-             "next change forgets it again"},
+             "(xfs only): each change rewrites the current ACL, then writes the new one, both as "
+             "xfs's raw trusted.SGI_ACL_FILE xattr, and each write forgets the cached ACL: a "
+             "lookup between the two reads the old ACL from disk while the new one is written and "
+             "forgotten (get_acl against set_acl and forget, no eviction needed)"},
             mutate_pct_param(),
             ops_param()};
   }
@@ -89,12 +90,8 @@ class AclExecDeny : public Scenario {
       throw fs::SetupError(fixed ? "evict=3 changes the ACL, static=1 keeps it: pick one"
                                  : "evict=3 writes xfs's own ACL xattr: it needs xfs on both "
                                    "the mutate and the lookup side");
-    // Each ACL as libacl sets it, or (evict=3) as xfs's raw xattr.
+    // Each ACL as libacl sets it (evict=3 replaces these below).
     auto set = [&](const Attr& attr) -> std::function<int()> {
-      if (raw) {
-        auto acl = std::make_shared<const sys::XfsRawAcl>(attr);
-        return [target_path, acl] { return acl->apply(target_path.c_str()); };
-      }
       auto acl = std::make_shared<const sys::AccessAcl>(attr);
       return [target_path, acl] { return acl->apply(target_path.c_str()); };
     };
@@ -106,7 +103,19 @@ class AclExecDeny : public Scenario {
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(deny), {}});
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(plain), {}});
     }
-    if (ctx.param("evict") == 2) {
+    if (raw) {
+      // Mutation i rewrites the ACL that mutation i-1 set (the mutator
+      // cycles through them in order, from the state before the first),
+      // then writes its own: one mutation, whose window holds both writes.
+      const std::vector<std::shared_ptr<const sys::XfsRawAcl>> acls = {
+          std::make_shared<const sys::XfsRawAcl>(deny), std::make_shared<const sys::XfsRawAcl>(plain)};
+      for (size_t i = 0; i < plan.mutations.size(); ++i) {
+        plan.mutations[i].apply = [target_path, now = acls[(i + 1) % 2], next = acls[i]] {
+          if (int e = now->apply(target_path.c_str())) return e;
+          return next->apply(target_path.c_str());
+        };
+      }
+    } else if (ctx.param("evict") == 2) {
       // The drop and the change are one mutation: its window holds both
       // versions, and a lookup that starts after the drop loads the ACL
       // while setfacl replaces it.
@@ -146,7 +155,8 @@ class AclExecDeny : public Scenario {
           back.acl[0].perms != 0)
         throw fs::SetupError("xfs did not read the raw ACL back as user:" + std::to_string(denied) +
                              ":---");
-      r_plain.apply(target_path.c_str());
+      if (int e = r_plain.apply(target_path.c_str()))
+        throw fs::SetupError(std::string("cannot write trusted.SGI_ACL_FILE: ") + std::strerror(e));
     } else if (!fixed) {
       // Fail early, with a clear reason, where ACLs are not supported.
       if (int e = a_deny->apply(target_path.c_str()))

@@ -112,9 +112,10 @@ constexpr long kXfsMagic = 0x58465342;  // "XFSB"
 }  // namespace
 
 XfsRawAcl::XfsRawAcl(const Attr& attr) {
-  if (attr.acl.empty()) return;  // the mode alone: no xattr
   // Entries in the order the permission walk expects them: owner, named
   // users, owning group, named groups, mask, other (the POSIX tag values).
+  // The mode alone is the minimal ACL (no mask): the xattr is always there,
+  // so rewriting it always forgets.
   std::string entries;
   uint32_t n = 0;
   put_xfs_entry(entries, 0x01, kUndefinedId, (attr.mode >> 6) & 7), ++n;
@@ -123,7 +124,7 @@ XfsRawAcl::XfsRawAcl(const Attr& attr) {
   put_xfs_entry(entries, 0x04, kUndefinedId, (attr.mode >> 3) & 7), ++n;
   for (const auto& e : attr.acl)
     if (e.tag == AclEntry::Tag::Group) put_xfs_entry(entries, 0x08, e.id, e.perms), ++n;
-  put_xfs_entry(entries, 0x10, kUndefinedId, (attr.mode >> 3) & 7), ++n;
+  if (!attr.acl.empty()) put_xfs_entry(entries, 0x10, kUndefinedId, (attr.mode >> 3) & 7), ++n;
   put_xfs_entry(entries, 0x20, kUndefinedId, attr.mode & 7), ++n;
   const uint32_t count = htobe32(n);
   bytes_.assign(reinterpret_cast<const char*>(&count), 4);
@@ -131,9 +132,7 @@ XfsRawAcl::XfsRawAcl(const Attr& attr) {
 }
 
 int XfsRawAcl::apply(const char* path) const {
-  constexpr const char* kName = "trusted.SGI_ACL_FILE";
-  if (bytes_.empty()) return ::removexattr(path, kName) == 0 || errno == ENODATA ? 0 : errno;
-  return ::setxattr(path, kName, bytes_.data(), bytes_.size(), 0) == 0 ? 0 : errno;
+  return ::setxattr(path, "trusted.SGI_ACL_FILE", bytes_.data(), bytes_.size(), 0) == 0 ? 0 : errno;
 }
 
 bool on_xfs(const char* path) {

@@ -44,8 +44,8 @@ class AccessAcl {
 };
 
 // The same ACL written the way only xfs stores it: its raw on-disk xattr
-// "trusted.SGI_ACL_FILE" (big-endian entries), or that xattr removed when
-// the ACL is the mode alone. Root only. Besides changing the ACL, xfs drops
+// "trusted.SGI_ACL_FILE" (big-endian entries; the mode alone is written as
+// the minimal three-entry ACL). Root only. Besides changing the ACL, xfs drops
 // the inode's cached ACL on such a write (xfs_forget_acl), without caching
 // the new one, so the next permission check reads it from disk: every change
 // is both a set_acl and a forget, the pair get_acl() races against.
@@ -53,7 +53,6 @@ class XfsRawAcl {
  public:
   explicit XfsRawAcl(const Attr& attr);
   int apply(const char* path) const;
-  // The bytes written (empty: the xattr is removed).
   const std::string& bytes() const { return bytes_; }
 
  private:
