@@ -98,7 +98,8 @@ std::string job_lines(const JobLines& job) {
     int shown = 0;
     for (const auto& v : o.violations()) {
       if (++shown > 5) {
-        note("... " + std::to_string(o.violations_size() - 5) + " more violations");
+        const int more = o.violations_size() - 5;
+        note("... " + std::to_string(more) + (more == 1 ? " more violation" : " more violations"));
         break;
       }
       note("violation " + v.kind() + ": " + v.op() + " " + v.path() + " step " +
