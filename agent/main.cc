@@ -22,8 +22,10 @@
 #include "coordinator/vm/kernel_image.h"
 #endif
 #include "agent/options.h"
+#include "agent/outcome_proto.h"
 #include "agent/widen.h"
 #include "coordinator/auth.h"
+#include "coordinator/export/ktap.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
 
@@ -58,6 +60,25 @@ int cmd_list(bool json_out) {
   return 0;
 }
 
+// uname -r, the kernel a run by hand judged.
+std::string running_release() {
+  std::ifstream in("/proc/sys/kernel/osrelease");
+  std::string r;
+  std::getline(in, r);
+  return r.empty() ? "host" : r;
+}
+
+// The outcome as KTAP v1 (coordinator/export/ktap.h), as jobs are exported.
+int print_ktap(const Outcome& o) {
+  const v1::Outcome wire = outcome_from_json(to_json(o).dump());
+  v1::ScenarioSpec spec;
+  spec.set_scenario(o.scenario);
+  spec.set_seed(o.seed);
+  spec.set_fs(o.fs);
+  std::cout << ktap::run_document(spec, running_release(), wire) << std::flush;
+  return exit_code(o);
+}
+
 int print_outcome(const Outcome& o, bool json_out) {
   if (json_out)
     std::cout << to_json(o).dump() << std::endl;
@@ -67,7 +88,9 @@ int print_outcome(const Outcome& o, bool json_out) {
 }
 
 int cmd_run(const RunOptions& opts, const RunFlags& flags) {
-  const bool json_out = flags.json;
+  const bool ktap_out = flags.format == "ktap";
+  // KTAP, like JSON, reports a failed set-up as an outcome.
+  const bool json_out = flags.json || flags.format == "json" || ktap_out;
   const Scenario& scenario = find_scenario(opts.scenario);
   const auto params = resolve_params(scenario, opts);
   const Strategy strategy = resolve_strategy(scenario, opts, usable_cpus());
@@ -117,6 +140,7 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     o.widening = widening;
     o.strategy.widening = summary(widening);
     spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
+    if (ktap_out) return print_ktap(o);
     return print_outcome(o, json_out);
   });
 }

@@ -20,6 +20,8 @@ struct RunFlags {
   uint32_t observers = 0;
   std::string history;
   bool json = false;
+  // --format: text (the default), json (as --json) or ktap (KTAP v1, one job).
+  std::string format = "text";
   std::vector<std::string> params;
   // The race strategy (scenarios/strategy.h). "seed" leaves a field to the
   // seed; empty: as `strategy` says for fields not given.

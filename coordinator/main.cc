@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coordinator/cli/client.h"
+#include "coordinator/cli/export_cmds.h"
 #include "coordinator/cli/kbuild_cmds.h"
 #include "coordinator/cli/server_cmds.h"
 #include "coordinator/cli/triage_cmds.h"
@@ -88,6 +89,13 @@ int main(int argc, char** argv) {
     cmd->add_option("--http-allow-host", serve_opts.http_allowed_hosts,
                     "also answer HTTP requests whose Host header is NAME or NAME:PORT (repeatable; "
                     "default: only 127.0.0.1, localhost and the --http host)");
+    cmd->add_option(
+        "--export-dir", serve_opts.export_dir,
+        "write each finished scheduled campaign (nightly) to this folder, one file per format");
+    cmd->add_option("--export-format", serve_opts.export_formats,
+                    "--export-dir: kcidb | junit | ktap (repeatable; default kcidb)");
+    cmd->add_option("--export-origin", serve_opts.export_origin,
+                    "KCIDB origin of the exports, [a-z0-9_]+ (default leapfrog)");
   }
 
   auto* campaign = app.add_subcommand("campaign", "run and inspect campaigns");
@@ -132,6 +140,7 @@ int main(int argc, char** argv) {
   up->add_option("--kernel", serve_opts.vm_kernel, "registered kernel label the VMs boot");
 
   auto triage_cmds = add_triage_commands(app);
+  ExportCommands export_cmds(app);
 
   // Global flags (--json, --data-dir, ...) may also follow the verb.
   for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
@@ -163,6 +172,7 @@ int main(int argc, char** argv) {
       return leapfrog::cli::serve(serve_opts);
     }
     if (auto rc = triage_cmds->run([&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json)) return *rc;
+    if (export_cmds.parsed()) return export_cmds.run(coordinator, token_file, data_dir);
     if (kbuild_cmds.parsed()) return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (vm_cmds.parsed()) return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
     Client client(resolve_endpoint(coordinator, token_file, data_dir));

@@ -21,6 +21,8 @@ packages=(
   libcpp-httplib-dev nodejs chromium
   # kernel builds (leapfrog kernel build; issue 7)
   linux-source-6.1 bc bison flex libelf-dev
+  # exports (issue 21): the JSON Schema, XSD and KTAP checks of the export tests
+  python3-jsonschema libxml2-utils python3
 )
 
 # The headers of each installed Debian kernel (linux-image-6.1.0-57-amd64 ->

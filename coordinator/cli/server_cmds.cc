@@ -6,18 +6,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <spdlog/spdlog.h>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
 #include "coordinator/auth.h"
 #include "coordinator/cli/vm_cmds.h"
+#include "coordinator/export/nightly.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
@@ -157,6 +160,55 @@ void wait_for_stop(const sigset_t& set, AgentFleet* fleet) {
   }
 }
 
+// The nightly export folder's loop (--export-dir), on a thread of its own:
+// a tick every few seconds, stopped by stop().
+class NightlyExports {
+ public:
+  NightlyExports(const ServeOptions& opts, coord::Store& store, coord::triage::TriageEngine* triage,
+                 const std::string& link_base) {
+    if (opts.export_dir.empty()) return;
+    coord::exports::NightlyOptions no;
+    no.dir = opts.export_dir;
+    no.formats.clear();
+    for (const auto& f : opts.export_formats) no.formats.push_back(coord::exports::parse_format(f));
+    no.export_options.origin = opts.export_origin;
+    no.export_options.link_base = link_base;
+    exporter_ = std::make_unique<coord::exports::NightlyExporter>(store, triage, no);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~NightlyExports() { stop(); }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      lock.unlock();
+      try {
+        exporter_->tick();
+      } catch (const std::exception& e) {
+        spdlog::warn("export.nightly_failed error=\"{}\"", e.what());
+      }
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::seconds(5), [this] { return stopping_; });
+    }
+  }
+
+  std::unique_ptr<coord::exports::NightlyExporter> exporter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 int serve(const ServeOptions& opts) {
@@ -190,8 +242,10 @@ int serve(const ServeOptions& opts) {
   ho.build_caches = opts.build_caches;
   ho.build_caches.insert(ho.build_caches.begin(), vm::default_cache_dir());
   ho.allowed_hosts = opts.http_allowed_hosts;
+  ho.export_origin = opts.export_origin;
   coord::HttpServer http(store, clock, ho, server.triage());
   write_file(opts.data_dir + "/http", http.url(), 0644);
+  NightlyExports nightly(opts, store, server.triage(), http.url());
 
   std::unique_ptr<AgentFleet> fleet;
   if (opts.agents > 0) {
@@ -224,6 +278,7 @@ int serve(const ServeOptions& opts) {
     waitpid(vm_launcher, &status, 0);
   }
   if (fleet) fleet->stop();
+  nightly.stop();
   http.shutdown();
   server.shutdown();
   std::remove((opts.data_dir + "/address").c_str());

@@ -27,6 +27,12 @@ struct ServeOptions {
   std::vector<std::string> http_allowed_hosts;
   // Built dashboard assets; empty: <folder of the executable>/../dashboard/dist.
   std::string dashboard_dir;
+  // Nightly exports (coordinator/export/nightly.h): each finished scheduled
+  // campaign written to this folder in each format; empty: none.
+  std::string export_dir;
+  std::vector<std::string> export_formats;  // empty: kcidb
+  // KCIDB origin of the exports (nightly files and the HTTP route).
+  std::string export_origin = "leapfrog";
 };
 
 // Runs until SIGINT/SIGTERM; returns the exit code. Throws on setup failure.

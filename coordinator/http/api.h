@@ -78,6 +78,10 @@ void register_triage_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine
 void register_triage_files(httplib::Server& server, triage::TriageEngine& engine);
 // One kernel with its build log and findings (kernels_api.cc); `engine` may be null.
 void register_kernel_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine* engine);
+// GET /api/campaigns/{id}/export?format=...: a file, not JSON (export_api.cc);
+// `triage` may be null (no issues in the exports).
+void register_export_api(httplib::Server& server, Store& store, triage::TriageEngine* triage,
+                         const HttpOptions& options);
 // {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
 nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
 // The build log at `path`: {"path", "readable", "size", "truncated", "text",

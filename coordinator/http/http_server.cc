@@ -274,6 +274,7 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
     register_triage_files(*server_, *triage);
   }
   register_kernel_api(router, ctx, triage);
+  register_export_api(*server_, store, triage, opts_);
   // Unknown API paths answer JSON, not the static 404 page.
   server_->Get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
     send_error(res, 404, "no endpoint \"" + req.path + "\"");

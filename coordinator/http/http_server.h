@@ -48,6 +48,8 @@ struct HttpOptions {
   // Reads need the token too. Always so when `listen` is not a loopback
   // address (listens_beyond_loopback), whatever this says.
   bool reads_need_token = false;
+  // KCIDB origin of /api/campaigns/{id}/export when the request names none.
+  std::string export_origin = "leapfrog";
 };
 
 // Whether a server bound to `host` can be reached from other machines
