@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace leapfrog {
 
@@ -27,9 +28,7 @@ const char* to_string(ViolationKind k) {
 
 namespace {
 
-constexpr int kMaxStack = 32;
 constexpr int kMaxLinks = 40;
-constexpr size_t kMaxExpansions = 1 << 14;
 constexpr uint32_t kNone = UINT32_MAX;
 
 enum FailBit : uint8_t {
@@ -70,22 +69,58 @@ struct Version {
 struct Object {
   ObjectKey key;
   std::vector<Version> versions;
+  uint32_t last_mutation = UINT32_MAX;  // the latest successful mutation applied
 };
 
 // A branch of the walk: at `node` no earlier than `t`, with the components
-// still to resolve on a stack (top = next).
+// still to resolve on a stack (`stack`: its top cell, kNone when empty).
 struct State {
   NodeId node;
   NodeId dir;  // the directory `node`'s entry was found in (openat2's final beneath check)
   TimeNs t;
-  uint16_t step;
+  uint32_t step;
   uint8_t links;
-  uint8_t depth;
+  uint32_t stack;
   uint32_t trace;  // explain mode: index into the trace arena
-  uint16_t denied_step;   // ignore-permissions mode: first step whose check was denied throughout
+  uint32_t denied_step;   // ignore-permissions mode: first step whose check was denied throughout
   uint32_t denied_trace;  // ... and its trace link
-  uint32_t stack[kMaxStack];
 };
+
+// A stack of components, shared: a cell holds the top component and the cell
+// below (kNone: the bottom). Cells are interned, so two stacks with the same
+// components are the same cell, and a state's identity is a few integers.
+struct Cell {
+  uint32_t comp;
+  uint32_t below;
+};
+
+// What decides where a branch can go from here (State without its
+// explanation): two branches with equal keys have the same futures.
+struct StateKey {
+  NodeId node, dir;
+  uint32_t stack;
+  uint32_t links;
+  TimeNs t;
+  bool operator==(const StateKey&) const = default;
+};
+
+struct StateKeyHash {
+  size_t operator()(const StateKey& k) const {
+    uint64_t h = (uint64_t{k.node} << 32 | k.dir) * 0x9e3779b97f4a7c15ULL;
+    h ^= (uint64_t{k.stack} << 8 | k.links) + 0x632be59bd9b4e019ULL + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.t) * 0xff51afd7ed558ccdULL + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+// Capabilities of uid 0 (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH in the initial
+// user namespace), as generic_permission applies them after the mode and ACL
+// deny: a directory grants every access, any other node every access but
+// exec, which needs some x bit in its mode.
+bool root_permits(const Attr& attr, NodeKind kind, uint8_t want) {
+  if (kind == NodeKind::Dir) return true;
+  return !(want & kMayExec) || (attr.mode & 0111) != 0;
+}
 
 struct TraceLink {
   uint32_t parent;
@@ -115,6 +150,11 @@ class Checker {
     apply_mutations();
     index_queries();
     for (size_t i = 0; i < h_.lookups.size(); ++i) check_lookup(i);
+    if (out_.over_budget)
+      out_.notes.insert(out_.notes.begin(), "NOT JUDGED: " + std::to_string(out_.over_budget) +
+                                                " lookups exceeded the search budget of " +
+                                                std::to_string(opts_.max_expansions) +
+                                                " walk states each; their verdict is unknown");
     if (cached_violations_)
       out_.notes.push_back(
           std::to_string(cached_violations_) +
@@ -166,7 +206,17 @@ class Checker {
     return static_cast<uint32_t>(values_.size() - 1);
   }
 
+  // Times within the range the sentinels stay clear of (kMaxTimeNs).
+  static void check_times(const char* what, size_t i, TimeNs invoke, TimeNs complete) {
+    if (invoke < -kMaxTimeNs || complete > kMaxTimeNs)
+      throw HistoryError(std::string(what) + " " + std::to_string(i) +
+                         ": time out of range, want [-2^60, 2^60] ns");
+  }
+
   void index_nodes() {
+    if (h_.header.epsilon_ns < 0 || h_.header.epsilon_ns > kMaxEpsilonNs)
+      throw HistoryError("epsilon_ns " + std::to_string(h_.header.epsilon_ns) +
+                         " is out of range, want [0, 2^58]");
     const size_t n = h_.header.nodes.size();
     for (size_t i = 0; i < n; ++i) {
       if (h_.header.nodes[i].id != i)
@@ -183,8 +233,7 @@ class Checker {
       if (node.kind != NodeKind::Symlink) continue;
       if (node.magic_target != kNoNode) check_node(node.magic_target, "magic link target");
       link_absolute_[i] = !node.symlink_target.empty() && node.symlink_target[0] == '/';
-      auto comps = split_path(node.symlink_target);
-      link_target_[i].assign(comps.rbegin(), comps.rend());
+      link_target_[i] = split_path(node.symlink_target);
     }
     n_actors_ = h_.header.actors.size();
     for (size_t i = 0; i < n_actors_; ++i) {
@@ -206,7 +255,7 @@ class Checker {
   }
 
   uint32_t new_object(const ObjectKey& key, uint32_t value) {
-    objects_.push_back(Object{key, {Version{kTimeMin, kTimeMax, value}}});
+    objects_.push_back(Object{key, {Version{kTimeMin, kTimeMax, value}}, kNone});
     return static_cast<uint32_t>(objects_.size() - 1);
   }
 
@@ -235,7 +284,6 @@ class Checker {
     std::stable_sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
       return h_.mutations[a].invoke < h_.mutations[b].invoke;
     });
-    uint64_t overlapping = 0;
     effect_objects_.assign(h_.effects.size(), {});
     for (size_t e = 0; e < h_.effects.size(); ++e) {
       for (const auto& set : h_.effects[e].sets) effect_objects_[e].push_back(describe(set.key, h_.header.nodes));
@@ -250,6 +298,7 @@ class Checker {
         throw HistoryError("mutation " + std::to_string(idx) + " refers to unknown effect " + std::to_string(m.effect));
       if (m.complete < m.invoke)
         throw HistoryError("mutation " + std::to_string(idx) + " completes before it is invoked");
+      check_times("mutation", idx, m.invoke, m.complete);
       if (m.err != 0) continue;
       const Effect& eff = h_.effects[m.effect];
       for (size_t s = 0; s < eff.sets.size(); ++s) {
@@ -263,15 +312,19 @@ class Checker {
         }
         auto& versions = objects_[*slot].versions;
         Version& prev = versions.back();
-        // One mutator per object: the previous mutation completed before this
-        // one started. If not, widen instead of guessing an order.
-        if (versions.size() > 1 && prev.start > m.invoke) ++overlapping;
+        // The versions are in invoke order, which is the order they took
+        // effect only if each mutation completed before the next began.
+        const uint32_t last = objects_[*slot].last_mutation;
+        if (last != kNone && h_.mutations[last].complete > m.invoke)
+          throw HistoryError(
+              "mutations " + std::to_string(last) + " and " + std::to_string(idx) + " of " +
+              describe(key, h_.header.nodes) +
+              " overlap in time; the mutations of one object must follow each other");
+        objects_[*slot].last_mutation = idx;
         prev.end = std::max(prev.start, m.complete);
         versions.push_back(Version{m.invoke, kTimeMax, effect_values[m.effect][s]});
       }
     }
-    if (overlapping)
-      out_.notes.push_back(std::to_string(overlapping) + " mutations overlap another mutation of the same object");
     mutation_order_ = std::move(order);
     mutable_mount_.assign(h_.header.nodes.size(), false);
     for (size_t n = 0; n < mount_obj_.size(); ++n)
@@ -295,11 +348,15 @@ class Checker {
     grants_.assign(values_.size() * n_actors_, 0);
     for (const auto& obj : objects_) {
       if (obj.key.kind != ObjectKind::Attr) continue;
+      const NodeKind kind = h_.header.nodes[obj.key.node].kind;
       for (const auto& v : obj.versions) {
         for (size_t a = 0; a < n_actors_; ++a) {
+          const Cred& cred = h_.header.actors[a].cred;
+          const Attr& attr = values_[v.value].attr;
           uint8_t bits = 0;
           for (uint8_t want = 0; want < 8; ++want)
-            if (permits(values_[v.value].attr, h_.header.actors[a].cred, want)) bits |= uint8_t(1u << want);
+            if (permits(attr, cred, want) || (cred.uid == 0 && root_permits(attr, kind, want)))
+              bits |= uint8_t(1u << want);
           grants_[v.value * n_actors_ + a] = bits;
         }
       }
@@ -315,14 +372,26 @@ class Checker {
       for (const auto& c : query.path) {
         for (uint32_t id : split_path(c)) comps.push_back(id);
       }
-      if (comps.size() > kMaxStack) throw HistoryError("query " + std::to_string(q) + " path is too deep");
-      query_stack_[q].assign(comps.rbegin(), comps.rend());
+      query_stack_[q] = push_all(kNone, comps);
     }
     dot_ = intern(".");
     dotdot_ = intern("..");
   }
 
   // ---- the walk -------------------------------------------------------------
+
+  uint32_t push_cell(uint32_t comp, uint32_t below) {
+    auto [it, inserted] =
+        cell_ids_.try_emplace(uint64_t{comp} << 32 | below, static_cast<uint32_t>(cells_.size()));
+    if (inserted) cells_.push_back(Cell{comp, below});
+    return it->second;
+  }
+
+  // `comps` (first to resolve first) on top of stack `below`.
+  uint32_t push_all(uint32_t below, const std::vector<uint32_t>& comps) {
+    for (auto it = comps.rbegin(); it != comps.rend(); ++it) below = push_cell(*it, below);
+    return below;
+  }
 
   bool grants(uint32_t value, uint32_t actor, uint8_t want) const {
     return (grants_[value * n_actors_ + actor] >> want) & 1u;
@@ -485,23 +554,29 @@ class Checker {
     init.trace = kNone;
     init.denied_step = 0;
     init.denied_trace = kNone;
-    const auto& qs = query_stack_[qi];
-    init.depth = static_cast<uint8_t>(qs.size());
-    std::copy(qs.begin(), qs.end(), init.stack);
+    init.stack = query_stack_[qi];
     work_.push_back(init);
     size_t expansions = 0;
+    // Once the walk has branched, two branches may meet in the same state
+    // (an entry that names one of two nodes, whose entries name one of two
+    // again): each state is explored once, which keeps the walk polynomial.
+    bool branched = false;
+    seen_.clear();
 
     while (!work_.empty()) {
-      if (++expansions > kMaxExpansions) {
+      branched = branched || work_.size() > 1;
+      State s = work_.back();
+      work_.pop_back();
+      if (branched && !seen_.insert(StateKey{s.node, s.dir, s.stack, s.links, s.t}).second)
+        continue;
+      if (++expansions > opts_.max_expansions) {
         res.overflow = true;
         return res;
       }
-      State s = work_.back();
-      work_.pop_back();
       ++out_.steps_checked;
 
       const Node& node = h_.header.nodes[s.node];
-      if (s.depth == 0) {
+      if (s.stack == kNone) {
         // Final node. A scoped openat2 walk checks that it ended beneath its
         // root (complete_walk: EXDEV otherwise), then the operation's own
         // access check, then the result.
@@ -547,7 +622,7 @@ class Checker {
           if (earliest == kTimeMax && ignore_perms) {
             earliest = s.t;
             if (s.denied_step == 0) {
-              s.denied_step = static_cast<uint16_t>(s.step + 1);
+              s.denied_step = static_cast<uint32_t>(s.step + 1);
               s.denied_trace = best ? add_trace(s.trace, s.step + 1, kNone, obj, s.t, b) : kNone;
             }
           }
@@ -584,7 +659,8 @@ class Checker {
         continue;
       }
 
-      const uint32_t comp = s.stack[--s.depth];
+      const uint32_t comp = cells_[s.stack].comp;
+      s.stack = cells_[s.stack].below;
       const int step = s.step + 1;
       if (node.kind != NodeKind::Dir) {
         res.fail_bits |= kFailNotdir;
@@ -610,7 +686,7 @@ class Checker {
       if (t_perm == kTimeMax && ignore_perms) {
         t_perm = s.t;
         if (s.denied_step == 0) {
-          s.denied_step = static_cast<uint16_t>(step);
+          s.denied_step = static_cast<uint32_t>(step);
           s.denied_trace = trace;
         }
       }
@@ -642,7 +718,7 @@ class Checker {
           res.fail_bits |= kFailAgain;  // in-root: ".." at the root stays there
           State n = s;
           n.t = t_perm;
-          n.step = static_cast<uint16_t>(step);
+          n.step = static_cast<uint32_t>(step);
           n.trace = trace;
           work_.push_back(n);
           if (!want_success && (res.fail_bits & want_fail)) return res;
@@ -661,7 +737,7 @@ class Checker {
           n.node = values_[v->value].target;
           n.dir = n.node;
           n.t = std::max(t_perm, v->start);
-          n.step = static_cast<uint16_t>(step);
+          n.step = static_cast<uint32_t>(step);
           n.trace = trace;
           if (n.node == kNoNode) continue;
           work_.push_back(n);
@@ -690,7 +766,7 @@ class Checker {
         }
         any_present = true;
         const TimeNs t_entry = std::max(t_perm, v->start);
-        expand_child(s, child, t_entry, b, step, q, sc, trace, res, best);
+        expand_child(s, child, t_entry, b, step, comp, q, sc, trace, res, best);
       }
       if (!any_present && best) note_end(*best, step, ViolationKind::StaleEntry, trace, comp, eobj, t_perm, b);
       if (!want_success && (res.fail_bits & want_fail)) return res;
@@ -719,7 +795,7 @@ class Checker {
     }
     if (ignore_perms) {
       if (s.denied_step == 0) {
-        s.denied_step = static_cast<uint16_t>(s.step + 1);
+        s.denied_step = static_cast<uint32_t>(s.step + 1);
         s.denied_trace = best ? add_trace(s.trace, s.step + 1, kNone, obj, t, b) : kNone;
       }
       return true;
@@ -729,8 +805,9 @@ class Checker {
   }
 
   // Steps into `child` (crossing a mount and following a symlink if needed).
-  void expand_child(const State& s, NodeId child, TimeNs t, TimeNs b, int step, const Query& q,
-                    const Scope& sc, uint32_t trace, WalkOutcome& res, Ending* best) {
+  void expand_child(const State& s, NodeId child, TimeNs t, TimeNs b, int step, uint32_t comp,
+                    const Query& q, const Scope& sc, uint32_t trace, WalkOutcome& res,
+                    Ending* best) {
     const uint32_t mobj = mount_obj_[child];
     if (mobj == kNone) {
       push_node(s, child, t, step, q, sc, trace, res);
@@ -738,7 +815,7 @@ class Checker {
     }
     if (mutable_mount_[child]) res.touched_mount = true;
     uint32_t mtrace = trace;
-    if (best) mtrace = add_trace(trace, step, s.stack[s.depth], mobj, t, b);
+    if (best) mtrace = add_trace(trace, step, comp, mobj, t, b);
     const auto& vs = objects_[mobj].versions;
     for (const Version* v = first_reaching(vs, t); v && v != vs.data() + vs.size() && v->start <= b; ++v) {
       const NodeId target = values_[v->value].target;
@@ -756,9 +833,9 @@ class Checker {
     const Node& node = h_.header.nodes[n];
     State next = s;
     next.t = t;
-    next.step = static_cast<uint16_t>(step);
+    next.step = static_cast<uint32_t>(step);
     next.trace = trace;
-    if (node.kind == NodeKind::Symlink && (s.depth > 0 || q.follow_final)) {
+    if (node.kind == NodeKind::Symlink && (s.stack != kNone || q.follow_final)) {
       // The order of pick_link, nd_jump_link and nd_jump_root (fs/namei.c).
       if (sc.no_symlinks || s.links + 1 > kMaxLinks) {
         res.fail_bits |= kFailLoop;
@@ -794,14 +871,8 @@ class Checker {
         next.node = sc.root;
         next.dir = sc.root;
       }
-      const auto& target = link_target_[n];
-      if (s.depth + target.size() > kMaxStack) {
-        res.unknown = true;
-        return;
-      }
       // Resolution continues in the directory holding the link.
-      std::copy(target.begin(), target.end(), next.stack + next.depth);
-      next.depth = static_cast<uint8_t>(next.depth + target.size());
+      next.stack = push_all(s.stack, link_target_[n]);
       next.links = static_cast<uint8_t>(s.links + 1);
       work_.push_back(next);
       return;
@@ -835,6 +906,7 @@ class Checker {
                          std::to_string(r.actor));
     if (r.complete < r.invoke)
       throw HistoryError("lookup " + std::to_string(i) + " completes before it is invoked");
+    check_times("lookup", i, r.invoke, r.complete);
     const Query& q = h_.queries[r.query];
     // EXDEV and EAGAIN have rules only for openat2; elsewhere they are outside the model.
     const bool openat2_err = r.err == EXDEV || r.err == EAGAIN;
@@ -849,6 +921,7 @@ class Checker {
     WalkOutcome w = walk(r, q, r.query, nullptr);
     if (w.overflow) {
       ++out_.unjudged;
+      ++out_.over_budget;
       return;
     }
     const bool legal = r.err == 0 ? w.matched : (w.fail_bits & fail_bit(r.err)) != 0;
@@ -1086,7 +1159,10 @@ class Checker {
   std::vector<uint32_t> moves_;  // successful renames and mounts, by invoke
   uint64_t cached_violations_ = 0;
   uint64_t foreign_eagain_ = 0;
-  std::vector<std::vector<uint32_t>> query_stack_;
+  std::vector<uint32_t> query_stack_;  // each query's path as a stack (top cell)
+  std::vector<Cell> cells_;
+  std::unordered_map<uint64_t, uint32_t> cell_ids_;
+  std::unordered_set<StateKey, StateKeyHash> seen_;  // the states one walk has explored
   std::vector<uint8_t> grants_;
 
   std::vector<State> work_;
@@ -1100,6 +1176,16 @@ class Checker {
 };
 
 }  // namespace
+
+std::string unearned_pass_reason(const CheckResult& r) {
+  if (r.over_budget)
+    return std::to_string(r.over_budget) +
+           " lookups exceeded the search budget and were not judged";
+  if (r.lookups_checked == 0 && r.offsets_checked == 0)
+    return r.unjudged ? "no operation could be judged (" + std::to_string(r.unjudged) + " unjudged)"
+                      : "the history holds no lookup or offset operation to judge";
+  return "";
+}
 
 CheckResult check_history(const History& h, const CheckOptions& opts) {
   CheckResult out;
