@@ -21,6 +21,8 @@ packages=(
   libcpp-httplib-dev nodejs chromium
   # kernel builds (leapfrog kernel build; issue 7)
   linux-source-6.1 bc bison flex libelf-dev
+  # fuzz targets (make fuzz; issue 19): clang with libFuzzer, ASan and UBSan
+  clang libfuzzer-14-dev
 )
 
 # The headers of each installed Debian kernel (linux-image-6.1.0-57-amd64 ->
