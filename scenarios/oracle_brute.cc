@@ -96,6 +96,7 @@ class Judge {
       for (const auto& part : components(c)) stack.push_back(code(part));
     std::reverse(stack.begin(), stack.end());
     explore(q_.start, stack, 0, 0);
+    if (seen_.size() > kStateBudget) return Verdict::GaveUp;
     bool legal;
     if (r_.err == 0) {
       legal = matched_;
@@ -134,6 +135,7 @@ class Judge {
   }
 
   void explore(NodeId n, const std::string& stack, size_t ti, int links) {
+    if (seen_.size() > kStateBudget) return;
     if (!seen_.emplace(n, stack, ti, links).second) return;  // its outcomes are already in
     if (stack.empty()) return finish(n, ti);
     if (node(n).kind != NodeKind::Dir) {
@@ -345,6 +347,10 @@ History random_history(uint64_t seed) {
   add(0, 99);  // a node the model does not have
   for (int err : {EACCES, ENOENT, ENOTDIR, ELOOP}) add(err, 0);
   return h;
+}
+
+bool comparable(const CheckResult& oracle, const std::vector<Verdict>& want) {
+  return oracle.over_budget == 0 && std::count(want.begin(), want.end(), Verdict::GaveUp) == 0;
 }
 
 std::vector<std::string> disagreements(const History& h, const CheckResult& oracle,

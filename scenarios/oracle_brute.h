@@ -21,7 +21,11 @@
 
 namespace leapfrog::brute {
 
-enum class Verdict : uint8_t { Legal, Illegal, Unjudged };
+// GaveUp: the walk has more distinct states than the judge explores
+// (kStateBudget); symlinks that expand differently on each branch can make
+// exponentially many component stacks.
+enum class Verdict : uint8_t { Legal, Illegal, Unjudged, GaveUp };
+inline constexpr size_t kStateBudget = 100000;
 
 // One verdict per record of h.lookups.
 std::vector<Verdict> judge(const History& h);
@@ -32,8 +36,13 @@ std::vector<Verdict> judge(const History& h);
 History random_history(uint64_t seed);
 
 // Disagreements between `oracle` (check_history's result on `h`, with every
-// violation reported) and `want` (judge(h)), one line each; empty if they agree.
+// violation reported) and `want` (judge(h)), one line each; empty if they
+// agree. Compare only histories where neither gave up (comparable()).
 std::vector<std::string> disagreements(const History& h, const CheckResult& oracle,
                                        const std::vector<Verdict>& want);
+
+// Whether both judges judged every record of `h` (no GaveUp, no oracle
+// budget hit), so that disagreements() means something.
+bool comparable(const CheckResult& oracle, const std::vector<Verdict>& want);
 
 }  // namespace leapfrog::brute
