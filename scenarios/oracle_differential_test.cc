@@ -1,5 +1,6 @@
 // Issue 19 §2: the oracle against a naive judge (oracle_brute.h) on random
-// small histories. LEAPFROG_DIFF_HISTORIES sets how many (CI: the default).
+// small histories. LEAPFROG_DIFF_HISTORIES sets how many (CI: the default),
+// LEAPFROG_DIFF_FIRST the first seed (to run a long count in shards).
 
 #include <gtest/gtest.h>
 
@@ -14,19 +15,20 @@
 namespace leapfrog {
 namespace {
 
-uint64_t history_count() {
-  const char* env = std::getenv("LEAPFROG_DIFF_HISTORIES");
-  return env ? std::strtoull(env, nullptr, 10) : 20000;
+uint64_t env_or(const char* name, uint64_t fallback) {
+  const char* env = std::getenv(name);
+  return env ? std::strtoull(env, nullptr, 10) : fallback;
 }
 
 TEST(OracleDifferential, AgreesWithTheBruteForceJudge) {
   CheckOptions opts;
   opts.max_reported = 1000;
-  const uint64_t n = history_count();
+  const uint64_t n = env_or("LEAPFROG_DIFF_HISTORIES", 20000);
+  const uint64_t first = env_or("LEAPFROG_DIFF_FIRST", 1);
   uint64_t lookups = 0, legal = 0, illegal = 0, unjudged = 0, failures = 0, skipped = 0;
   using Clock = std::chrono::steady_clock;
   Clock::duration oracle_time{}, brute_time{};
-  for (uint64_t seed = 1; seed <= n; ++seed) {
+  for (uint64_t seed = first; seed < first + n; ++seed) {
     const History h = brute::random_history(seed);
     const auto t0 = Clock::now();
     const CheckResult r = check_history(h, opts);
