@@ -119,11 +119,19 @@ T get(const json& j, const char* field) {
 
 // A time in nanoseconds, within the range the oracle reasons about.
 TimeNs get_time(const json& j, const char* field) {
-  const TimeNs t = get<TimeNs>(j, field);
-  if (t < -kMaxTimeNs || t > kMaxTimeNs)
-    throw HistoryFormatError(std::string("field \"") + field + "\" = " + std::to_string(t) +
-                             " is out of range, want [-2^60, 2^60] ns");
-  return t;
+  auto it = j.find(field);
+  if (it == j.end()) return get<TimeNs>(j, field);  // the missing-field message
+  bool in_range = false;
+  if (it->is_number_unsigned()) {
+    in_range = it->get<uint64_t>() <= static_cast<uint64_t>(kMaxTimeNs);
+  } else if (it->is_number_integer()) {
+    const int64_t t = it->get<int64_t>();
+    in_range = t >= -kMaxTimeNs && t <= kMaxTimeNs;
+  }
+  if (!in_range)
+    throw HistoryFormatError(std::string("field \"") + field + "\" = " + it->dump() +
+                             " is out of range, want an integer in [-2^60, 2^60] ns");
+  return get<TimeNs>(j, field);
 }
 
 std::vector<uint32_t> get_ids(const json& j, const char* field) {
@@ -279,9 +287,10 @@ std::string object_text(const ObjectKey& k) {
 // The node ids a set refers to exist.
 void check_set_nodes(const ObjectSet& s, size_t n_nodes, const std::string& where) {
   if (s.key.node >= n_nodes)
-    throw HistoryFormatError(where + ": " + object_text(s.key) + " refers to unknown node " +
-                             std::to_string(s.key.node) + ", want 0.." + std::to_string(n_nodes) +
-                             "-1");
+    throw HistoryFormatError(
+        where + ": " + object_text(s.key) + " refers to unknown node " +
+        std::to_string(s.key.node) +
+        (n_nodes ? ", want 0.." + std::to_string(n_nodes - 1) : ", and no node is declared"));
   if (s.key.kind != ObjectKind::Attr && s.value.target != kNoNode && s.value.target >= n_nodes)
     throw HistoryFormatError(where + ": the value of " + object_text(s.key) + " is unknown node " +
                              std::to_string(s.value.target));

@@ -98,13 +98,15 @@ TEST(OracleEdges, TimesOutsideTheRangeAreRefused) {
   EXPECT_REFUSED(h + lookup("2305843009213693952", "2305843009213693953", "ok"),
                  "line 2: field \"invoke\"");
   EXPECT_REFUSED(h + lookup("100", "2305843009213693952", "ok"),
-                 "is out of range, want [-2^60, 2^60]");
+                 "is out of range, want an integer in [-2^60, 2^60]");
   EXPECT_REFUSED(h + lookup("-4611686018427387904", "100", "ok"), "line 2: field \"invoke\"");
   EXPECT_REFUSED(h + lookup("9223372036854775808", "9223372036854775808", "ok"),
-                 "must be an integer in");
-  EXPECT_REFUSED(h + lookup("100", "18446744073709551615", "ok"), "must be an integer in");
-  EXPECT_REFUSED(h + lookup("100.5", "200", "ok"), "line 2: field \"invoke\" must be an integer");
-  EXPECT_REFUSED(h + lookup("1e3", "2000", "ok"), "must be an integer");
+                 "is out of range, want an integer in [-2^60, 2^60] ns");
+  EXPECT_REFUSED(h + lookup("100", "18446744073709551615", "ok"),
+                 "is out of range, want an integer in [-2^60, 2^60] ns");
+  EXPECT_REFUSED(h + lookup("100.5", "200", "ok"),
+                 "line 2: field \"invoke\" = 100.5 is out of range");
+  EXPECT_REFUSED(h + lookup("1e3", "2000", "ok"), "want an integer");
   // The edges themselves are judged, and judged legal.
   const History edge = parse(h + lookup("1152921504606846975", "1152921504606846976", "ok") + "\n" +
                              lookup("-1152921504606846976", "-1152921504606846975", "ok") + "\n");
