@@ -1,5 +1,6 @@
 // leapfrog-agent: run a race scenario, list the catalogue, or check a history
-// offline. Exit codes: 0 clean, 1 violations found, 2 error (bad input, setup).
+// offline. Exit codes: 0 clean, 1 violations found, 2 error (bad input, setup);
+// check also 3, inconclusive (nothing judged, or the search budget hit).
 
 #include <signal.h>
 #include <sys/prctl.h>
