@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build test bench demo clean format
+.PHONY: deps configure build test bench demo clean format fuzz
 
 deps:
 	@bash deploy/install-deps.sh
@@ -18,6 +18,11 @@ test: build
 
 bench: build
 	@bash bench/run.sh $(BUILD_DIR)
+
+# libFuzzer targets (fuzz/), in their own clang build with ASan and UBSan:
+# FUZZ_RUNS executions each (default 10^7), or FUZZ_SECONDS seconds.
+fuzz: deps
+	@bash fuzz/run_all.sh $(BUILD_DIR)-fuzz
 
 demo: build
 	@bash deploy/demo.sh $(BUILD_DIR)

@@ -1,8 +1,10 @@
 // leapfrog-agent: run a race scenario, list the catalogue, or check a history
-// offline. Exit codes: 0 clean, 1 violations found, 2 error (bad input, setup).
+// offline. Exit codes: 0 clean, 1 violations found, 2 error (bad input, setup);
+// check also 3, inconclusive (nothing judged, or the search budget hit).
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -145,15 +147,23 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
   });
 }
 
-int cmd_check(const std::string& file, bool json_out) {
-  std::ifstream in(file);
+// Exit code of `check` when nothing contradicts the history but the check did
+// not earn a pass (nothing judged, or the search budget hit).
+constexpr int kExitInconclusive = 3;
+
+int cmd_check(const std::string& file, bool json_out, const ReadLimits& limits) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) throw UsageError("cannot read history file \"" + file + "\"");
+  if (S_ISDIR(st.st_mode)) throw UsageError("history file \"" + file + "\" is a directory");
+  std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError("cannot read history file \"" + file + "\"");
   History h;
   try {
-    h = read_history(in);
+    h = read_history(in, limits);
   } catch (const HistoryFormatError& e) {
     throw UsageError("\"" + file + "\": " + e.what());
   }
+  if (in.bad()) throw UsageError("cannot read history file \"" + file + "\": read error");
   Outcome o;
   o.scenario = h.header.scenario;
   o.seed = h.header.seed;
@@ -169,7 +179,13 @@ int cmd_check(const std::string& file, bool json_out) {
   }
   o.notes = o.check.notes;
   o.verdict = o.check.violation_count ? "violation" : "pass";
-  return print_outcome(o, json_out);
+  const std::string unearned = unearned_pass_reason(o.check);
+  if (!o.check.violation_count && !unearned.empty()) {
+    o.verdict = "inconclusive";
+    o.error = unearned;
+  }
+  const int rc = print_outcome(o, json_out);
+  return o.verdict == "inconclusive" ? kExitInconclusive : rc;
 }
 
 // A VM started from a saved VM (coordinator/vm/launcher.h) starts its agent
@@ -231,9 +247,19 @@ int main(int argc, char** argv) {
 
   std::string check_file;
   bool check_json = false;
-  auto* check = app.add_subcommand("check", "check a recorded history (JSON Lines) with the oracle");
+  ReadLimits check_limits;
+  auto* check = app.add_subcommand("check",
+                                   "check a recorded history (JSON Lines) with the oracle (exit 0 "
+                                   "pass, 1 violations, 2 bad input, "
+                                   "3 inconclusive: nothing judged or the search budget hit)");
   check->add_option("file", check_file, "history file")->required();
   check->add_flag("--json", check_json, "print one JSON object");
+  check
+      ->add_option("--max-line-bytes", check_limits.max_line_bytes,
+                   "refuse a longer line (default 64 MiB)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40));
+  check->add_option("--max-bytes", check_limits.max_bytes, "refuse a longer input (default 64 GiB)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
 
   ConnectOptions connect_opts;
   std::string token_file;
@@ -281,7 +307,7 @@ int main(int argc, char** argv) {
 
   try {
     if (list->parsed()) return cmd_list(list_json);
-    if (check->parsed()) return cmd_check(check_file, check_json);
+    if (check->parsed()) return cmd_check(check_file, check_json, check_limits);
     if (connect->parsed()) {
       if (geteuid() != 0) throw UsageError("leapfrog-agent connect needs root: the jobs it runs mount file systems");
       if (!identity_file.empty()) {

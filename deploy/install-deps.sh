@@ -23,6 +23,8 @@ packages=(
   linux-source-6.1 bc bison flex libelf-dev
   # exports (issue 21): the JSON Schema, XSD and KTAP checks of the export tests
   python3-jsonschema libxml2-utils python3
+  # fuzz targets (make fuzz; issue 19): clang with libFuzzer, ASan and UBSan
+  clang libfuzzer-14-dev
 )
 
 # The headers of each installed Debian kernel (linux-image-6.1.0-57-amd64 ->

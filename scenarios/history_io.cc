@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <istream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
+#include <tuple>
+#include <type_traits>
 
 namespace leapfrog {
 
@@ -71,16 +76,72 @@ json set_to_json(const ObjectSet& s) {
   return json{{"object", object_to_json(s.key)}, {"value", value_to_json(s.value, s.key.kind)}};
 }
 
+// An integer that fits T exactly: nlohmann would truncate 1.5 to 1 and wrap
+// 2^63 into a negative int64_t without a word.
+template <typename T>
+T exact_integer(const json& v, const char* field) {
+  using Lim = std::numeric_limits<T>;
+  auto out_of_range = [field]() {
+    return HistoryFormatError(std::string("field \"") + field + "\" must be an integer in [" +
+                              std::to_string(Lim::min()) + ", " + std::to_string(Lim::max()) + "]");
+  };
+  if (!v.is_number_integer()) throw out_of_range();
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(Lim::max())) throw out_of_range();
+    return static_cast<T>(u);
+  }
+  const int64_t i = v.get<int64_t>();
+  if constexpr (std::is_signed_v<T>) {
+    if (i < static_cast<int64_t>(Lim::min()) || i > static_cast<int64_t>(Lim::max()))
+      throw out_of_range();
+  } else {
+    if (i < 0 || static_cast<uint64_t>(i) > static_cast<uint64_t>(Lim::max())) throw out_of_range();
+  }
+  return static_cast<T>(i);
+}
+
 // Field access that turns nlohmann's exceptions into messages naming the field.
 template <typename T>
 T get(const json& j, const char* field) {
   auto it = j.find(field);
   if (it == j.end()) throw HistoryFormatError(std::string("missing field \"") + field + "\"");
-  try {
-    return it->template get<T>();
-  } catch (const json::exception&) {
-    throw HistoryFormatError(std::string("field \"") + field + "\" has the wrong type");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return exact_integer<T>(*it, field);
+  } else {
+    try {
+      return it->template get<T>();
+    } catch (const json::exception&) {
+      throw HistoryFormatError(std::string("field \"") + field + "\" has the wrong type");
+    }
   }
+}
+
+// A time in nanoseconds, within the range the oracle reasons about.
+TimeNs get_time(const json& j, const char* field) {
+  auto it = j.find(field);
+  if (it == j.end()) return get<TimeNs>(j, field);  // the missing-field message
+  bool in_range = false;
+  if (it->is_number_unsigned()) {
+    in_range = it->get<uint64_t>() <= static_cast<uint64_t>(kMaxTimeNs);
+  } else if (it->is_number_integer()) {
+    const int64_t t = it->get<int64_t>();
+    in_range = t >= -kMaxTimeNs && t <= kMaxTimeNs;
+  }
+  if (!in_range)
+    throw HistoryFormatError(std::string("field \"") + field + "\" = " + it->dump() +
+                             " is out of range, want an integer in [-2^60, 2^60] ns");
+  return get<TimeNs>(j, field);
+}
+
+std::vector<uint32_t> get_ids(const json& j, const char* field) {
+  std::vector<uint32_t> out;
+  auto it = j.find(field);
+  if (it == j.end()) return out;
+  if (!it->is_array())
+    throw HistoryFormatError(std::string("field \"") + field + "\" must be an array");
+  for (const auto& v : *it) out.push_back(exact_integer<uint32_t>(v, field));
+  return out;
 }
 
 template <typename T>
@@ -119,7 +180,9 @@ Value value_from_json(const json& j, ObjectKind kind) {
     v.attr.uid = get<uint32_t>(j, "uid");
     v.attr.gid = get<uint32_t>(j, "gid");
     if (j.contains("acl")) {
+      if (!j.at("acl").is_array()) throw HistoryFormatError("\"acl\" must be an array");
       for (const auto& e : j.at("acl")) {
+        if (!e.is_object()) throw HistoryFormatError("an acl entry must be an object");
         AclEntry a;
         const auto tag = get<std::string>(e, "tag");
         if (tag == "user") a.tag = AclEntry::Tag::User;
@@ -127,6 +190,7 @@ Value value_from_json(const json& j, ObjectKind kind) {
         else throw HistoryFormatError("unknown acl tag \"" + tag + "\", want user|group");
         a.id = get<uint32_t>(e, "id");
         a.perms = get<uint8_t>(e, "perms");
+        if (a.perms > 7) throw HistoryFormatError("acl \"perms\" must be rwx bits 0..7");
         v.attr.acl.push_back(a);
       }
     }
@@ -140,6 +204,8 @@ Value value_from_json(const json& j, ObjectKind kind) {
 
 ObjectSet set_from_json(const json& j) {
   ObjectSet s;
+  if (!j.is_object() || !j.contains("object"))
+    throw HistoryFormatError("a set needs an \"object\" and a \"value\"");
   s.key = object_from_json(j.at("object"));
   if (!j.contains("value")) throw HistoryFormatError("missing field \"value\"");
   s.value = value_from_json(j.at("value"), s.key.kind);
@@ -202,6 +268,34 @@ json header_to_json(const HistoryHeader& h) {
   return j;
 }
 
+// A json array field of the header (absent: empty).
+const json& array_field(const json& j, const char* field) {
+  static const json empty = json::array();
+  auto it = j.find(field);
+  if (it == j.end()) return empty;
+  if (!it->is_array())
+    throw HistoryFormatError(std::string("field \"") + field + "\" must be an array");
+  return *it;
+}
+
+std::string object_text(const ObjectKey& k) {
+  if (k.kind == ObjectKind::Entry)
+    return "entry(dir " + std::to_string(k.node) + ", \"" + k.name + "\")";
+  return std::string(to_string(k.kind)) + "(node " + std::to_string(k.node) + ")";
+}
+
+// The node ids a set refers to exist.
+void check_set_nodes(const ObjectSet& s, size_t n_nodes, const std::string& where) {
+  if (s.key.node >= n_nodes)
+    throw HistoryFormatError(
+        where + ": " + object_text(s.key) + " refers to unknown node " +
+        std::to_string(s.key.node) +
+        (n_nodes ? ", want 0.." + std::to_string(n_nodes - 1) : ", and no node is declared"));
+  if (s.key.kind != ObjectKind::Attr && s.value.target != kNoNode && s.value.target >= n_nodes)
+    throw HistoryFormatError(where + ": the value of " + object_text(s.key) + " is unknown node " +
+                             std::to_string(s.value.target));
+}
+
 HistoryHeader header_from_json(const json& j) {
   if (get_or<std::string>(j, "format", "") != kFormat)
     throw HistoryFormatError(std::string("not a history header: want \"format\": \"") + kFormat + "\"");
@@ -214,31 +308,73 @@ HistoryHeader header_from_json(const json& j) {
   h.fs = get_or<std::string>(j, "fs", "");
   h.clock_source = get_or<std::string>(j, "clock", "");
   h.epsilon_ns = get_or<TimeNs>(j, "epsilon_ns", 0);
-  if (h.epsilon_ns < 0) throw HistoryFormatError("\"epsilon_ns\" must not be negative");
+  if (h.epsilon_ns < 0 || h.epsilon_ns > kMaxEpsilonNs)
+    throw HistoryFormatError("\"epsilon_ns\" = " + std::to_string(h.epsilon_ns) +
+                             " is out of range, want [0, 2^58]");
   h.base_dev = get_or<uint64_t>(j, "base_dev", 0);
-  for (const auto& n : get_or<json>(j, "nodes", json::array())) {
+  for (const auto& n : array_field(j, "nodes")) {
+    if (!n.is_object())
+      throw HistoryFormatError("nodes[" + std::to_string(h.nodes.size()) + "] must be an object");
     Node node;
     node.id = get<NodeId>(n, "id");
+    if (node.id != h.nodes.size())
+      throw HistoryFormatError("nodes[" + std::to_string(h.nodes.size()) + "] has id " +
+                               std::to_string(node.id) + ", want " +
+                               std::to_string(h.nodes.size()) + " (ids are 0..n-1 in order)");
     node.kind = parse_node_kind(get<std::string>(n, "kind"));
     node.name = get_or<std::string>(n, "name", "");
     node.identity.dev = get_or<uint64_t>(n, "dev", 0);
     node.identity.ino = get_or<uint64_t>(n, "ino", 0);
     node.identity.any_other_dev = get_or<bool>(n, "any_other_dev", false);
-    if (node.kind == NodeKind::Symlink) node.symlink_target = get<std::string>(n, "target");
+    if (node.kind == NodeKind::Symlink) {
+      node.symlink_target = get<std::string>(n, "target");
+      if (node.symlink_target.empty())
+        throw HistoryFormatError("node " + std::to_string(node.id) +
+                                 ": a symlink's \"target\" must not be empty");
+    }
     node.magic_target = get_or<NodeId>(n, "magic", kNoNode);
     if (node.magic_target != kNoNode && node.kind != NodeKind::Symlink)
       throw HistoryFormatError("node " + std::to_string(node.id) +
                                ": only a symlink can be a magic link");
     h.nodes.push_back(std::move(node));
   }
-  for (const auto& s : get_or<json>(j, "initial", json::array())) h.initial.push_back(set_from_json(s));
-  for (const auto& a : get_or<json>(j, "actors", json::array())) {
+  for (const auto& n : h.nodes) {
+    if (n.magic_target != kNoNode && n.magic_target >= h.nodes.size())
+      throw HistoryFormatError("node " + std::to_string(n.id) + ": magic link to unknown node " +
+                               std::to_string(n.magic_target));
+  }
+  std::set<std::tuple<ObjectKind, NodeId, std::string>> given;
+  for (const auto& s : array_field(j, "initial")) {
+    const std::string where = "initial[" + std::to_string(h.initial.size()) + "]";
+    ObjectSet set;
+    try {
+      set = set_from_json(s);
+    } catch (const HistoryFormatError& e) {
+      throw HistoryFormatError(where + ": " + e.what());
+    }
+    check_set_nodes(set, h.nodes.size(), where);
+    if (!given.emplace(set.key.kind, set.key.node, set.key.name).second)
+      throw HistoryFormatError(where + ": initial value given twice for " + object_text(set.key));
+    h.initial.push_back(std::move(set));
+  }
+  for (const auto& n : h.nodes) {
+    if (n.kind == NodeKind::Dir && !given.count({ObjectKind::Attr, n.id, ""}))
+      throw HistoryFormatError("directory node " + std::to_string(n.id) +
+                               " has no initial attr (every directory needs one)");
+  }
+  for (const auto& a : array_field(j, "actors")) {
+    if (!a.is_object())
+      throw HistoryFormatError("actors[" + std::to_string(h.actors.size()) + "] must be an object");
     Actor actor;
     actor.id = get<uint32_t>(a, "id");
+    if (actor.id != h.actors.size())
+      throw HistoryFormatError("actors[" + std::to_string(h.actors.size()) + "] has id " +
+                               std::to_string(actor.id) + ", want " +
+                               std::to_string(h.actors.size()) + " (ids are 0..n-1 in order)");
     actor.role = get_or<std::string>(a, "role", "");
     actor.cred.uid = get<uint32_t>(a, "uid");
     actor.cred.gid = get<uint32_t>(a, "gid");
-    actor.cred.groups = get_or<std::vector<uint32_t>>(a, "groups", {});
+    actor.cred.groups = get_ids(a, "groups");
     actor.align = get_or<std::string>(a, "align", "");
     h.actors.push_back(std::move(actor));
   }
@@ -346,13 +482,109 @@ void write_history(const History& h, std::ostream& out) {
   }
 }
 
-History read_history(std::istream& in) {
+namespace {
+
+// Reads lines of at most max_line_bytes from a stream of at most max_bytes.
+class LineReader {
+ public:
+  LineReader(std::istream& in, const ReadLimits& limits)
+      : in_(in), limits_(limits), buf_(1 << 16) {}
+
+  // The next line without its newline; false at the end of the input.
+  bool next(std::string& line, size_t lineno) {
+    line.clear();
+    for (;;) {
+      if (pos_ == end_ && !fill()) return !line.empty();
+      const char* start = buf_.data() + pos_;
+      const void* nl = std::memchr(start, '\n', end_ - pos_);
+      const size_t n = nl ? static_cast<const char*>(nl) - start : end_ - pos_;
+      if (line.size() + n > limits_.max_line_bytes)
+        throw HistoryFormatError("line " + std::to_string(lineno) + ": longer than " +
+                                 std::to_string(limits_.max_line_bytes) +
+                                 " bytes (the line limit)");
+      line.append(start, n);
+      pos_ += n;
+      if (nl) {
+        ++pos_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  bool fill() {
+    if (total_ >= limits_.max_bytes) {
+      // One more byte tells a file of exactly max_bytes from a longer one.
+      if (in_.rdbuf()->sgetc() == std::char_traits<char>::eof()) return false;
+      throw HistoryFormatError("input longer than " + std::to_string(limits_.max_bytes) +
+                               " bytes (the size limit)");
+    }
+    const auto want =
+        static_cast<std::streamsize>(std::min<uint64_t>(buf_.size(), limits_.max_bytes - total_));
+    in_.read(buf_.data(), want);
+    const auto got = in_.gcount();
+    if (got <= 0) return false;
+    pos_ = 0;
+    end_ = static_cast<size_t>(got);
+    total_ += static_cast<uint64_t>(got);
+    return true;
+  }
+
+  std::istream& in_;
+  const ReadLimits& limits_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, end_ = 0;
+  uint64_t total_ = 0;
+};
+
+// Refuses two successful mutations of one object whose windows overlap: the
+// oracle orders an object's versions by invoke, which is only sound when
+// each mutation completed before the next began (windows may touch).
+void check_overlaps(const History& h, const std::vector<size_t>& lines) {
+  struct Use {
+    std::tuple<ObjectKind, NodeId, std::string> key;
+    TimeNs invoke, complete;
+    size_t line;
+  };
+  std::vector<Use> uses;
+  for (size_t i = 0; i < h.mutations.size(); ++i) {
+    const MutationRecord& m = h.mutations[i];
+    if (m.err != 0) continue;
+    for (const auto& set : h.effects[m.effect].sets)
+      uses.push_back({{set.key.kind, set.key.node, set.key.name}, m.invoke, m.complete, lines[i]});
+  }
+  std::sort(uses.begin(), uses.end(), [](const Use& a, const Use& b) {
+    return std::tie(a.key, a.invoke, a.complete, a.line) <
+           std::tie(b.key, b.invoke, b.complete, b.line);
+  });
+  // Within one object, the use that completes latest so far.
+  const Use* latest = nullptr;
+  for (const Use& u : uses) {
+    if (latest && latest->key == u.key && u.invoke < latest->complete) {
+      const ObjectKey k{std::get<0>(u.key), std::get<1>(u.key), std::get<2>(u.key)};
+      const size_t a = std::min(latest->line, u.line), b = std::max(latest->line, u.line);
+      throw HistoryFormatError(
+          "line " + std::to_string(a) + " and line " + std::to_string(b) + ": mutations of " +
+          object_text(k) + " overlap in time ([" + std::to_string(latest->invoke) + ", " +
+          std::to_string(latest->complete) + "] and [" + std::to_string(u.invoke) + ", " +
+          std::to_string(u.complete) + "]); the mutations of one object must follow each other");
+    }
+    if (!latest || latest->key != u.key || u.complete > latest->complete) latest = &u;
+  }
+}
+
+}  // namespace
+
+History read_history(std::istream& in, const ReadLimits& limits) {
   History h;
   std::map<std::string, uint32_t> effect_ids, query_ids;
+  std::set<std::tuple<ObjectKind, NodeId>> initial_attr_parent;
+  std::vector<size_t> mutation_lines;
+  LineReader reader(in, limits);
   std::string line;
   size_t lineno = 0;
   bool have_header = false;
-  while (std::getline(in, line)) {
+  while (reader.next(line, lineno + 1)) {
     ++lineno;
     if (line.empty() || line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
@@ -365,13 +597,16 @@ History read_history(std::istream& in) {
       if (!j.is_object()) throw HistoryFormatError("want a JSON object");
       if (!have_header) {
         h.header = header_from_json(j);
+        for (const auto& s : h.header.initial)
+          if (s.key.kind == ObjectKind::Attr || s.key.kind == ObjectKind::Parent)
+            initial_attr_parent.emplace(s.key.kind, s.key.node);
         have_header = true;
         continue;
       }
       const auto type = get<std::string>(j, "type");
       const int err = errno_from_name(get<std::string>(j, "result"));
-      const TimeNs invoke = get<TimeNs>(j, "invoke");
-      const TimeNs complete = get<TimeNs>(j, "complete");
+      const TimeNs invoke = get_time(j, "invoke");
+      const TimeNs complete = get_time(j, "complete");
       if (complete < invoke) throw HistoryFormatError("\"complete\" is before \"invoke\"");
       const uint32_t actor = get<uint32_t>(j, "actor");
       if (actor >= h.header.actors.size())
@@ -383,7 +618,21 @@ History read_history(std::istream& in) {
         if (inserted) {
           Effect e;
           e.op = get<std::string>(j, "op");
-          for (const auto& s : j.at("sets")) e.sets.push_back(set_from_json(s));
+          for (const auto& s : j.at("sets")) {
+            const std::string where = "sets[" + std::to_string(e.sets.size()) + "]";
+            ObjectSet set;
+            try {
+              set = set_from_json(s);
+            } catch (const HistoryFormatError& e) {
+              throw HistoryFormatError(where + ": " + e.what());
+            }
+            check_set_nodes(set, h.header.nodes.size(), where);
+            if ((set.key.kind == ObjectKind::Attr || set.key.kind == ObjectKind::Parent) &&
+                !initial_attr_parent.count({set.key.kind, set.key.node}))
+              throw HistoryFormatError(where + ": " + object_text(set.key) +
+                                       " has no initial value in the header");
+            e.sets.push_back(std::move(set));
+          }
           h.effects.push_back(std::move(e));
         }
         MutationRecord m;
@@ -394,13 +643,18 @@ History read_history(std::istream& in) {
         m.err = err;
         m.round = get_or<uint32_t>(j, "round", 0);
         h.mutations.push_back(m);
+        mutation_lines.push_back(lineno);
       } else if (type == "lookup") {
         Query q;
         q.op = get<std::string>(j, "op");
         q.start = get<NodeId>(j, "start");
         if (q.start >= h.header.nodes.size())
           throw HistoryFormatError("start node " + std::to_string(q.start) + " is not declared in the header");
-        q.path = split(get<std::string>(j, "path"));
+        const std::string path = get<std::string>(j, "path");
+        if (!path.empty() && path[0] == '/')
+          throw HistoryFormatError("path \"" + path +
+                                   "\" is absolute, want one relative to \"start\"");
+        q.path = split(path);
         q.final_access = get_or<uint8_t>(j, "access", 0);
         if (q.final_access > 7) throw HistoryFormatError("\"access\" must be rwx bits 0..7");
         q.follow_final = get_or<bool>(j, "follow", true);
@@ -438,6 +692,7 @@ History read_history(std::istream& in) {
         o.complete = complete;
         o.err = err;
         o.offset = get<int64_t>(j, "offset");
+        if (o.offset < -2) throw HistoryFormatError("\"offset\" must be -2, -1 or a byte offset");
         o.length = get_or<uint32_t>(j, "length", 0);
         h.offsets.push_back(o);
       } else {
@@ -450,6 +705,7 @@ History read_history(std::istream& in) {
     }
   }
   if (!have_header) throw HistoryFormatError("line 1: empty history, want a header line");
+  check_overlaps(h, mutation_lines);
   return h;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // JSON Lines serialisation of a History (docs/history-format.md).
 
+#include <cstdint>
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
@@ -18,8 +19,17 @@ class HistoryFormatError : public std::runtime_error {
 // Writes the header line, then every record ordered by invoke time.
 void write_history(const History& h, std::ostream& out);
 
-// Reads a history; throws HistoryFormatError("line N: ...") on malformed input.
-History read_history(std::istream& in);
+// Bounds on what read_history accepts, so that input that never ends (a
+// device, a pipe) is refused instead of filling memory.
+struct ReadLimits {
+  size_t max_line_bytes = size_t{64} << 20;  // one JSON line, newline excluded
+  uint64_t max_bytes = uint64_t{64} << 30;   // the whole input
+};
+
+// Reads a history and checks what the oracle relies on (node and actor ids,
+// initial values, time ranges, no overlapping mutations of one object);
+// throws HistoryFormatError("line N: ...") on malformed input.
+History read_history(std::istream& in, const ReadLimits& limits = {});
 
 // errno <-> portable name ("EACCES"); 0 <-> "ok". Unknown names map to -1.
 std::string errno_name(int err);

@@ -18,6 +18,12 @@ inline constexpr NodeId kNoNode = UINT32_MAX;
 using TimeNs = int64_t;
 inline constexpr TimeNs kTimeMin = INT64_MIN / 4;
 inline constexpr TimeNs kTimeMax = INT64_MAX / 4;
+// The times a history may hold: |t| <= kMaxTimeNs (2^60 ns, about 36.5 years),
+// and a guard band of at most kMaxEpsilonNs (2^58 ns). A window widened by the
+// band then stays within +-1.25 * 2^60, far from the sentinels above (+-2^61),
+// and differences of two times cannot overflow.
+inline constexpr TimeNs kMaxTimeNs = TimeNs{1} << 60;
+inline constexpr TimeNs kMaxEpsilonNs = TimeNs{1} << 58;
 
 enum class NodeKind : uint8_t { Dir, File, Symlink };
 

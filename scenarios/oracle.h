@@ -85,6 +85,7 @@ struct CheckResult {
   uint64_t steps_checked = 0;
   uint64_t offsets_checked = 0;
   uint64_t unjudged = 0;  // records the oracle cannot judge (errno outside the model)
+  uint64_t over_budget = 0;  // of those: lookups whose walk exceeded max_expansions
   uint64_t violation_count = 0;
   // Completion time of the earliest violating operation (kTimeMax: none),
   // over all violations, not only the reported ones: detection power.
@@ -96,6 +97,9 @@ struct CheckResult {
 
 struct CheckOptions {
   size_t max_reported = 50;
+  // Most distinct walk states explored for one lookup; past it the lookup is
+  // unjudged and counted in CheckResult::over_budget.
+  size_t max_expansions = size_t{1} << 14;
 };
 
 // Thrown for a history the oracle cannot interpret (dangling node ids, missing
@@ -108,6 +112,10 @@ class HistoryError : public std::runtime_error {
 // Checks every lookup and offset record of `h`. Never flags a legal history.
 // Cost is linear in the history (plus the versions overlapping each window).
 CheckResult check_history(const History& h, const CheckOptions& opts = {});
+
+// Why a check without violations has not earned "pass" (nothing was judged,
+// or some lookups exceeded the search budget); empty if it has.
+std::string unearned_pass_reason(const CheckResult& r);
 
 // The torn-offset check alone (used by check_history).
 void check_offsets(const History& h, CheckResult& out, const CheckOptions& opts);

@@ -672,6 +672,44 @@ TEST_F(AgentE2E, MalformedHistorySaysWhichLine) {
   expect_usage_error(agent({"check", dir.path() + "/missing.jsonl"}), "cannot read history file");
 }
 
+// Issue 19: what `check` cannot judge is never a pass, and input that never
+// ends or breaks the format's rules is refused with the line.
+TEST_F(AgentE2E, CheckEarnsItsVerdict) {
+  TempDir dir;
+  const std::string good =
+      slurp(std::string(LEAPFROG_SOURCE) + "/scenarios/testdata/stale_grant.jsonl");
+  const std::string header_only = dir.path() + "/header.jsonl";
+  std::ofstream(header_only) << good.substr(0, good.find('\n') + 1);
+  Result r = agent({"check", header_only, "--json"});
+  EXPECT_EQ(r.exit, 3) << r.out << r.err;
+  json o = json::parse(r.out);
+  EXPECT_EQ(o["verdict"], "inconclusive");
+  EXPECT_NE(o["error"].get<std::string>().find("no lookup"), std::string::npos);
+  r = agent({"check", header_only});
+  EXPECT_EQ(r.exit, 3);
+  EXPECT_NE(r.out.find(": inconclusive\n  error: the history holds no lookup"), std::string::npos)
+      << r.out;
+
+  expect_usage_error(agent({"check", "/dev/zero", "--max-line-bytes", "65536"}),
+                     "line 1: longer than 65536 bytes");
+  expect_usage_error(agent({"check", "/dev/zero"}), "line 1: longer than 67108864 bytes");
+  expect_usage_error(agent({"check", dir.path()}), "is a directory");
+  expect_usage_error(agent({"check", header_only, "--max-bytes", "100"}),
+                     "input longer than 100 bytes");
+  const std::string overlap = dir.path() + "/overlap.jsonl";
+  std::ofstream(overlap)
+      << good
+      << R"({"type":"mutate","actor":0,"op":"chmod","invoke":2100,"complete":2200,"result":"ok",)"
+         R"("sets":[{"object":{"kind":"attr","node":1},"value":{"mode":493,"uid":0,"gid":0}}]})"
+      << "\n";
+  expect_usage_error(agent({"check", overlap}),
+                     "line 3 and line 7: mutations of attr(node 1) overlap in time");
+  // The untouched history still gets its verdict.
+  EXPECT_EQ(
+      agent({"check", std::string(LEAPFROG_SOURCE) + "/scenarios/testdata/stale_grant.jsonl"}).exit,
+      1);
+}
+
 // Starts the agent in the background; returns its pid once its run folder exists.
 pid_t start_long_run(std::string& folder) {
   const pid_t pid = fork();
