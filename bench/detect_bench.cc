@@ -53,6 +53,7 @@ struct Bug {
   std::vector<std::string> params;
   std::string point;        // the delay point inside its window
   std::string twin_cmdline;  // twin: the same build booted with this; else 6.1 as shipped
+  std::string align = "fuzzy";  // the race's alignment (free: observers without a barrier)
 };
 
 const std::vector<Bug> kBugs = {
@@ -61,8 +62,8 @@ const std::vector<Bug> kBugs = {
      "setattr-lookup", "tmpfs", {}, "may_lookup_after", "leapfrog_planted=0"},
     {"766c4cbfacd8 negative dentry", {"corpus/negative-dentry-766c4cbfacd8.patch"}, "typeflip-lookup", "ext4",
      {}, "step_validated", ""},
-    {"b8a7a3a66747 ACL cache", {"corpus/acl-cache-b8a7a3a66747.patch"}, "acl-exec-deny", "ext4", {"evict=1"},
-     "acl_fetched", ""},
+    {"b8a7a3a66747 ACL cache", {"corpus/acl-cache-b8a7a3a66747.patch"}, "acl-exec-deny", "xfs", {"evict=3"},
+     "acl_fetched", "", "free"},
     {"f50733b45d86 exec set-id", {"corpus/exec-setid-f50733b45d86.patch"}, "exec-setid", "ext4", {"toctou=1"},
      "exec_setid", ""},
     {"aed434ada685 .. across mount --move", {"corpus/dotdot-mount-aed434ada685.patch"}, "mount-move-dotdot",
@@ -135,7 +136,7 @@ struct Bench {
     std::vector<std::string> args = {"campaign",     "run",        "--name",     "detect", "--scenario",
                                      bug.scenario,   "--fs",       bug.fs,       "--kernel", label,
                                      "--iterations", iterations,   "--first-seed", std::to_string(seed),
-                                     "--seeds",      "1",          "--align",    "fuzzy",  "--pin",   "on",
+                                     "--seeds",      "1",          "--align",    bug.align, "--pin",   "on",
                                      "--wait",       "--json"};
     for (const auto& p : bug.params) args.insert(args.end(), {"--param", p});
     const auto started = Clock::now();
