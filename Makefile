@@ -15,6 +15,7 @@ build: configure
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 900 -j 1
+	@bash fuzz/ci.sh $(BUILD_DIR)-fuzz
 
 bench: build
 	@bash bench/run.sh $(BUILD_DIR)
