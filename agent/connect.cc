@@ -1,12 +1,13 @@
 #include "agent/connect.h"
 
 #include <fcntl.h>
+#include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <linux/random.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -90,6 +91,12 @@ std::vector<std::string> default_filesystems() {
   return out;
 }
 
+// "SIGKILL" for 9, or the number when the signal has no name.
+std::string sigabbrev_or_number(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return name ? std::string("SIG") + name : std::to_string(sig);
+}
+
 std::string host_name() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -102,17 +109,42 @@ class Spool {
   explicit Spool(std::string dir) : dir_(std::move(dir)) { stdfs::create_directories(dir_); }
   const std::string& dir() const { return dir_; }
 
-  // Durably stores the report before it is sent.
+  // Durably stores the report before it is sent. Throws std::runtime_error,
+  // leaving no partial file behind.
   void put(const v1::ReportOutcomeRequest& req) {
     const std::string name = file_for(req.job_id(), req.attempt());
-    const std::string tmp = name + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) throw std::runtime_error("cannot write spool file \"" + tmp + "\": " + std::strerror(errno));
-    const std::string bytes = req.SerializeAsString();
-    const bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), name.c_str()) != 0)
-      throw std::runtime_error("cannot write spool file \"" + name + "\": " + std::strerror(errno));
+    write_durably(name, req.SerializeAsString());
+  }
+
+  // Before the agent registers: the spool takes a file and has room for
+  // outcomes, else std::runtime_error says why. An agent that could not spool
+  // would lease jobs, run them, and lose what they found.
+  void check() const {
+    const std::string probe = dir_ + "/.probe";
+    write_durably(probe, std::string(4096, 'x'));
+    ::unlink(probe.c_str());
+    struct statvfs st {};
+    if (::statvfs(dir_.c_str(), &st) != 0)
+      throw std::runtime_error("spool \"" + dir_ + "\": statvfs: " + std::strerror(errno));
+    const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    if (free_bytes < kMinFreeBytes)
+      throw std::runtime_error("spool \"" + dir_ + "\" has " + std::to_string(free_bytes >> 10) +
+                               " KiB free, want at least " + std::to_string(kMinFreeBytes >> 20) +
+                               " MiB");
+  }
+
+  // Removes what a previous agent left half done: spool files never renamed
+  // into place (*.tmp) and the folders of runs that died with it (job-N).
+  void remove_partial() const {
+    for (const auto& e : stdfs::directory_iterator(dir_)) {
+      const std::string name = e.path().filename();
+      const bool tmp = e.path().extension() == ".tmp";
+      const bool run = e.is_directory() && name.rfind("job-", 0) == 0;
+      if (!tmp && !run) continue;
+      std::error_code ec;
+      stdfs::remove_all(e.path(), ec);
+      spdlog::info("agent.spool_cleaned path={} error=\"{}\"", e.path().string(), ec.message());
+    }
   }
 
   std::vector<std::string> pending() const {
@@ -131,6 +163,30 @@ class Spool {
   }
 
  private:
+  // An outcome may be a few MiB (violations): room for several.
+  static constexpr uint64_t kMinFreeBytes = 32ull << 20;
+
+  // Writes `bytes` to `name` through a fsynced temporary file; on failure
+  // removes the temporary file and throws.
+  static void write_durably(const std::string& name, const std::string& bytes) {
+    const std::string tmp = name + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+      throw std::runtime_error("cannot write spool file \"" + tmp + "\": " + std::strerror(errno));
+    bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
+              ::fsync(fd) == 0;
+    int err = errno;
+    ok = ::close(fd) == 0 && ok;
+    if (ok && ::rename(tmp.c_str(), name.c_str()) != 0) {
+      ok = false;
+      err = errno;
+    }
+    if (ok) return;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write spool file \"" + name +
+                             "\": " + std::strerror(err ? err : EIO));
+  }
+
   std::string file_for(int64_t job, uint32_t attempt) const {
     char buf[64];
     std::snprintf(buf, sizeof buf, "/%012lld-%04u.outcome", static_cast<long long>(job), attempt);
@@ -559,6 +615,12 @@ class Agent {
     text << in.rdbuf();
     try {
       if (overdue) throw std::runtime_error("the run exceeded its deadline and was killed");
+      // Killed by someone else (the OOM killer, an operator): whatever it
+      // printed is cut short, so say what happened instead of parsing it.
+      if (WIFSIGNALED(status))
+        throw std::runtime_error("the run was killed by signal " +
+                                 std::to_string(WTERMSIG(status)) + " (" +
+                                 sigabbrev_or_number(WTERMSIG(status)) + ")");
       outcome = outcome_from_json(text.str());
     } catch (const std::exception& e) {
       std::ifstream errs(err);
@@ -566,7 +628,9 @@ class Agent {
       et << errs.rdbuf();
       std::string tail = et.str();
       if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
-      outcome = error_outcome(std::string(e.what()) + " (exit status " + std::to_string(status) + "): " + tail);
+      std::string why = e.what();
+      if (WIFEXITED(status)) why += " (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+      outcome = error_outcome(why + (tail.empty() ? "" : ": " + tail));
     }
     // An oops that killed an actor and left the kernel running: the run's
     // verdict is the kernel's, not the broken run's (the launcher, which
@@ -579,8 +643,14 @@ class Agent {
       outcome.set_verdict(v1::VERDICT_KERNEL_CRASH);
       outcome.set_error(why);
     }
-    finish(job, outcome);
-    stdfs::remove_all(dir);
+    std::error_code ec;
+    try {
+      finish(job, outcome);
+    } catch (...) {
+      stdfs::remove_all(dir, ec);
+      throw;
+    }
+    stdfs::remove_all(dir, ec);
   }
 
   void finish(const v1::Job& job, const v1::Outcome& outcome) {
@@ -589,10 +659,34 @@ class Agent {
     req.set_job_id(job.job_id());
     req.set_attempt(job.attempt());
     *req.mutable_outcome() = outcome;
-    spool_.put(req);
+    try {
+      spool_.put(req);
+    } catch (const std::exception& e) {
+      // The spool broke after the start check (filled up, remounted
+      // read-only): report straight away, or hand the job back so that its
+      // run is not lost; then stop, as the start check would have.
+      spdlog::error("agent.spool_failed job={} attempt={} error=\"{}\"", job.job_id(),
+                    job.attempt(), e.what());
+      v1::ReportOutcomeResponse resp;
+      auto ctx = context(std::chrono::seconds(20));
+      if (!stub_->ReportOutcome(ctx.get(), req, &resp).ok())
+        release(job, "the agent's spool failed");
+      throw;
+    }
     spdlog::info("job.done job={} attempt={} verdict={}", job.job_id(), job.attempt(),
                  v1::Verdict_Name(outcome.verdict()));
     drain_spool();
+  }
+
+  void release(const v1::Job& job, const std::string& reason) {
+    v1::ReleaseJobRequest rel;
+    rel.set_agent_id(agent_id_);
+    rel.set_job_id(job.job_id());
+    rel.set_attempt(job.attempt());
+    rel.set_reason(reason);
+    v1::ReleaseJobResponse resp;
+    auto ctx = context(std::chrono::seconds(5));
+    stub_->ReleaseJob(ctx.get(), rel, &resp);
   }
 
  public:
@@ -619,6 +713,11 @@ int run_connect(const ConnectOptions& in) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  {
+    Spool spool(opts.spool_dir);
+    spool.check();
+    spool.remove_partial();
+  }
   Agent agent(opts);
   const int rc = agent.run();
   return agent.exit_code_ ? agent.exit_code_ : rc;

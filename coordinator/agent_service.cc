@@ -1,11 +1,29 @@
 #include "coordinator/agent_service.h"
 
+#include "coordinator/bounds.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
 
 using grpc::Status;
 using grpc::StatusCode;
+
+namespace {
+
+// Why an agent's outcome cannot be stored as it is ("" if it can): values a
+// reader could not name, or a size no list of outcomes could carry.
+std::string outcome_problem(const v1::Outcome& o) {
+  if (!v1::Verdict_IsValid(o.verdict()))
+    return "outcome.verdict " + std::to_string(o.verdict()) + " is not a known verdict";
+  const size_t bytes = o.ByteSizeLong();
+  if (bytes > kMaxOutcomeBytes)
+    return "outcome is " + std::to_string(bytes) + " bytes, want at most " +
+           std::to_string(kMaxOutcomeBytes) + " (" + std::to_string(o.violations_size()) +
+           " violations, error of " + std::to_string(o.error().size()) + " bytes)";
+  return "";
+}
+
+}  // namespace
 
 bool AgentServiceImpl::capabilities_of(const std::string& agent_id, v1::Capabilities& out) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -31,6 +49,12 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
   return guarded("Register", [&] {
     if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent name is empty");
+    if (auto why = too_long("agent name", req->name(), kMaxNameBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
+    if (auto why = too_long("capabilities.kernel_label", req->capabilities().kernel_label(),
+                            kMaxLabelBytes);
+        !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
     if (!req->has_capabilities()) return Status(StatusCode::INVALID_ARGUMENT, "capabilities are missing");
     if (req->capabilities().kernel_label().empty())
       return Status(StatusCode::INVALID_ARGUMENT, "capabilities.kernel_label is empty");
@@ -55,7 +79,8 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
   return guarded("Lease", [&] {
     v1::Capabilities caps;
     if (!capabilities_of(req->agent_id(), caps))
-      return Status(StatusCode::NOT_FOUND, "unknown agent \"" + req->agent_id() + "\": register first");
+      return Status(StatusCode::NOT_FOUND,
+                    "unknown agent " + quoted_start(req->agent_id()) + ": register first");
     const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
     const TimePoint until = clock_.now() + wait;
     for (;;) {
@@ -106,6 +131,10 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
     refused = Status(StatusCode::INVALID_ARGUMENT, "job_id and attempt are required");
   if (refused.ok() && (!req->has_outcome() || req->outcome().verdict() == v1::VERDICT_UNSPECIFIED))
     refused = Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict is required");
+  if (refused.ok()) {
+    if (auto why = outcome_problem(req->outcome()); !why.empty())
+      refused = Status(StatusCode::INVALID_ARGUMENT, why);
+  }
   if (refused.ok() && req->outcome().has_build()) {
     if (auto why = build_result_problem(req->outcome().build()); !why.empty())
       refused = Status(StatusCode::INVALID_ARGUMENT, why);
@@ -136,6 +165,11 @@ Status AgentServiceImpl::report_status(const v1::ReportOutcomeRequest* req,
     case ReportResult::Duplicate:
       resp->set_duplicate(true);
       return Status::OK;
+    case ReportResult::KeptSuperseded:
+      spdlog::warn("job.outcome_kept_superseded job={} attempt={} verdict={}", req->job_id(),
+                   req->attempt(), v1::Verdict_Name(req->outcome().verdict()));
+      resp->set_kept_superseded(true);
+      return Status::OK;
     case ReportResult::Superseded:
       return Status(StatusCode::FAILED_PRECONDITION,
                     "job " + std::to_string(req->job_id()) + " attempt " +
@@ -165,7 +199,8 @@ Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAg
     if (verdict != v1::VERDICT_KERNEL_CRASH && verdict != v1::VERDICT_HANG && verdict != v1::VERDICT_BOOT_FAILURE)
       return Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict must be KERNEL_CRASH, HANG or BOOT_FAILURE");
     const auto held = store_.agent_job(req->agent_name(), req->job_id());
-    if (!held) return Status(StatusCode::NOT_FOUND, "unknown agent \"" + req->agent_name() + "\"");
+    if (!held)
+      return Status(StatusCode::NOT_FOUND, "unknown agent " + quoted_start(req->agent_name()));
     if (held->job_id == 0) return Status::OK;
     if (store_.report_outcome(held->agent_id, held->job_id, held->attempt, req->outcome(), clock_.now()) !=
         ReportResult::Stored)

@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "coordinator/bounds.h"
 #include "scenarios/fs/workspace.h"
 #include "scenarios/widen_request.h"
 #include "scenarios/registry.h"
@@ -23,7 +24,53 @@ bool is_selftest_scenario(const std::string& name) {
   return name == "selftest-crash" || name == "selftest-hang";
 }
 
+// Sizes, counts, enums and ranges, checked before anything else reads the
+// spec (and before any message quotes a value of it).
+static void check_bounds(const v1::CampaignSpec& spec) {
+  auto fail_if = [](const std::string& why) {
+    if (!why.empty()) throw SpecError(why);
+  };
+  fail_if(too_long("campaign name", spec.name(), kMaxNameBytes));
+  auto check_list = [&](const char* what,
+                        const google::protobuf::RepeatedPtrField<std::string>& list,
+                        size_t max_bytes) {
+    if (static_cast<size_t>(list.size()) > kMaxListEntries)
+      throw SpecError("campaign has " + std::to_string(list.size()) + " " + what +
+                      "s, want at most " + std::to_string(kMaxListEntries));
+    for (const auto& item : list) fail_if(too_long(what, item, max_bytes));
+  };
+  check_list("scenario", spec.scenarios(), kMaxLabelBytes);
+  check_list("kernel", spec.kernels(), kMaxLabelBytes);
+  check_list("file system", spec.filesystems(), kMaxLabelBytes);
+  if (static_cast<size_t>(spec.params().size()) > kMaxListEntries)
+    throw SpecError("campaign has " + std::to_string(spec.params().size()) +
+                    " parameters, want at most " + std::to_string(kMaxListEntries));
+  for (const auto& [name, value] : spec.params())
+    fail_if(too_long("parameter", name, kMaxLabelBytes));
+  fail_if(too_long("align", spec.align(), kMaxLabelBytes));
+  if (static_cast<size_t>(spec.builds().size()) > kMaxListEntries)
+    throw SpecError("campaign has " + std::to_string(spec.builds().size()) +
+                    " kernel builds, want at most " + std::to_string(kMaxListEntries));
+  for (const auto& b : spec.builds()) {
+    fail_if(too_long("kernel build label", b.label(), kMaxLabelBytes));
+    fail_if(too_long("kernel build source", b.source(), kMaxPathBytes));
+    fail_if(too_long("kernel command line", b.cmdline(), kMaxPathBytes));
+    check_list("patch", b.patches(), kMaxPathBytes);
+    check_list("config fragment", b.config_fragments(), kMaxPathBytes);
+  }
+  if (!v1::CpuPinning_IsValid(spec.pin()))
+    throw SpecError("bad pin " + std::to_string(spec.pin()) +
+                    ", want CPU_PINNING_ON, CPU_PINNING_OFF or unset");
+  // Checked apart, before any arithmetic: seconds * 1e9 overflows int64 for
+  // seconds past 2^63 / 1e9 (and wrapped values then passed the range check).
+  const auto& d = spec.duration();
+  if (d.seconds() < 0 || d.seconds() > kMaxDuration / 1'000'000'000 || d.nanos() < 0 ||
+      d.nanos() > 999'999'999)
+    throw SpecError("bad duration: want (0, 3600] seconds");
+}
+
 v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
+  check_bounds(in);
   v1::CampaignSpec spec = in;
   dedupe(spec.mutable_scenarios());
   dedupe(spec.mutable_kernels());

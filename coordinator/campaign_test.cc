@@ -173,6 +173,12 @@ TEST(CampaignNormalizeTest, BadDuration) {
   EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
   in.mutable_duration()->set_seconds(-1);
   EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  // 2^55 + 1 seconds: in nanoseconds it wraps around int64 to about 1.5 s.
+  in.mutable_duration()->set_seconds((int64_t{1} << 55) + 1);
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  in.mutable_duration()->set_seconds(1);
+  in.mutable_duration()->set_nanos(-5);
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
 }
 
 TEST(CampaignNormalizeTest, BadIterations) {

@@ -1,5 +1,6 @@
 #include "coordinator/control_service.h"
 
+#include "coordinator/bounds.h"
 #include "coordinator/schedule/cron.h"
 #include "coordinator/wire_paths.h"
 
@@ -101,6 +102,10 @@ Status ControlServiceImpl::AddSchedule(grpc::ServerContext* ctx, const v1::AddSc
   LEAPFROG_AUTH(ctx);
   return guarded("AddSchedule", [&] {
     if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "schedule name is empty");
+    if (auto why = too_long("schedule name", req->name(), kMaxNameBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
+    if (auto why = too_long("cron", req->cron(), kMaxLabelBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
     const TimePoint next = next_firing(req->cron(), clock_.now());
     const v1::CampaignSpec spec = normalize(req->campaign());
     *resp = store_.add_schedule(req->name(), req->cron(), spec, next);
@@ -147,6 +152,8 @@ Status ControlServiceImpl::AddKernel(grpc::ServerContext* ctx, const v1::AddKern
   LEAPFROG_AUTH(ctx);
   return guarded("AddKernel", [&] {
     if (req->kernel().label().empty()) return Status(StatusCode::INVALID_ARGUMENT, "kernel label is empty");
+    if (auto why = too_long("kernel label", req->kernel().label(), kMaxLabelBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
     // The paths are stored as text and never opened here; refuse what no
     // builder writes, so a record cannot point at /etc/shadow.
     if (auto why = kernel_problem(req->kernel()); !why.empty())

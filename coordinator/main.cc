@@ -1,12 +1,15 @@
 // leapfrog: the coordinator (`serve`, `up`) and the command line for campaigns,
 // schedules, agents and outcomes. Exit codes: 0 success, 2 error.
 
-#include <CLI/CLI.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
+#include "agent/options.h"
 #include "coordinator/cli/client.h"
 #include "coordinator/cli/export_cmds.h"
 #include "coordinator/cli/kbuild_cmds.h"
@@ -105,6 +108,10 @@ int main(int argc, char** argv) {
   auto* crun = campaign->add_subcommand("run", "queue a campaign (scenarios x kernels x file systems x seeds)");
   add_campaign_flags(crun, run_flags);
   crun->add_flag("--wait", wait, "wait until every job has an outcome (progress bar on a terminal)");
+  std::string wait_timeout;
+  crun->add_option(
+      "--timeout", wait_timeout,
+      "--wait: give up (exit 2) if the campaign is not done after this long, e.g. 30m");
   auto* clist = campaign->add_subcommand("list", "recent campaigns");
   int64_t show_id = 0;
   auto* cshow = campaign->add_subcommand("show", "a campaign and its jobs");
@@ -176,7 +183,19 @@ int main(int argc, char** argv) {
     if (kbuild_cmds.parsed()) return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (vm_cmds.parsed()) return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
     Client client(resolve_endpoint(coordinator, token_file, data_dir));
-    if (crun->parsed()) return client.campaign_run(run_flags, wait, json);
+    if (crun->parsed()) {
+      std::chrono::milliseconds timeout{0};
+      if (!wait_timeout.empty()) {
+        if (!wait) throw std::runtime_error("--timeout needs --wait");
+        try {
+          timeout = std::chrono::milliseconds(
+              std::max<int64_t>(leapfrog::parse_duration(wait_timeout) / 1'000'000, 1));
+        } catch (const leapfrog::UsageError& e) {
+          throw std::runtime_error(std::string("--timeout: ") + e.what());
+        }
+      }
+      return client.campaign_run(run_flags, wait, json, timeout);
+    }
     if (clist->parsed()) return client.campaign_list(json);
     if (cshow->parsed()) return client.campaign_show(show_id, json);
     if (sadd->parsed()) {

@@ -26,6 +26,8 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // A second coordinator on a port in use must fail, not share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(opts_.listen, grpc::InsecureServerCredentials(), &port_);
   builder.RegisterService(&agent_service_);
   builder.RegisterService(&control_service_);
@@ -44,6 +46,9 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\"");
   spdlog::info("coordinator.listen address={}", address());
+  grace_ = opts_.expire_grace.value_or(opts_.service.lease_duration +
+                                       opts_.service.heartbeat_interval + kAgentMaxBackoff);
+  expire_from_ = clock_.now() + grace_;
   maintenance_ = std::thread([this] { maintenance_loop(); });
 }
 
@@ -67,17 +72,39 @@ void CoordinatorServer::shutdown() {
 
 void CoordinatorServer::wait() { server_->Wait(); }
 
+bool CoordinatorServer::update_health() {
+  // The database decides whether this replica can serve: a load balancer or
+  // a health probe then sends agents to another one.
+  const bool reachable = store_.reachable();
+  if (reachable == serving_) return reachable;
+  serving_ = reachable;
+  // Agents could not heartbeat or report while the database was away: they
+  // get the same grace as after a start before their leases expire.
+  if (reachable) expire_from_ = std::max(expire_from_, clock_.now() + grace_);
+  server_->GetHealthCheckService()->SetServingStatus(reachable);
+  if (reachable)
+    spdlog::info("coordinator.serving database=reachable");
+  else
+    spdlog::warn("coordinator.not_serving database=unreachable");
+  return reachable;
+}
+
+void CoordinatorServer::maintenance_pass() {
+  try {
+    if (clock_.now() >= expire_from_ && store_.expire_leases(clock_.now()) > 0) work_.notify();
+    scheduler_.tick();
+    if (triage_) triage_->tick();
+  } catch (const StoreError& e) {
+    spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(), e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("maintenance.error error=\"{}\"", e.what());
+  }
+}
+
 void CoordinatorServer::maintenance_loop() {
   for (;;) {
-    try {
-      if (store_.expire_leases(clock_.now()) > 0) work_.notify();
-      scheduler_.tick();
-      if (triage_) triage_->tick();
-    } catch (const StoreError& e) {
-      spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(), e.what());
-    } catch (const std::exception& e) {
-      spdlog::error("maintenance.error error=\"{}\"", e.what());
-    }
+    if (update_health()) maintenance_pass();
+    passes_.fetch_add(1);
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_for(lock, opts_.maintenance_every, [this] { return stopping_; })) return;
   }

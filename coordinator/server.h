@@ -1,13 +1,16 @@
 #pragma once
 // The coordinator's gRPC server: agent and control services, the standard
 // health service and server reflection, and the maintenance loop (expired
-// leases, schedules).
+// leases, schedules). Health is NOT_SERVING while the database does not
+// answer (checked at every maintenance pass), SERVING otherwise.
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -32,7 +35,17 @@ struct ServerOptions {
   // more calls run at once (report_outcome waits for its group commit): that
   // thread churn was a third of the server's CPU under concurrent reports.
   int idle_threads = 64;
+  // No lease expires until this long after the server starts, or after the
+  // database answers again: after an outage longer than a lease, agents
+  // first reconnect, resume their heartbeats and report the outcomes they
+  // spooled meanwhile, instead of finding their jobs handed to others.
+  // nullopt: lease + heartbeat + the agents' longest reconnect backoff
+  // (kAgentMaxBackoff).
+  std::optional<Duration> expire_grace;
 };
+
+// The longest pause between an agent's reconnection attempts (agent/connect.cc).
+inline constexpr Duration kAgentMaxBackoff = std::chrono::seconds(5);
 
 class CoordinatorServer {
  public:
@@ -51,9 +64,15 @@ class CoordinatorServer {
   void shutdown();
   // Blocks until shutdown().
   void wait();
+  // Passes of the maintenance loop so far (tests wait on it).
+  uint64_t maintenance_passes() const { return passes_.load(); }
 
  private:
   void maintenance_loop();
+  // Sets the health service's status from the database; true if it answers.
+  bool update_health();
+  // Expires leases (after the start's grace), fires schedules, runs triage.
+  void maintenance_pass();
 
   Store& store_;
   const Clock& clock_;
@@ -67,9 +86,15 @@ class CoordinatorServer {
   std::unique_ptr<triage::TriageServiceImpl> triage_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  Duration grace_{};  // expire_grace as resolved
+  // No lease is expired before this: the start, or the database's return, + grace_.
+  TimePoint expire_from_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  std::atomic<uint64_t> passes_{0};
+  // What the health service says: the database answered at the last pass.
+  bool serving_ = true;
   std::thread maintenance_;
 };
 

@@ -158,6 +158,37 @@ void* tag(intptr_t t) {
   return reinterpret_cast<void*>(t);
 }
 
+// Polls `pred` every few milliseconds until it holds or `timeout` passes.
+template <class Pred>
+bool poll_until(Pred pred, Duration timeout) {
+  const auto deadline = steady_clock::now() + timeout;
+  while (!pred()) {
+    if (steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// The status grpc.health.v1.Health/Check answers for "" (1 SERVING, 2
+// NOT_SERVING), or -1 when the call fails.
+int health_of(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  Queue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(system_clock::now() + kRpcDeadline);
+  auto rpc = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", buffer_of(""), cq.get());
+  rpc->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  rpc->Finish(&response, &status, tag(1));
+  if (!cq.await(1) || !status.ok()) return -1;
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromString(bytes_of(response))) return -1;
+  for (int i = 0; i < fields.field_count(); ++i)
+    if (fields.field(i).number() == 1) return static_cast<int>(fields.field(i).varint());
+  return 0;  // UNKNOWN, the default
+}
+
 // The length-delimited fields numbered `number` of a serialized message.
 std::vector<std::string> fields_of(const std::string& message, int number) {
   google::protobuf::UnknownFieldSet set;
@@ -181,12 +212,16 @@ class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTes
     control_ = v1::ControlService::NewStub(channel(*server_));
   }
 
-  std::unique_ptr<CoordinatorServer> start_server(Store& store) {
+  // No grace after the start unless a test asks for one (ServerOptions::expire_grace).
+  std::unique_ptr<CoordinatorServer> start_server(Store& store,
+                                                  std::optional<Duration> grace = Duration(0)) {
     ServerOptions opts;
     opts.token = kToken;
     opts.maintenance_every = 5ms;
+    opts.expire_grace = grace;
     return std::make_unique<CoordinatorServer>(store, clock_, opts);
   }
+  int health_status() { return health_of(channel(*server_)); }
   static std::shared_ptr<grpc::Channel> channel(const CoordinatorServer& server) {
     return grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
   }
@@ -357,6 +392,43 @@ TEST_F(CoordinatorServerTest, HealthServiceAnswersServing) {
   EXPECT_EQ(fields.field(0).number(), 1);
   ASSERT_EQ(fields.field(0).type(), google::protobuf::UnknownField::TYPE_VARINT);
   EXPECT_EQ(fields.field(0).varint(), 1u);
+}
+
+TEST_F(CoordinatorServerTest, HealthIsNotServingWhileTheDatabaseIsAway) {
+  EXPECT_EQ(health_status(), 1);  // SERVING
+  pg_->stop();
+  EXPECT_TRUE(poll_until([&] { return health_status() == 2; }, 30s))  // NOT_SERVING
+      << "health stays " << health_status() << " with the database stopped";
+  pg_->start(*dir_ / "pg");
+  EXPECT_TRUE(poll_until([&] { return health_status() == 1; }, 30s))
+      << "health stays " << health_status() << " with the database back";
+}
+
+// Agents cannot heartbeat while the database is away either: when it
+// answers again, the leases that ran out meanwhile get the grace too.
+TEST_F(CoordinatorServerTest, LeasesThatRanOutWhileTheDatabaseWasAwayWaitForTheGrace) {
+  server_ = start_server(*store_, std::nullopt);
+  agent_ = v1::AgentService::NewStub(channel(*server_));
+  control_ = v1::ControlService::NewStub(channel(*server_));
+  const Duration grace = kLease + kHeartbeat + kAgentMaxBackoff;
+  clock_.advance(grace + 1s);  // past the start's grace
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("b", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto j = lease(a);
+  ASSERT_TRUE(j);
+
+  pg_->stop();
+  ASSERT_TRUE(poll_until([&] { return health_status() == 2; }, 30s));
+  clock_.advance(kLease + 1s);
+  pg_->start(*dir_ / "pg");
+  ASSERT_TRUE(poll_until([&] { return health_status() == 1; }, 30s));
+  const uint64_t passes = server_->maintenance_passes();
+  ASSERT_TRUE(poll_until([&] { return server_->maintenance_passes() >= passes + 3; }, 30s));
+  EXPECT_FALSE(lease(b).has_value()) << "a lease expired as soon as the database was back";
+  auto r = report(a, j->job_id(), j->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(job_info(c.id(), j->job_id()).attempt(), 1u);
 }
 
 TEST_F(CoordinatorServerTest, ReflectionListsTheServices) {
@@ -621,6 +693,16 @@ TEST_F(CoordinatorServerTest, ReportOutcomeValidatesItsInput) {
   r = report(a, job->job_id(), 1, outcome(v1::VERDICT_UNSPECIFIED));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(r.status.error_message(), HasSubstr("verdict"));
+  // A verdict no reader could name, and an outcome no list could carry.
+  r = report(a, job->job_id(), 1, outcome(static_cast<v1::Verdict>(99)));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("outcome.verdict 99 is not a known verdict"));
+  v1::Outcome huge = outcome(v1::VERDICT_ERROR);
+  huge.set_error(std::string(10 << 20, 'e'));
+  r = report(a, job->job_id(), 1, huge);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("want at most 1048576"));
+  EXPECT_LT(r.status.error_message().size(), 400u);
   // An attempt never handed out, and a job that does not exist.
   r = report(a, job->job_id(), 2, outcome(v1::VERDICT_PASS));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -653,7 +735,7 @@ TEST_F(CoordinatorServerTest, ExpiredLeaseIsLeasedAgainAndTheOldAttemptSupersede
   EXPECT_TRUE(heartbeat(b, second.job_id(), second.attempt()).status.ok());
 
   // a comes back and reports attempt 1 late.
-  auto late = report(a, first->job_id(), first->attempt(), outcome(v1::VERDICT_VIOLATION));
+  auto late = report(a, first->job_id(), first->attempt(), outcome(v1::VERDICT_PASS));
   EXPECT_EQ(late.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(late.status.error_message(), HasSubstr("superseded"));
   EXPECT_EQ(outcome_rows(first->job_id()), 0);
@@ -674,6 +756,61 @@ TEST_F(CoordinatorServerTest, ExpiredLeaseIsLeasedAgainAndTheOldAttemptSupersede
       report(a, first->job_id(), first->attempt(), outcome(v1::VERDICT_PASS)).status.error_code(),
       grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(outcome_rows(first->job_id()), 1);
+
+  // A late report that found a violation is kept, as an extra outcome.
+  v1::Outcome found = outcome(v1::VERDICT_VIOLATION);
+  found.set_violation_count(1);
+  found.add_violations()->set_kind("stale-entry");
+  auto kept = report(a, first->job_id(), first->attempt(), found);
+  ASSERT_TRUE(kept.status.ok()) << kept.status.error_message();
+  EXPECT_TRUE(kept.resp.kept_superseded());
+  EXPECT_EQ(outcome_rows(first->job_id()), 2);
+  const auto failed = outcomes(c.id(), /*failed_only=*/true);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_TRUE(failed[0].superseded());
+  EXPECT_EQ(failed[0].attempt(), 1u);
+  EXPECT_EQ(job_info(c.id(), first->job_id()).verdict(), v1::VERDICT_PASS);
+}
+
+// After a start, leases past their deadline wait for the grace period: the
+// agent that held one through the outage heartbeats and reports it.
+TEST_F(CoordinatorServerTest, LeasesOutlivingAnOutageWaitForTheGraceAfterAStart) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("b", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, 2));
+  auto j1 = lease(a);
+  auto j2 = lease(a);
+  ASSERT_TRUE(j1 && j2);
+  // The coordinator restarts with the default grace; the outage outlasted the leases.
+  server_.reset();
+  clock_.advance(kLease + 1s);
+  server_ = start_server(*store_, std::nullopt);
+  agent_ = v1::AgentService::NewStub(channel(*server_));
+  control_ = v1::ControlService::NewStub(channel(*server_));
+  register_agent("a", caps("host", {"tmpfs"}));
+  register_agent("b", caps("host", {"tmpfs"}));
+  const uint64_t passes = server_->maintenance_passes();
+  ASSERT_TRUE(poll_until([&] { return server_->maintenance_passes() >= passes + 3; }, 30s));
+  EXPECT_FALSE(lease(b).has_value()) << "a lease expired before the grace ran out";
+  EXPECT_TRUE(heartbeat(a, j1->job_id(), j1->attempt()).status.ok());
+  auto r = report(a, j2->job_id(), j2->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(job_info(c.id(), j2->job_id()).state(), v1::JOB_STATE_DONE);
+
+  // Past the grace (lease + heartbeat + the agents' backoff), a renewed lease
+  // holds, and one a no longer renews expires as usual.
+  const Duration grace = kLease + kHeartbeat + kAgentMaxBackoff;
+  clock_.advance(grace / 2);
+  EXPECT_TRUE(heartbeat(a, j1->job_id(), j1->attempt()).status.ok());
+  clock_.advance(grace / 2 + 1s);
+  EXPECT_TRUE(heartbeat(a, j1->job_id(), j1->attempt()).status.ok());
+  const uint64_t later = server_->maintenance_passes();
+  ASSERT_TRUE(poll_until([&] { return server_->maintenance_passes() >= later + 3; }, 30s));
+  EXPECT_FALSE(lease(b).has_value()) << "a renewed lease expired";
+  clock_.advance(kLease + 1s);
+  const v1::Job again = lease_when_queued(b);
+  EXPECT_EQ(again.job_id(), j1->job_id());
+  EXPECT_EQ(again.attempt(), 2u);
 }
 
 TEST_F(CoordinatorServerTest, JobEndsAsInfraFailureAfterItsLastAttempt) {
@@ -827,12 +964,56 @@ TEST_F(CoordinatorServerTest, CreateCampaignRejectsBadInput) {
   }
   cases.push_back({"too many jobs", campaign_spec({}, {"tmpfs"}, 100'001),
                    "campaign expands to 100001 jobs, want at most 100000"});
+  // Issue 18 item 10: values past their bounds, and messages that quote only
+  // the start of a value.
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.mutable_duration()->set_seconds((int64_t{1} << 55) + 1);  // * 1e9 wraps to 1.5 s
+    cases.push_back({"duration past int64 nanoseconds", s, "bad duration"});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.mutable_duration()->set_seconds(-1);
+    cases.push_back({"negative duration", s, "bad duration"});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.set_name(std::string(5 << 20, 'n'));
+    cases.push_back({"5 MiB name", s, "(5242880 bytes) is too long, want at most 200 bytes"});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.set_scenarios(0, std::string(9000, 's'));
+    cases.push_back({"8 KB scenario name", s, "scenario \"sss"});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    s.set_pin(static_cast<v1::CpuPinning>(99));
+    cases.push_back({"unknown pin", s, "bad pin 99"});
+  }
+  {
+    v1::CampaignSpec s = campaign_spec({}, {"tmpfs"});
+    for (int i = 0; i < 65; ++i) s.add_filesystems("tmpfs");
+    cases.push_back({"65 file systems", s, "campaign has 66 file systems, want at most 64"});
+  }
   for (const auto& tc : cases) {
     SCOPED_TRACE(tc.what);
     auto r = try_create_campaign(tc.spec);
-    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << r.status.error_message().substr(0, 300);
     EXPECT_THAT(r.status.error_message(), HasSubstr(tc.want));
+    EXPECT_LT(r.status.error_message().size(), 400u) << "the message quotes the whole value";
   }
+  // A schedule's name and a kernel label are capped too.
+  v1::AddScheduleRequest sched;
+  sched.set_name(std::string(1 << 20, 'x'));
+  sched.set_cron("0 2 * * *");
+  *sched.mutable_campaign() = campaign_spec({}, {"tmpfs"});
+  auto sr = call(*control_, &v1::ControlService::Stub::AddSchedule, sched);
+  EXPECT_EQ(sr.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(sr.status.error_message(), HasSubstr("schedule name"));
+  EXPECT_LT(sr.status.error_message().size(), 400u);
+  EXPECT_TRUE(store_->list_schedules().empty());
   EXPECT_TRUE(store_->list_campaigns(0).empty()) << "a rejected campaign must store nothing";
 }
 

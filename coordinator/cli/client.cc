@@ -36,6 +36,7 @@ Endpoint resolve_endpoint(const std::string& address, const std::string& token_f
   if (ep.address.empty())
     throw std::runtime_error("no coordinator address: pass --coordinator HOST:PORT, or --data-dir of a running "
                              "`leapfrog up` (looked in \"" + data_dir + "/address\")");
+  if (address.empty()) ep.data_dir = data_dir;
   const std::string tf = token_file.empty() ? data_dir + "/token" : token_file;
   ep.token = read_first_line(tf);
   if (ep.token.empty()) throw std::runtime_error("no token: cannot read \"" + tf + "\" (pass --token-file)");
@@ -122,6 +123,9 @@ static std::string when(const google::protobuf::Timestamp& ts) {
 }
 
 static std::string verdict_name(v1::Verdict v) {
+  // A value this CLI does not know (a newer coordinator, or one stored before
+  // verdicts were checked) is shown by number.
+  if (!v1::Verdict_IsValid(v)) return "verdict-" + std::to_string(static_cast<int>(v));
   std::string n = v1::Verdict_Name(v);
   n = n.substr(std::string("VERDICT_").size());
   for (auto& c : n) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
@@ -178,23 +182,51 @@ static void print_warnings(const v1::Campaign& c, std::set<std::string>& printed
                    w.c_str());
 }
 
-int Client::wait_for(int64_t id, bool json_out, std::set<std::string> warned) {
+void Client::reread_address() {
+  if (ep_.data_dir.empty()) return;
+  const std::string now = read_first_line(ep_.data_dir + "/address");
+  if (now.empty() || now == ep_.address) return;
+  ep_.address = now;
+  stub_ = v1::ControlService::NewStub(grpc::CreateChannel(now, grpc::InsecureChannelCredentials()));
+}
+
+int Client::wait_for(int64_t id, bool json_out, std::set<std::string> warned,
+                     std::chrono::milliseconds timeout) {
   const bool tty = isatty(1) && !json_out;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  uint32_t done = 0, jobs = 0;
   for (;;) {
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() >= give_up) {
+      if (tty) std::printf("\n");
+      std::fprintf(stderr, "error: campaign %lld not done after %lld ms (%u of %u jobs done)\n",
+                   static_cast<long long>(id), static_cast<long long>(timeout.count()), done, jobs);
+      return 2;
+    }
     v1::GetCampaignRequest req;
     req.set_id(id);
     v1::Campaign c;
     auto context = ctx();
+    if (timeout.count() > 0) {
+      // No call outlives the deadline either.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          give_up - std::chrono::steady_clock::now());
+      if (left < std::chrono::seconds(30))
+        context->set_deadline(std::chrono::system_clock::now() + left +
+                              std::chrono::milliseconds(1));
+    }
     const grpc::Status s = stub_->GetCampaign(context.get(), req, &c);
     if (!s.ok()) {
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        // The coordinator may be restarting: keep waiting.
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        // The coordinator may be restarting, perhaps on another port.
+        reread_address();
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         continue;
       }
       return fail(s);
     }
-    const uint32_t done = c.by_state().count("done") ? c.by_state().at("done") : 0;
+    done = c.by_state().count("done") ? c.by_state().at("done") : 0;
+    jobs = c.jobs();
     if (std::any_of(c.warnings().begin(), c.warnings().end(),
                     [&](const auto& w) { return !warned.count(w); })) {
       if (tty) std::printf("\n");
@@ -224,7 +256,8 @@ int Client::wait_for(int64_t id, bool json_out, std::set<std::string> warned) {
   }
 }
 
-int Client::campaign_run(const CampaignFlags& f, bool wait, bool json_out) {
+int Client::campaign_run(const CampaignFlags& f, bool wait, bool json_out,
+                         std::chrono::milliseconds timeout) {
   v1::CreateCampaignRequest req;
   *req.mutable_spec() = to_spec(f);
   v1::Campaign c;
@@ -233,7 +266,7 @@ int Client::campaign_run(const CampaignFlags& f, bool wait, bool json_out) {
   if (!s.ok()) return fail(s);
   std::set<std::string> warned;
   print_warnings(c, warned);
-  if (wait) return wait_for(c.id(), json_out, std::move(warned));
+  if (wait) return wait_for(c.id(), json_out, std::move(warned), timeout);
   if (json_out)
     std::cout << campaign_summary(c).dump() << std::endl;
   else
@@ -417,10 +450,14 @@ int Client::outcomes(int64_t campaign, bool failed, bool json_out) {
   std::printf("%-8s %-8s %-16s %-12s %-8s %-6s %-14s %10s %10s\n", "job", "attempt", "scenario", "fs", "kernel", "seed",
               "verdict", "checked", "violations");
   for (const auto& o : resp.outcomes())
-    std::printf("%-8lld %-8u %-16s %-12s %-8s %-6llu %-14s %10llu %10llu\n", static_cast<long long>(o.job_id()),
-                o.attempt(), o.spec().scenario().c_str(), o.spec().fs().c_str(), o.kernel_label().c_str(),
-                static_cast<unsigned long long>(o.spec().seed()), verdict_name(o.outcome().verdict()).c_str(),
-                static_cast<unsigned long long>(o.outcome().lookups_checked() + o.outcome().offsets_checked()),
+    std::printf("%-8lld %-8u %-16s %-12s %-8s %-6llu %-14s %10llu %10llu\n",
+                static_cast<long long>(o.job_id()), o.attempt(), o.spec().scenario().c_str(),
+                o.spec().fs().c_str(), o.kernel_label().c_str(),
+                static_cast<unsigned long long>(o.spec().seed()),
+                // An extra outcome of a superseded attempt (kept for its violations).
+                (verdict_name(o.outcome().verdict()) + (o.superseded() ? "*" : "")).c_str(),
+                static_cast<unsigned long long>(o.outcome().lookups_checked() +
+                                                o.outcome().offsets_checked()),
                 static_cast<unsigned long long>(o.outcome().violation_count()));
   return 0;
 }

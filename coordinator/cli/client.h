@@ -2,6 +2,7 @@
 // The `leapfrog` CLI's client verbs: campaigns, schedules, agents, outcomes,
 // kernels. Each prints a readable table, or JSON with --json.
 
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +15,10 @@ namespace leapfrog::cli {
 struct Endpoint {
   std::string address;  // host:port
   std::string token;
+  // The data folder the address was read from ("" when given by
+  // --coordinator): a client that lost the coordinator reads it again, since
+  // a restarted `leapfrog up` may listen elsewhere.
+  std::string data_dir;
 };
 
 // Resolves --coordinator / --token-file, falling back to the files `leapfrog up`
@@ -49,7 +54,10 @@ v1::CampaignSpec to_spec(const CampaignFlags& f);
 class Client {
  public:
   explicit Client(const Endpoint& ep);
-  int campaign_run(const CampaignFlags& f, bool wait, bool json);
+  // `timeout` > 0: with `wait`, give up (exit 2) when the campaign is not
+  // done by then.
+  int campaign_run(const CampaignFlags& f, bool wait, bool json,
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   int campaign_list(bool json);
   int campaign_show(int64_t id, bool json);
   int schedule_add(const std::string& name, const std::string& cron, const CampaignFlags& f, bool json);
@@ -66,7 +74,11 @@ class Client {
   int fail(const grpc::Status& s) const;
   // Polls the campaign until done (progress bar on a terminal); prints each
   // warning not in `warned` once.
-  int wait_for(int64_t id, bool json, std::set<std::string> warned = {});
+  int wait_for(int64_t id, bool json, std::set<std::string> warned = {},
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // After UNAVAILABLE: the address in the data folder, if it changed, becomes
+  // the one this client calls.
+  void reread_address();
 
   Endpoint ep_;
   std::unique_ptr<v1::ControlService::Stub> stub_;

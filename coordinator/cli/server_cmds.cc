@@ -1,7 +1,10 @@
 #include "coordinator/cli/server_cmds.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -59,6 +63,34 @@ std::string load_or_create_token(const std::string& path) {
   const std::string token = coord::generate_token();
   write_file(path, token, 0600);
   return token;
+}
+
+// True if nothing listens on 127.0.0.1:port.
+bool loopback_port_free(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  // Connections of the last run in TIME_WAIT do not make the port busy (gRPC
+  // binds with SO_REUSEADDR too); a listener does.
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+// `listen` with its port 0 replaced by the one kept in `port_file`, when
+// there is one and it is free; else `listen` as given.
+std::string kept_listen(const std::string& listen, const std::string& port_file) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || listen.substr(colon + 1) != "0") return listen;
+  std::ifstream in(port_file);
+  int port = 0;
+  if (!(in >> port) || port <= 0 || port > 65535 || !loopback_port_free(port)) return listen;
+  return listen.substr(0, colon + 1) + std::to_string(port);
 }
 
 sigset_t block_stop_signals() {
@@ -147,8 +179,36 @@ class AgentFleet {
   std::vector<pid_t> pids_;
 };
 
-// Waits for SIGINT/SIGTERM, supervising the fleet meanwhile.
-void wait_for_stop(const sigset_t& set, AgentFleet* fleet) {
+// Keeps the embedded PostgreSQL running: started again when it dies, with
+// a backoff while it cannot be (the coordinator reports NOT_SERVING meanwhile),
+// and adopted when someone else restarted it.
+class PostgresSupervisor {
+ public:
+  explicit PostgresSupervisor(coord::EmbeddedPostgres& pg) : pg_(pg) {}
+
+  void supervise() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_try_) return;
+    try {
+      pg_.supervise();
+      backoff_ = kFirstBackoff;
+    } catch (const std::exception& e) {
+      spdlog::warn("pg_restart_failed retry_ms={} error=\"{}\"", backoff_.count(), e.what());
+      next_try_ = now + backoff_;
+      backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+    }
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kFirstBackoff{250};
+  static constexpr std::chrono::milliseconds kMaxBackoff{10'000};
+  coord::EmbeddedPostgres& pg_;
+  std::chrono::milliseconds backoff_ = kFirstBackoff;
+  std::chrono::steady_clock::time_point next_try_{};
+};
+
+// Waits for SIGINT/SIGTERM, supervising the fleet and the database meanwhile.
+void wait_for_stop(const sigset_t& set, AgentFleet* fleet, PostgresSupervisor* pg) {
   for (;;) {
     timespec ts{0, 250'000'000};
     const int sig = sigtimedwait(&set, nullptr, &ts);
@@ -156,6 +216,7 @@ void wait_for_stop(const sigset_t& set, AgentFleet* fleet) {
       spdlog::info("coordinator.signal signal={}", sig);
       return;
     }
+    if (pg) pg->supervise();
     if (fleet) fleet->supervise();
   }
 }
@@ -232,8 +293,25 @@ int serve(const ServeOptions& opts) {
   so.token = token;
   so.service.lease_duration = std::chrono::milliseconds(opts.lease_ms);
   so.service.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_ms);
-  coord::CoordinatorServer server(store, clock, so);
+  // Port 0 (`up` without --port): the port of the last run in this folder
+  // while it is free, so agents and waiting clients find it again.
+  const std::string port_file = opts.data_dir + "/port";
+  const std::string kept = kept_listen(so.listen, port_file);
+  std::unique_ptr<coord::CoordinatorServer> server_ptr;
+  if (kept != so.listen) {
+    coord::ServerOptions on_kept = so;
+    on_kept.listen = kept;
+    try {
+      server_ptr = std::make_unique<coord::CoordinatorServer>(store, clock, on_kept);
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("coordinator.kept_port_taken listen={} error=\"{}\"", kept, e.what());
+    }
+  }
+  if (!server_ptr) server_ptr = std::make_unique<coord::CoordinatorServer>(store, clock, so);
+  coord::CoordinatorServer& server = *server_ptr;
   write_file(opts.data_dir + "/address", server.address(), 0644);
+  if (so.listen.size() >= 2 && so.listen.compare(so.listen.size() - 2, 2, ":0") == 0)
+    write_file(port_file, std::to_string(server.port()), 0644);
   coord::HttpOptions ho;
   ho.listen = opts.http_listen;
   ho.token = token;
@@ -271,7 +349,9 @@ int serve(const ServeOptions& opts) {
               opts.data_dir.c_str());
   std::fflush(stdout);
 
-  wait_for_stop(set, fleet.get());
+  std::optional<PostgresSupervisor> pg_supervisor;
+  if (pg) pg_supervisor.emplace(*pg);
+  wait_for_stop(set, fleet.get(), pg_supervisor ? &*pg_supervisor : nullptr);
   if (vm_launcher > 0) {
     kill(vm_launcher, SIGTERM);
     int status = 0;

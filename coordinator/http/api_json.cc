@@ -193,6 +193,7 @@ json to_json(const v1::OutcomeRecord& r) {
               {"kernel", r.kernel_label()},
               {"agent_id", r.agent_id()},
               {"reported_at", iso_time(r.reported_at())},
+              {"superseded", r.superseded()},
               {"verdict", verdict_name(o.verdict())},
               {"error", o.error()},
               {"ops", o.ops()},

@@ -79,6 +79,43 @@ bool refuse(httplib::Response& res, int status, const std::string& message) {
   return true;
 }
 
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF): what PostgreSQL takes as text.
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 std::pair<std::string, int> split_listen(const std::string& listen) {
   const auto colon = listen.rfind(':');
   if (colon == std::string::npos)
@@ -184,6 +221,14 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
   }
   if (req.path.find('\0') != std::string::npos)
     return refuse(res, 400, "the path holds a NUL byte");
+  // Query text reaches PostgreSQL, which refuses bytes that are not UTF-8
+  // (and said so in a 409 with its own message).
+  if (!valid_utf8(req.path)) return refuse(res, 400, "the path is not UTF-8");
+  for (const auto& [name, value] : req.params) {
+    if (!valid_utf8(name)) return refuse(res, 400, "a query parameter name is not UTF-8");
+    if (!valid_utf8(value) || value.find('\0') != std::string::npos)
+      return refuse(res, 400, "query parameter " + quote_prefix(name, 40) + " is not UTF-8 text");
+  }
   // Each range of a multi-range answer repeats headers and may repeat bytes:
   // 1000 ranges made 632 MB of a 630 KB file.
   if (req.ranges.size() > 1) {

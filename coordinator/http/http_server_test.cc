@@ -449,6 +449,24 @@ TEST_F(HttpServerTest, AnEncodedNulInThePathIsRefused) {
   EXPECT_EQ(b.header("Content-Type").rfind("text/html", 0), 0u) << b.head;
 }
 
+// ---- 13. query text that is not UTF-8 ----
+
+TEST_F(HttpServerTest, QueryTextThatIsNotUtf8IsABadRequestWithAShortReason) {
+  start_http();
+  for (const std::string path : {"/api/outcomes?scenario=%ff%fe", "/api/outcomes?scenario=%c0%af",
+                                 "/api/outcomes?scenario=%ed%a0%80"}) {
+    SCOPED_TRACE(path);
+    const Answer a = ask(get(path, host_));
+    EXPECT_EQ(a.status, 400) << a.head << a.body;
+    EXPECT_NE(a.body.find("is not UTF-8"), std::string::npos) << a.body;
+    EXPECT_LT(a.body.size(), 200u) << a.body;
+    EXPECT_EQ(a.body.find("ERROR"), std::string::npos) << "the database's own error: " << a.body;
+  }
+  // Positive control: UTF-8 text passes to the store and finds nothing.
+  const Answer ok = ask(get("/api/outcomes?scenario=caf%C3%A9", host_));
+  EXPECT_EQ(ok.status, 200) << ok.head << ok.body;
+}
+
 // ---- 14. nosniff and a content security policy on every answer ----
 
 TEST_F(HttpServerTest, EveryAnswerSaysNosniffAndCarriesAContentSecurityPolicy) {

@@ -553,6 +553,7 @@ void EmbeddedPostgres::start_once(const PgRunAs& user) {
   close(log_fd);
   pid_ = pid;
   pidfd_ = pidfd;
+  stopped_ = false;
   auto ready_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
 
   // The application database: made at the first start, checked at every start
@@ -586,8 +587,48 @@ void EmbeddedPostgres::start_once(const PgRunAs& user) {
                ready_ms);
 }
 
+bool EmbeddedPostgres::adopt_from_pid_file() {
+  const pid_t real = running_postmaster(data_dir_);
+  if (real <= 0 || real == pid_) return false;
+  const int fd = pidfd_open(real);
+  if (fd < 0) return false;
+  if (pid_ != 0) {
+    reap(pid_);  // ours, and gone by now; -1 when it was adopted itself
+    close(pidfd_);
+  }
+  spdlog::warn("pg_adopted data_dir={} pid={} was={} (restarted by someone else)", data_dir_, real,
+               pid_);
+  pid_ = real;
+  pidfd_ = fd;
+  return true;
+}
+
+bool EmbeddedPostgres::supervise() {
+  if (stopped_ || data_dir_.empty()) return false;
+  if (pid_ != 0 && running()) return true;
+  if (adopt_from_pid_file()) return true;
+  if (pid_ != 0) {
+    const int status = reap(pid_);
+    close(pidfd_);
+    pidfd_ = -1;
+    spdlog::warn("pg_died data_dir={} pid={} status=\"{}\"", data_dir_, pid_,
+                 status < 0 ? std::string("not our child") : describe_status(status));
+    pid_ = 0;
+  }
+  // Backends outlive a killed postmaster by a moment; until they are gone a
+  // new postmaster refuses the folder (the caller retries).
+  const PgRunAs user = PgRunAs::resolve(options_.run_as);
+  start_once(user);
+  ++restarts_;
+  spdlog::warn("pg_restarted data_dir={} pid={} restarts={}", data_dir_, pid_, restarts_);
+  return true;
+}
+
 void EmbeddedPostgres::stop() {
+  stopped_ = true;
+  // The server running now may not be the one we started (`pg_ctl restart`).
   if (pid_ == 0) return;
+  adopt_from_pid_file();
   auto t0 = Clock::now();
   // SIGINT: fast shutdown (sessions are ended, a checkpoint is written).
   kill(pid_, SIGINT);
@@ -598,7 +639,7 @@ void EmbeddedPostgres::stop() {
     wait_pidfd(pidfd_, milliseconds(5000));
     killed = true;
   }
-  int status = reap(pid_);
+  int status = reap(pid_);  // -1 for an adopted server (not our child)
   close(pidfd_);
   pidfd_ = -1;
   if (killed) {
@@ -606,7 +647,7 @@ void EmbeddedPostgres::stop() {
                  options_.stop_timeout.count());
   } else {
     spdlog::info("pg_stopped data_dir={} pid={} status=\"{}\" ms={}", data_dir_, pid_,
-                 describe_status(status),
+                 status < 0 ? std::string("adopted") : describe_status(status),
                  std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count());
   }
   pid_ = 0;

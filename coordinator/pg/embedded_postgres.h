@@ -61,6 +61,13 @@ class EmbeddedPostgres {
   void stop();
   // stop() then start() on the same folder and port.
   void restart();
+  // For a supervisor, called now and then from the thread that started the
+  // server: true while a server runs in the folder. A server started there
+  // by someone else (`pg_ctl restart`) is adopted, found through
+  // postmaster.pid; if none runs, one is started on the same port (throws
+  // PostgresError if it cannot be, the caller backs off and calls again).
+  // False before the first start and after stop().
+  bool supervise();
 
   // True while the server process is alive.
   bool running() const;
@@ -72,8 +79,11 @@ class EmbeddedPostgres {
   const std::string& data_dir() const { return data_dir_; }
   // Folder of the unix socket while running ("" otherwise).
   const std::string& socket_dir() const { return socket_dir_; }
-  // PID of the postmaster while running (0 otherwise).
+  // PID of the postmaster while running (0 otherwise): the one in
+  // postmaster.pid once supervise() or stop() adopted it.
   pid_t pid() const { return pid_; }
+  // How often supervise() started the server again.
+  int restarts() const { return restarts_; }
 
  private:
   // One launch of postgres on port_; throws PortTaken (internal) if the
@@ -82,6 +92,9 @@ class EmbeddedPostgres {
   // initdb into data_dir_, and the password file.
   void init_cluster(const PgRunAs& user);
   void cleanup_socket_dir();
+  // Takes the postmaster named by postmaster.pid as ours if it is alive and
+  // is not pid_ (the server was restarted behind our back); true if it did.
+  bool adopt_from_pid_file();
 
   EmbeddedPostgresOptions options_;
   std::string data_dir_;
@@ -90,6 +103,8 @@ class EmbeddedPostgres {
   int port_ = 0;
   pid_t pid_ = 0;
   int pidfd_ = -1;
+  bool stopped_ = true;  // by stop(), or never started: supervise() does nothing
+  int restarts_ = 0;
 };
 
 }  // namespace leapfrog::coord

@@ -10,8 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "coordinator/pg/test_dir.h"
 
@@ -207,6 +212,98 @@ TEST(EmbeddedPostgres, BrokenConfigReportsTheServerLog) {
   }
   EXPECT_FALSE(pg.running());
   EXPECT_TRUE(pg.socket_dir().empty());
+}
+
+// Polls `pred` every few milliseconds for up to `seconds`; true if it held.
+template <class Pred>
+bool within(int seconds, Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// The pid on postmaster.pid's first line, 0 if none.
+pid_t pid_file_of(const std::string& data_dir) {
+  std::ifstream in(data_dir + "/postmaster.pid");
+  long pid = 0;
+  in >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+TEST(EmbeddedPostgres, SuperviseStartsAKilledServerAgainOnItsPort) {
+  TestDir tmp;
+  EmbeddedPostgres pg(test_options());
+  EXPECT_FALSE(pg.supervise()) << "nothing to supervise before the first start";
+  pg.start(tmp / "data");
+  ASSERT_EQ(query(pg.url(), "CREATE TABLE kept AS SELECT 1 AS x"), "");
+  // for_tests turns synchronous_commit off: make the table outlive the kill.
+  ASSERT_EQ(query(pg.url(), "CHECKPOINT"), "");
+  const pid_t first = pg.pid();
+  const int port = pg.port();
+  EXPECT_TRUE(pg.supervise());
+  EXPECT_EQ(pg.restarts(), 0);
+
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(within(10, [&] { return !pg.running(); }));
+  // Its backends may hold the folder for a moment: a supervisor retries.
+  ASSERT_TRUE(within(30, [&] {
+    try {
+      return pg.supervise();
+    } catch (const PostgresError&) {
+      return false;
+    }
+  }));
+  EXPECT_TRUE(pg.running());
+  EXPECT_NE(pg.pid(), first);
+  EXPECT_EQ(pg.pid(), pid_file_of(pg.data_dir()));
+  EXPECT_EQ(pg.port(), port);
+  EXPECT_EQ(pg.restarts(), 1);
+  EXPECT_EQ(query(pg.url(), "SELECT count(*) FROM kept"), "1");
+  pg.stop();
+  EXPECT_FALSE(pg.supervise()) << "a stopped server is not started again";
+}
+
+TEST(EmbeddedPostgres, AServerRestartedBehindItsBackIsAdoptedAndStopped) {
+  TestDir tmp;
+  EmbeddedPostgres pg(test_options());
+  pg.start(tmp / "data");
+  const pid_t first = pg.pid();
+  const std::string pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl -D " + pg.data_dir() + " -l " +
+                             pg.data_dir() + "/pg_ctl.log -w -m fast restart > /dev/null";
+  ASSERT_EQ(std::system(((geteuid() == 0 ? "runuser -u postgres -- " : "") + pg_ctl).c_str()), 0);
+  const pid_t real = pid_file_of(pg.data_dir());
+  ASSERT_GT(real, 0);
+  ASSERT_NE(real, first);
+
+  EXPECT_TRUE(pg.supervise());
+  EXPECT_EQ(pg.pid(), real);
+  EXPECT_EQ(pg.restarts(), 0) << "adopted, not started again";
+  EXPECT_TRUE(pg.running());
+  EXPECT_EQ(query(pg.url(), "SELECT 1"), "1");
+
+  // stop() stops the server that really runs, so the next start finds the folder free.
+  pg.stop();
+  EXPECT_TRUE(within(10, [&] { return kill(real, 0) != 0; }))
+      << "postmaster " << real << " left running";
+  pg.start(tmp / "data");
+  EXPECT_EQ(query(pg.url(), "SELECT 1"), "1");
+}
+
+// stop() also finds the real server when no supervise() came between.
+TEST(EmbeddedPostgres, StopAfterAnOutsideRestartStopsTheRealServer) {
+  TestDir tmp;
+  EmbeddedPostgres pg(test_options());
+  pg.start(tmp / "data");
+  const std::string pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl -D " + pg.data_dir() + " -l " +
+                             pg.data_dir() + "/pg_ctl.log -w -m fast restart > /dev/null";
+  ASSERT_EQ(std::system(((geteuid() == 0 ? "runuser -u postgres -- " : "") + pg_ctl).c_str()), 0);
+  const pid_t real = pid_file_of(pg.data_dir());
+  pg.stop();
+  EXPECT_TRUE(within(10, [&] { return kill(real, 0) != 0; }))
+      << "postmaster " << real << " left running";
 }
 
 }  // namespace

@@ -229,6 +229,13 @@ CREATE INDEX jobs_build_queued ON jobs (id) WHERE state = 'queued' AND build IS 
 CREATE INDEX jobs_waiting ON jobs (wait_build) WHERE state = 'waiting';
 )sql";
 
+// A report of an attempt the job had moved past is dropped, unless it found
+// violations: then it is kept as an extra outcome of the job, marked
+// `superseded`, and leaves the job as it was (its current attempt decides).
+const char* const kSupersededOutcomes = R"sql(
+ALTER TABLE outcomes ADD COLUMN superseded boolean NOT NULL DEFAULT false;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& schema_migrations() {
@@ -237,6 +244,7 @@ const std::vector<Migration>& schema_migrations() {
       {2, "triage: issues, notes, rates, actions", kTriageSchema},
       {3, "kernel build status and details", kKernelDetails},
       {4, "kernel build jobs, waiting jobs, required release", kKernelBuildJobs},
+      {5, "superseded outcomes that carry violations", kSupersededOutcomes},
   };
   return all;
 }

@@ -177,21 +177,22 @@ const PgStatement kStatements[] = {
     {"store_outcomes",
      "WITH r AS (SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[],"
      "   $5::int[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[],"
-     "   $11::text[], $12::text[], $13::bigint[]) WITH ORDINALITY AS r(job_id, attempt,"
-     "   campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked, violation_count,"
-     "   race_window_hits, error, outcome, at, n)),"
+     "   $11::text[], $12::text[], $13::bigint[], $16::bool[]) WITH ORDINALITY AS r(job_id,"
+     "   attempt, campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked,"
+     "   violation_count, race_window_hits, error, outcome, at, extra, n)),"
      " stored AS (INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops,"
      "   lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome,"
-     "   reported_at)"
+     "   reported_at, superseded)"
      "  SELECT job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked,"
      "   offsets_checked, violation_count, race_window_hits, error, decode(outcome, 'hex'),"
-     "   timestamptz 'epoch' + at * interval '1 microsecond' FROM r ORDER BY n"
+     "   timestamptz 'epoch' + at * interval '1 microsecond', extra FROM r ORDER BY n"
      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id, attempt),"
+     // An extra (superseded) outcome leaves its job alone.
      " finished AS (UPDATE jobs j SET state = 'done', verdict = r.verdict, agent_id = r.agent_id,"
      "  lease_deadline = NULL, reason = NULL,"
      "  finished_at = timestamptz 'epoch' + r.at * interval '1 microsecond'"
      "  FROM r JOIN stored s ON s.job_id = r.job_id AND s.attempt = r.attempt"
-     "  WHERE j.id = r.job_id)"
+     "  WHERE j.id = r.job_id AND NOT r.extra)"
      " SELECT true, job_id, attempt FROM stored"
      " UNION ALL SELECT false, o.job_id, o.attempt FROM outcomes o"
      "  JOIN unnest($14::bigint[], $15::int[]) AS k(job_id, attempt)"
@@ -241,7 +242,7 @@ const PgStatement kStatements[] = {
 std::string outcomes_query(bool by_campaign, bool failed_only) {
   std::string sql =
       "SELECT o.job_id, o.attempt, o.campaign_id, j.spec, j.kernel_label, o.agent_id,"
-      "  o.outcome, lf_us(o.reported_at)"
+      "  o.outcome, lf_us(o.reported_at), o.superseded"
       " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE true";
   if (by_campaign) sql += " AND o.campaign_id = $2";
   if (failed_only) sql += " AND o.verdict <> " + std::to_string(kPassVerdict);
@@ -356,6 +357,20 @@ std::string number_array(const std::vector<T>& items) {
   return out + "}";
 }
 
+std::string bool_array(const std::vector<bool>& items) {
+  std::string out = "{";
+  for (bool v : items) {
+    if (out.size() > 1) out += ',';
+    out += v ? 't' : 'f';
+  }
+  return out + "}";
+}
+
+// A report worth keeping even when its job has moved on: it found violations.
+bool carries_violations(const v1::Outcome& o) {
+  return o.verdict() == v1::VERDICT_VIOLATION || o.violation_count() > 0 || o.violations_size() > 0;
+}
+
 // "pass", "violation", "infra-failure", ...
 std::string verdict_key(int verdict) {
   std::string name = v1::Verdict_IsValid(verdict)
@@ -375,7 +390,7 @@ v1::JobState job_state(const std::string& s) {
 }
 
 // OutcomeRecords of outcome rows (job_id, attempt, campaign_id, spec,
-// kernel_label, agent_id, outcome, reported_at), with their violations.
+// kernel_label, agent_id, outcome, reported_at, superseded), with their violations.
 std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::result& rows) {
   std::vector<v1::OutcomeRecord> out;
   std::map<std::pair<int64_t, uint32_t>, size_t> index;
@@ -391,6 +406,7 @@ std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::resu
     o.set_agent_id(r[5].as<std::string>());
     *o.mutable_outcome() = parse<v1::Outcome>(r[6], "outcome");
     set_timestamp(o.mutable_reported_at(), r[7].as<int64_t>());
+    o.set_superseded(r[8].as<bool>());
     index[{o.job_id(), o.attempt()}] = out.size();
     job_ids.push_back(o.job_id());
     attempts.push_back(o.attempt());
@@ -746,6 +762,13 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     // lease, and also after the lease expired for the last time: a real
     // outcome then replaces INFRA_FAILURE (nothing the agent measured is lost).
     bool accept = report.attempt == j.attempt && (j.state != "done" || j.verdict == kInfraVerdict);
+    if (!accept && carries_violations(report.outcome)) {
+      // Too late for its job, but what it found is kept (an extra outcome).
+      decisions[i].result = ReportResult::KeptSuperseded;
+      accepted.push_back(i);
+      accepted_keys.emplace(report.job_id, report.attempt);
+      continue;
+    }
     if (!accept) {
       decisions[i].result = ReportResult::Superseded;
       superseded.push_back(i);
@@ -762,10 +785,12 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
   std::vector<int64_t> job_ids, campaign_ids, ops, lookups, offsets, counts, hits, times, ask_ids;
   std::vector<uint32_t> attempts, ask_attempts;
   std::vector<int> verdicts;
+  std::vector<bool> extras;
   std::vector<std::string> agents, errors, outcomes;
   for (size_t i : accepted) {
     const PgReport& r = batch[i]->request;
     const v1::Outcome& o = r.outcome;
+    extras.push_back(decisions[i].result == ReportResult::KeptSuperseded);
     job_ids.push_back(r.job_id);
     attempts.push_back(r.attempt);
     campaign_ids.push_back(jobs.at(r.job_id).campaign_id);
@@ -790,7 +815,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
            number_array(campaign_ids), text_array(agents), number_array(verdicts),
            number_array(ops), number_array(lookups), number_array(offsets), number_array(counts),
            number_array(hits), text_array(errors), text_array(outcomes), number_array(times),
-           number_array(ask_ids), number_array(ask_attempts))) {
+           number_array(ask_ids), number_array(ask_attempts), bool_array(extras))) {
     (row[0].as<bool>() ? stored : existed).emplace(row[1].as<int64_t>(), row[2].as<uint32_t>());
   }
   for (size_t i : superseded) {
@@ -810,6 +835,12 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     if (!stored.count({r.job_id, r.attempt})) {
       decisions[i].result = ReportResult::Duplicate;
       continue;
+    }
+    if (decisions[i].result == ReportResult::KeptSuperseded) {
+      const LockedJob& j = jobs.at(r.job_id);
+      spdlog::warn(
+          "outcome_kept_superseded job={} attempt={} current={} state={} agent={} violations={}",
+          r.job_id, r.attempt, j.attempt, j.state, r.agent_id, r.outcome.violation_count());
     }
     spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", r.job_id,
                   r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
@@ -934,6 +965,15 @@ std::string PgStore::statement_sql(const std::string& name) {
 }
 
 // ---- agents ----
+
+bool PgStore::reachable() {
+  try {
+    run_transaction(*pool_, "ping", [](pqxx::work& txn) { return txn.exec("SELECT 1").size(); });
+    return true;
+  } catch (const StoreError&) {
+    return false;
+  }
+}
 
 std::string PgStore::register_agent(const std::string& name, const v1::Capabilities& caps,
                                     TimePoint now) {
@@ -1285,7 +1325,7 @@ std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
     // Not prepared: each filter gets its own plan.
     pqxx::result rows = txn.exec_params(
         "SELECT o.job_id, o.attempt, o.campaign_id, j.spec, j.kernel_label, o.agent_id,"
-        "  o.outcome, lf_us(o.reported_at)"
+        "  o.outcome, lf_us(o.reported_at), o.superseded"
         " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
         " WHERE ($2 = 0 OR o.campaign_id = $2) AND ($3 = 0 OR o.job_id = $3)"
         "  AND ($4 = '' OR j.scenario = $4) AND (NOT $5 OR o.verdict <> " +

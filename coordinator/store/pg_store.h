@@ -64,6 +64,7 @@ class PgStore : public Store {
   explicit PgStore(const std::string& url, PgStoreOptions options = {});
   ~PgStore() override;
 
+  bool reachable() override;
   std::string register_agent(const std::string& name, const v1::Capabilities& caps,
                              TimePoint now) override;
   bool touch_agent(const std::string& agent_id, TimePoint now) override;

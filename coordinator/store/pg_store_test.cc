@@ -517,6 +517,63 @@ TEST_F(PgStoreTest, LateReportIsTakenUntilTheJobIsLeasedAgain) {
                StoreError);
 }
 
+TEST_F(PgStoreTest, SupersededReportWithViolationsIsKeptAsAnExtraOutcome) {
+  auto campaign = store_->create_campaign(campaign_spec("extra"), jobs(1), 0, kT0);
+  auto first = lease("a", kT0);
+  ASSERT_TRUE(first);
+  ASSERT_EQ(store_->expire_leases(kT0 + 1h), 1);
+  auto retry = lease("b", kT0 + 1h + 1s);
+  ASSERT_TRUE(retry);
+  ASSERT_EQ(retry->attempt(), 2u);
+
+  // a's late report of attempt 1 found a violation: kept, marked, the job untouched.
+  auto found = outcome(v1::VERDICT_VIOLATION);
+  found.set_violation_count(1);
+  found.add_violations()->set_kind("stale-grant");
+  EXPECT_EQ(store_->report_outcome("a", first->job_id(), 1, found, kT0 + 1h + 2s),
+            ReportResult::KeptSuperseded);
+  EXPECT_EQ(store_->report_outcome("a", first->job_id(), 1, found, kT0 + 1h + 3s),
+            ReportResult::Duplicate);
+  auto info = job_info(campaign, first->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_LEASED);
+  EXPECT_EQ(info.attempt(), 2u);
+  // The holder of attempt 2 still reports; a passing late report is still dropped.
+  EXPECT_EQ(
+      store_->report_outcome("b", first->job_id(), 2, outcome(v1::VERDICT_PASS), kT0 + 1h + 4s),
+      ReportResult::Stored);
+  EXPECT_EQ(
+      store_->report_outcome("a", first->job_id(), 1, outcome(v1::VERDICT_PASS), kT0 + 1h + 5s),
+      ReportResult::Duplicate);
+  EXPECT_EQ(job_info(campaign, first->job_id()).verdict(), v1::VERDICT_PASS);
+
+  auto all = store_->list_outcomes(campaign, false, 0);
+  ASSERT_EQ(all.size(), 2u);
+  std::map<uint32_t, v1::OutcomeRecord> by_attempt;
+  for (const auto& o : all) by_attempt[o.attempt()] = o;
+  EXPECT_TRUE(by_attempt.at(1).superseded());
+  EXPECT_EQ(by_attempt.at(1).outcome().verdict(), v1::VERDICT_VIOLATION);
+  ASSERT_EQ(by_attempt.at(1).outcome().violations_size(), 1);
+  EXPECT_EQ(by_attempt.at(1).outcome().violations(0).kind(), "stale-grant");
+  EXPECT_FALSE(by_attempt.at(2).superseded());
+  auto failed = store_->list_outcomes(campaign, true, 0);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_TRUE(failed[0].superseded());
+
+  // A job done by another attempt keeps a late violation too.
+  auto c2 = store_->create_campaign(campaign_spec("extra-done"), jobs(1), 0, kT0);
+  auto j1 = lease("a", kT0 + 2h);
+  ASSERT_TRUE(j1);
+  ASSERT_EQ(store_->expire_leases(kT0 + 3h), 1);
+  auto j2 = lease("b", kT0 + 3h);
+  ASSERT_TRUE(j2);
+  ASSERT_EQ(store_->report_outcome("b", j2->job_id(), 2, outcome(v1::VERDICT_PASS), kT0 + 3h + 1s),
+            ReportResult::Stored);
+  EXPECT_EQ(store_->report_outcome("a", j1->job_id(), 1, found, kT0 + 3h + 2s),
+            ReportResult::KeptSuperseded);
+  EXPECT_EQ(job_info(c2, j1->job_id()).verdict(), v1::VERDICT_PASS);
+  EXPECT_EQ(store_->list_outcomes(c2, false, 0).size(), 2u);
+}
+
 TEST_F(PgStoreTest, RealOutcomeReplacesInfraFailureOfTheSameAttempt) {
   auto campaign = store_->create_campaign(campaign_spec("slow", 1), jobs(1), 0, kT0);
   auto j = lease("a", kT0);
@@ -638,8 +695,9 @@ TEST_F(PgStoreTest, BatchJudgesEachAttemptOfOneJob) {
     bool failed = false;
   };
   std::vector<Call> calls = {
-      {1, ReportResult::Superseded}, {2, ReportResult::Stored},    {1, ReportResult::Superseded},
-      {2, ReportResult::Duplicate},  {3, std::nullopt},
+      // The superseded attempt found a violation: kept once, as an extra outcome.
+      {1, ReportResult::KeptSuperseded}, {2, ReportResult::Stored}, {1, ReportResult::Duplicate},
+      {2, ReportResult::Duplicate},      {3, std::nullopt},
   };
   std::vector<std::thread> threads;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -669,12 +727,19 @@ TEST_F(PgStoreTest, BatchJudgesEachAttemptOfOneJob) {
                             stale->job_id())[0][0]
                 .as<int>(),
             1);
-  EXPECT_EQ(txn.exec_params("SELECT count(*) FROM outcomes WHERE job_id = $1", stale->job_id())[0][0]
+  EXPECT_EQ(txn.exec_params("SELECT count(*) FROM outcomes WHERE job_id = $1 AND attempt = 1"
+                            " AND superseded",
+                            stale->job_id())[0][0]
                 .as<int>(),
             1);
-  EXPECT_EQ(txn.exec_params("SELECT count(*) FROM violations WHERE job_id = $1", stale->job_id())[0][0]
-                .as<int>(),
-            1);
+  EXPECT_EQ(
+      txn.exec_params("SELECT count(*) FROM outcomes WHERE job_id = $1", stale->job_id())[0][0]
+          .as<int>(),
+      2);
+  EXPECT_EQ(
+      txn.exec_params("SELECT count(*) FROM violations WHERE job_id = $1", stale->job_id())[0][0]
+          .as<int>(),
+      2);
 }
 
 // A report the database refuses (a violation that is not UTF-8) fails the

@@ -60,6 +60,9 @@ enum class ReportResult {
   Stored,      // the outcome was stored and the job is done
   Duplicate,   // this (job, attempt) was stored before; nothing changed
   Superseded,  // the job moved on to a later attempt (or is done by another); dropped
+  // As Superseded, but the outcome carries violations: stored as an extra
+  // outcome of the job (OutcomeRecord.superseded), the job left as it was.
+  KeptSuperseded,
 };
 
 // Called once with what report_outcome would have returned, or with what it
@@ -69,6 +72,9 @@ using ReportDone = std::function<void(ReportResult result, std::exception_ptr er
 class Store {
  public:
   virtual ~Store() = default;
+
+  // Whether the database answers now (one cheap round trip). Never throws.
+  virtual bool reachable() { return true; }
 
   // ---- agents ----
   // Creates or updates the agent called `name`; returns its id.

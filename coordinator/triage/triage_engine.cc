@@ -9,6 +9,7 @@
 
 #include <set>
 
+#include "coordinator/bounds.h"
 #include "coordinator/rpc_util.h"
 #include "coordinator/triage/actions.h"
 
@@ -126,6 +127,8 @@ v1::Issue TriageEngine::set_issue_status(const v1::SetIssueStatusRequest& req) {
 
 v1::Issue TriageEngine::add_issue_note(const v1::AddIssueNoteRequest& req) {
   if (req.text().empty()) throw TriageError(Code::InvalidArgument, "the note is empty");
+  if (auto why = too_long("the note", req.text(), kMaxNoteBytes); !why.empty())
+    throw TriageError(Code::InvalidArgument, why);
   if (!impl_->triage.add_issue_note(req.id(), req.text(), impl_->clock.now()))
     throw TriageError(Code::NotFound, "no issue \"" + std::to_string(req.id()) + "\"");
   return get_issue(req.id());

@@ -161,6 +161,8 @@ export interface Outcome {
   kernel: string;
   agent_id: string;
   reported_at: string;
+  // An extra outcome: its attempt had been superseded, kept for its violations.
+  superseded: boolean;
   verdict: string;
   error: string;
   ops: number;

@@ -1,0 +1,362 @@
+// End-to-end tests of the fault holes of issue 18 (items 5 to 9): outages
+// longer than a lease, the embedded PostgreSQL killed or restarted behind the
+// coordinator's back, `leapfrog up` restarted without --port, run children
+// killed by a signal, and spools that cannot take an outcome. Real processes,
+// real kill -9, a real PostgreSQL; nothing may be lost. Needs root.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/coordinator_fixture.h"
+
+namespace {
+
+using namespace leapfrog::testing;
+
+// A tmpfs mounted inside the test folder for the test's length.
+class TmpfsMount {
+ public:
+  TmpfsMount(const std::string& at, const std::string& options) : at_(at) {
+    stdfs::create_directories(at);
+    if (::mount("tmpfs", at.c_str(), "tmpfs", 0, options.c_str()) != 0)
+      throw std::runtime_error("mount tmpfs on " + at + ": " + std::strerror(errno));
+  }
+  ~TmpfsMount() { ::umount2(at_.c_str(), MNT_DETACH); }
+  TmpfsMount(const TmpfsMount&) = delete;
+  TmpfsMount& operator=(const TmpfsMount&) = delete;
+  void remount_read_only() {
+    if (::mount(nullptr, at_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0)
+      throw std::runtime_error("remount " + at_ + " read-only: " + std::strerror(errno));
+  }
+
+ private:
+  std::string at_;
+};
+
+// The first *.outcome file in `dir`, "" if none.
+std::string spooled_outcome(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".outcome") return e.path();
+  return "";
+}
+
+// The pid on the first line of `data_dir`/postgres/postmaster.pid, 0 if none.
+pid_t postmaster_of(const std::string& data_dir) {
+  std::ifstream in(data_dir + "/postgres/postmaster.pid");
+  long pid = 0;
+  in >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+bool alive(pid_t pid) {
+  return pid > 0 && parent_of(pid).has_value();
+}
+
+class FaultsE2E : public CoordinatorE2E {
+ protected:
+  // `leapfrog serve` on its own embedded PostgreSQL in dir_/name.
+  Coordinator start_embedded_serve(const std::string& name) {
+    Coordinator c;
+    c.data_dir = *dir_ / name;
+    std::remove((c.data_dir + "/address").c_str());
+    c.proc = spawn(
+        name,
+        {LEAPFROG, "serve", "--listen", "127.0.0.1:0", "--lease-ms", kLeaseMs, "--heartbeat-ms",
+         kHeartbeatMs, "--data-dir", c.data_dir, "--token-file", token_file_},
+        false);
+    wait_address(c.data_dir, *c.proc, 60s);
+    c.address = read_address(c.data_dir);
+    if (c.address.empty())
+      throw std::runtime_error(name + " wrote no address: " + tail_of(c.proc->err_file()));
+    c.port = std::stoi(c.address.substr(c.address.rfind(':') + 1));
+    use_embedded_db(c.data_dir);
+    return c;
+  }
+
+  // pg_ctl restart of the embedded cluster, as its owner.
+  int pg_ctl_restart(const std::string& data_dir) {
+    const std::string pg = data_dir + "/postgres";
+    const std::string cmd = "/usr/lib/postgresql/15/bin/pg_ctl -D " + pg + " -l " + pg +
+                            "/pg_ctl.log -w -m fast restart > /dev/null";
+    return std::system(("runuser -u postgres -- " + cmd).c_str());
+  }
+};
+
+// ---- 5. an outage longer than the lease loses no finished run ---------------
+
+TEST_F(FaultsE2E, OutcomesSpooledThroughAnOutageLongerThanTheLeaseAreStored) {
+  start_postgres();
+  // A lease long enough that the grace after the restart (lease + heartbeat
+  // + the agents' 5 s backoff) covers both agents' reconnection.
+  const char* lease_ms = "4000";
+  const Coordinator first = start_serve("serve-1", 0, "", lease_ms);
+  Proc* a = start_agent("agent-a", first.address);
+  Proc* b = start_agent("agent-b", first.address);
+  const int jobs = 30;
+  const int64_t campaign = queue_campaign(first.address, jobs, "300ms");
+  wait_outcomes(campaign, 3);
+
+  first.proc->kill9();
+  // One agent finishes a run it cannot report; it is then held still (as an
+  // agent on a slow or distant machine would be) while the lease runs out.
+  std::string held, file;
+  Proc* held_proc = nullptr;
+  ASSERT_TRUE(poll_until(
+      [&] {
+        for (auto [name, proc] : {std::pair{"agent-a", a}, std::pair{"agent-b", b}}) {
+          file = spooled_outcome(spool_of(name));
+          if (!file.empty()) {
+            held = name;
+            held_proc = proc;
+            return true;
+          }
+        }
+        return false;
+      },
+      30s))
+      << "no agent spooled an outcome during the outage";
+  held_proc->signal(SIGSTOP);
+  const int64_t spooled_job = std::stoll(stdfs::path(file).filename().string().substr(0, 12));
+  const std::string job = std::to_string(spooled_job);
+  ASSERT_TRUE(poll_until(
+      [&] {
+        return sql_int(url(), "SELECT count(*) FROM jobs WHERE id = " + job +
+                                  " AND state = 'leased' AND lease_deadline < now()") == 1;
+      },
+      30s))
+      << "job " << job << " is not leased past its deadline";
+
+  const int64_t seq0 = sql_int(url(), "SELECT coalesce(max(seq), 0) FROM outcomes");
+  const Coordinator second = start_serve("serve-2", first.port, first.data_dir, lease_ms);
+  const std::string other = held == "agent-a" ? "agent-b" : "agent-a";
+  // The other agent is back at work (or has already taken the held one's job).
+  EXPECT_TRUE(poll_until(
+      [&] {
+        const auto by = outcomes_by_agent(campaign, seq0);
+        return (by.count(other) && by.at(other) >= 2) ||
+               sql_int(url(), "SELECT attempt FROM jobs WHERE id = " + job) > 1;
+      },
+      60s));
+  held_proc->signal(SIGCONT);
+
+  wait_done(campaign);
+  expect_one_outcome_per_job(campaign, jobs);
+  expect_all_reported(campaign, {"agent-a", "agent-b"});
+  EXPECT_EQ(sql_int(url(), "SELECT attempt FROM jobs WHERE id = " + job), 1)
+      << "job " << job << " was handed to another agent while its outcome was on its way";
+  expect_spool_empty("agent-a");
+  expect_spool_empty("agent-b");
+}
+
+// ---- 6. the embedded PostgreSQL is supervised -------------------------------
+
+TEST_F(FaultsE2E, PostmasterKilledMidCampaignIsStartedAgainAndNothingIsLost) {
+  const Coordinator c = start_embedded_serve("serve");
+  start_agent("agent-a", c.address);
+  start_agent("agent-b", c.address);
+  const int jobs = 30;
+  const int64_t campaign = queue_campaign(c.address, jobs, "200ms");
+  wait_outcomes(campaign, 5);
+
+  const pid_t first = postmaster_of(c.data_dir);
+  ASSERT_TRUE(alive(first));
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(poll_until(
+      [&] {
+        const pid_t now = postmaster_of(c.data_dir);
+        return now != first && alive(now);
+      },
+      60s))
+      << "no new postmaster after kill -9 of " << first << ": " << tail_of(c.proc->err_file());
+
+  wait_done(campaign);
+  EXPECT_NE(slurp(c.proc->out_file()).find("pg_restarted"), std::string::npos);
+  expect_one_outcome_per_job(campaign, jobs);
+  expect_all_reported(campaign, {"agent-a", "agent-b"});
+  EXPECT_FALSE(c.proc->exited()) << "the coordinator died with its database";
+}
+
+TEST_F(FaultsE2E, ADatabaseRestartedBehindItsBackIsStoppedWithTheCoordinator) {
+  const Coordinator c = start_embedded_serve("serve");
+  ASSERT_EQ(cli(c.address, {"campaign", "list"}).exit, 0);
+  const pid_t first = postmaster_of(c.data_dir);
+  ASSERT_EQ(pg_ctl_restart(c.data_dir), 0);
+  const pid_t real = postmaster_of(c.data_dir);
+  ASSERT_NE(real, first);
+  ASSERT_TRUE(alive(real));
+  // serve logs to stdout.
+  EXPECT_TRUE(poll_until(
+      [&] { return slurp(c.proc->out_file()).find("pg_adopted") != std::string::npos; }, 30s))
+      << tail_of(c.proc->out_file());
+  EXPECT_TRUE(poll_until([&] { return cli(c.address, {"campaign", "list"}).exit == 0; }, 30s));
+
+  c.proc->signal(SIGTERM);
+  const auto code = c.proc->wait(60s);
+  ASSERT_TRUE(code.has_value()) << "serve did not stop";
+  EXPECT_EQ(*code, 0) << tail_of(c.proc->err_file());
+  std::vector<pid_t> left;
+  EXPECT_TRUE(poll_until([&] { return (left = processes_using(c.data_dir)).empty(); }, 20s));
+  for (pid_t p : left) ADD_FAILURE() << "left running: " << p << " " << cmdline_of(p);
+
+  // The next coordinator takes the folder.
+  const Coordinator again = start_embedded_serve("serve");
+  EXPECT_EQ(cli(again.address, {"campaign", "list"}).exit, 0);
+}
+
+// ---- 7. `leapfrog up` restarted without --port ------------------------------
+
+TEST_F(FaultsE2E, UpRestartedWithoutPortKeepsItsPortAndAWaitingClientFinishes) {
+  const std::string data = *dir_ / "up";
+  const std::vector<std::string> up_argv = {LEAPFROG,         "up",        "--agents",   "2",
+                                            "--data-dir",     data,        "--lease-ms", kLeaseMs,
+                                            "--heartbeat-ms", kHeartbeatMs};
+  Proc* up1 = spawn("up-1", up_argv, false);
+  ASSERT_TRUE(wait_address(data, *up1, 60s)) << tail_of(up1->err_file());
+  const std::string address = read_address(data);
+  ASSERT_FALSE(address.empty()) << tail_of(up1->err_file());
+  use_embedded_db(data);
+
+  const int jobs = 12;
+  Proc* waiter = spawn(
+      "waiter",
+      {LEAPFROG, "--data-dir", data, "campaign", "run", "--scenario", "setattr-lookup", "--fs",
+       "tmpfs", "--seeds", std::to_string(jobs), "--duration", "300ms", "--wait", "--json"},
+      false);
+  ASSERT_TRUE(poll_until(
+      [&] {
+        auto rows = try_sql(url(), "SELECT count(*) FROM outcomes");
+        return rows && !rows->empty() && std::stoll((*rows)[0][0]) >= 2;
+      },
+      120s));
+  up1->kill9();
+  // Its agents and its database go with it.
+  ASSERT_TRUE(poll_until(
+      [&] {
+        for (pid_t p : processes_using(data))
+          if (p != waiter->pid()) return false;
+        return true;
+      },
+      30s));
+  std::remove((data + "/address").c_str());
+
+  Proc* up2 = spawn("up-2", up_argv, false);
+  ASSERT_TRUE(wait_address(data, *up2, 60s)) << tail_of(up2->err_file());
+  EXPECT_EQ(read_address(data), address) << "a restart without --port moved the coordinator";
+
+  const auto code = waiter->wait(180s);
+  ASSERT_TRUE(code.has_value()) << "the waiting client never finished: "
+                                << tail_of(waiter->err_file());
+  EXPECT_EQ(*code, 0) << tail_of(waiter->err_file());
+  const json summary = json::parse(slurp(waiter->out_file()));
+  EXPECT_EQ(summary["outcomes"], jobs) << summary.dump();
+  expect_one_outcome_per_job(summary["campaign"].get<int64_t>(), jobs);
+}
+
+TEST_F(FaultsE2E, CampaignRunWaitGivesUpAtItsTimeout) {
+  start_postgres();
+  const Coordinator c = start_serve("serve");  // no agent: the job never runs
+  const auto t0 = Clock::now();
+  const Result r = cli(c.address, {"campaign", "run", "--scenario", "setattr-lookup", "--fs",
+                                   "tmpfs", "--wait", "--timeout", "1s"});
+  EXPECT_LT(Clock::now() - t0, 30s);
+  EXPECT_EQ(r.exit, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("error: campaign 1 not done after 1000 ms (0 of 1 jobs done)"),
+            std::string::npos)
+      << r.err;
+  expect_cli_error(
+      cli(c.address, {"campaign", "run", "--scenario", "setattr-lookup", "--timeout", "1s"}),
+      "--timeout needs --wait");
+}
+
+// ---- 8. a spool that cannot take an outcome ---------------------------------
+
+TEST_F(FaultsE2E, AnUnusableSpoolIsRefusedBeforeTheAgentRegisters) {
+  start_postgres();
+  const Coordinator c = start_serve("serve");
+  const int64_t campaign = queue_campaign(c.address, 2, "200ms");
+
+  TmpfsMount ro(*dir_ / "ro", "size=1m,mode=0755");
+  ro.remount_read_only();
+  TmpfsMount full(*dir_ / "full", "size=64k,mode=0755");
+  {
+    std::ofstream fill(*dir_ / "full/fill", std::ios::binary);
+    fill << std::string(64 * 1024, 'f');
+  }
+  for (const auto& [spool, want] :
+       {std::pair{*dir_ / "ro", std::string("Read-only file system")},
+        std::pair{*dir_ / "full", std::string("No space left on device")}}) {
+    SCOPED_TRACE(spool);
+    Proc* agent = spawn("agent-" + stdfs::path(spool).filename().string(),
+                        {LEAPFROG_AGENT, "connect", "--coordinator", c.address, "--token-file",
+                         token_file_, "--name", "agent-" + stdfs::path(spool).filename().string(),
+                         "--spool", spool, "--fs", "tmpfs"},
+                        true);
+    const auto code = agent->wait(30s);
+    ASSERT_TRUE(code.has_value()) << "the agent runs on an unusable spool";
+    EXPECT_EQ(*code, 2);
+    const std::string err = slurp(agent->err_file());
+    EXPECT_NE(err.find("error: cannot write spool file \"" + spool + "/.probe"), std::string::npos)
+        << err;
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+  }
+  EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM agents"), 0) << "an agent registered";
+  EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM jobs WHERE attempt > 0 AND campaign_id = " +
+                               std::to_string(campaign)),
+            0)
+      << "a lease was spent";
+  for (const char* d : {"ro", "full"})
+    for (const auto& e : stdfs::directory_iterator(*dir_ / d))
+      EXPECT_EQ(e.path().filename(), "fill") << "left behind: " << e.path();
+}
+
+TEST_F(FaultsE2E, AnAgentCleansWhatItsPredecessorLeftHalfDone) {
+  start_postgres();
+  const Coordinator c = start_serve("serve");
+  const std::string spool = spool_of("agent-a");
+  stdfs::create_directories(spool + "/job-7");
+  std::ofstream(spool + "/job-7/outcome.json") << "{\"verdict\":";
+  std::ofstream(spool + "/000000000007-0001.outcome.tmp") << "partial";
+  start_agent("agent-a", c.address);
+  ASSERT_TRUE(poll_until([&] { return sql_int(url(), "SELECT count(*) FROM agents") == 1; }, 30s));
+  EXPECT_FALSE(stdfs::exists(spool + "/job-7"));
+  EXPECT_FALSE(stdfs::exists(spool + "/000000000007-0001.outcome.tmp"));
+}
+
+// ---- 9. a run killed by a signal ----------------------------------------------
+
+TEST_F(FaultsE2E, ARunKilledBySignalNineIsSaidToBe) {
+  start_postgres();
+  const Coordinator c = start_serve("serve");
+  Proc* agent = start_agent("agent-a", c.address);
+  const int64_t campaign = queue_campaign(c.address, 1, "60s");
+  pid_t run = 0;
+  ASSERT_TRUE(poll_until(
+      [&] {
+        for (const auto& [p, parent] : live_processes())
+          if (parent == agent->pid() && cmdline_of(p).find(" run --json ") != std::string::npos)
+            run = p;
+        return run > 0;
+      },
+      60s))
+      << tail_of(log_of("agent-a"));
+  ASSERT_EQ(kill(run, SIGKILL), 0);
+  wait_done(campaign, 120s);
+  const Rows rows = sql(
+      url(), "SELECT verdict, error FROM outcomes WHERE campaign_id = " + std::to_string(campaign));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "3");  // VERDICT_ERROR
+  EXPECT_EQ(rows[0][1].rfind("the run was killed by signal 9 (SIGKILL)", 0), 0u) << rows[0][1];
+  EXPECT_EQ(rows[0][1].find("not JSON"), std::string::npos) << rows[0][1];
+}
+
+}  // namespace
