@@ -54,6 +54,7 @@ struct Bug {
   std::string point;        // the delay point inside its window
   std::string twin_cmdline;  // twin: the same build booted with this; else 6.1 as shipped
   std::string align = "fuzzy";  // the race's alignment (free: observers without a barrier)
+  uint32_t min_delay_ns = 20'000;  // "on" seeds delay at the point at least this long
 };
 
 const std::vector<Bug> kBugs = {
@@ -63,7 +64,7 @@ const std::vector<Bug> kBugs = {
     {"766c4cbfacd8 negative dentry", {"corpus/negative-dentry-766c4cbfacd8.patch"}, "typeflip-lookup", "ext4",
      {}, "step_validated", ""},
     {"b8a7a3a66747 ACL cache", {"corpus/acl-cache-b8a7a3a66747.patch"}, "acl-exec-deny", "xfs", {"evict=3"},
-     "acl_fetched", "", "free"},
+     "acl_fetched", "", "free", 50'000},  // the hold must outlast xfs's ACL write
     {"f50733b45d86 exec set-id", {"corpus/exec-setid-f50733b45d86.patch"}, "exec-setid", "ext4", {"toctou=1"},
      "exec_setid", ""},
     {"aed434ada685 .. across mount --move", {"corpus/dotdot-mount-aed434ada685.patch"}, "mount-move-dotdot",
@@ -80,13 +81,14 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Seeds from 1: `count` whose widening holds `point` (on), or is empty (off).
-std::vector<uint64_t> pick_seeds(const std::string& point, bool on, size_t count) {
+// Seeds from 1: `count` whose widening holds `point` with at least 20 % and
+// `min_delay_ns` (on), or is empty (off).
+std::vector<uint64_t> pick_seeds(const std::string& point, uint32_t min_delay_ns, bool on, size_t count) {
   std::vector<uint64_t> out;
   for (uint64_t s = 1; out.size() < count && s < 10'000'000; ++s) {
     const auto c = leapfrog::widen::choose(s, leapfrog::widen::kBuiltInPoints, kObserverUid);
     bool has = false;
-    for (const auto& p : c) has = has || (p.name == point && p.probability_ppm >= 200'000 && p.delay_ns >= 20'000);
+    for (const auto& p : c) has = has || (p.name == point && p.probability_ppm >= 200'000 && p.delay_ns >= min_delay_ns);
     if (on ? has : c.empty()) out.push_back(s);
   }
   return out;
@@ -231,7 +233,7 @@ int main(int argc, char** argv) {
     auto vm = b.boot(label);
     Tally off, on, twin_t;
     for (const bool widen : {false, true}) {
-      for (const uint64_t seed : pick_seeds(bug.point, widen, seeds)) {
+      for (const uint64_t seed : pick_seeds(bug.point, bug.min_delay_ns, widen, seeds)) {
         b.job(bug, label, seed, widen ? on : off);
         b.job(bug, twin, seed, twin_t);
       }
