@@ -90,32 +90,40 @@ class AclExecDeny : public Scenario {
       throw fs::SetupError(fixed ? "evict=3 changes the ACL, static=1 keeps it: pick one"
                                  : "evict=3 writes xfs's own ACL xattr: it needs xfs on both "
                                    "the mutate and the lookup side");
-    // Each ACL as libacl sets it (evict=3 replaces these below).
+    // Each ACL as libacl sets it.
     auto set = [&](const Attr& attr) -> std::function<int()> {
       auto acl = std::make_shared<const sys::AccessAcl>(attr);
       return [target_path, acl] { return acl->apply(target_path.c_str()); };
+    };
+    // evict=3: xfs's raw xattr. Each change rewrites the ACL the previous
+    // change set, then writes its own: one mutation, whose window holds both
+    // writes.
+    std::shared_ptr<const sys::XfsRawAcl> raw_deny, raw_plain;
+    if (raw) {
+      raw_deny = std::make_shared<const sys::XfsRawAcl>(deny);
+      raw_plain = std::make_shared<const sys::XfsRawAcl>(plain);
+    }
+    auto rewrite_then = [&](std::shared_ptr<const sys::XfsRawAcl> now,
+                            std::shared_ptr<const sys::XfsRawAcl> next) -> std::function<int()> {
+      return [target_path, now, next] {
+        if (int e = now->apply(target_path.c_str())) return e;
+        return next->apply(target_path.c_str());
+      };
     };
     if (fixed) {
       plan.mutations.push_back(
           {plan.model.setfacl_effect(target_node, deny_wide), set(deny_wide), {}});
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(deny), {}});
+    } else if (raw) {
+      plan.mutations.push_back(
+          {plan.model.setfacl_effect(target_node, deny), rewrite_then(raw_plain, raw_deny), {}});
+      plan.mutations.push_back(
+          {plan.model.setfacl_effect(target_node, plain), rewrite_then(raw_deny, raw_plain), {}});
     } else {
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, deny), set(deny), {}});
       plan.mutations.push_back({plan.model.setfacl_effect(target_node, plain), set(plain), {}});
     }
-    if (raw) {
-      // Mutation i rewrites the ACL that mutation i-1 set (the mutator
-      // cycles through them in order, from the state before the first),
-      // then writes its own: one mutation, whose window holds both writes.
-      const std::vector<std::shared_ptr<const sys::XfsRawAcl>> acls = {
-          std::make_shared<const sys::XfsRawAcl>(deny), std::make_shared<const sys::XfsRawAcl>(plain)};
-      for (size_t i = 0; i < plan.mutations.size(); ++i) {
-        plan.mutations[i].apply = [target_path, now = acls[(i + 1) % 2], next = acls[i]] {
-          if (int e = now->apply(target_path.c_str())) return e;
-          return next->apply(target_path.c_str());
-        };
-      }
-    } else if (ctx.param("evict") == 2) {
+    if (ctx.param("evict") == 2) {
       // The drop and the change are one mutation: its window holds both
       // versions, and a lookup that starts after the drop loads the ACL
       // while setfacl replaces it.
@@ -146,16 +154,15 @@ class AclExecDeny : public Scenario {
     if (raw) {
       // The raw bytes must mean the ACL the model says: read it back through
       // the generic ACL interface.
-      const sys::XfsRawAcl r_deny(deny), r_plain(plain);
       Attr back;
-      if (int e = r_deny.apply(target_path.c_str()))
+      if (int e = raw_deny->apply(target_path.c_str()))
         throw fs::SetupError(std::string("cannot write trusted.SGI_ACL_FILE: ") + std::strerror(e));
       if (int e = sys::read_attr(target_path.c_str(), back);
           e != 0 || back.mode != deny.mode || back.acl.size() != 1 || back.acl[0].id != denied ||
           back.acl[0].perms != 0)
         throw fs::SetupError("xfs did not read the raw ACL back as user:" + std::to_string(denied) +
                              ":---");
-      if (int e = r_plain.apply(target_path.c_str()))
+      if (int e = raw_plain->apply(target_path.c_str()))
         throw fs::SetupError(std::string("cannot write trusted.SGI_ACL_FILE: ") + std::strerror(e));
     } else if (!fixed) {
       // Fail early, with a clear reason, where ACLs are not supported.

@@ -107,6 +107,7 @@ void put_xfs_entry(std::string& out, uint32_t tag, uint32_t id, uint16_t perm) {
 }
 
 constexpr uint32_t kUndefinedId = 0xffffffffu;
+constexpr size_t kXfsEntryBytes = 12;  // put_xfs_entry's 4 + 4 + 2 + 2
 constexpr long kXfsMagic = 0x58465342;  // "XFSB"
 
 }  // namespace
@@ -117,16 +118,15 @@ XfsRawAcl::XfsRawAcl(const Attr& attr) {
   // The mode alone is the minimal ACL (no mask): the xattr is always there,
   // so rewriting it always forgets.
   std::string entries;
-  uint32_t n = 0;
-  put_xfs_entry(entries, 0x01, kUndefinedId, (attr.mode >> 6) & 7), ++n;
+  put_xfs_entry(entries, 0x01, kUndefinedId, (attr.mode >> 6) & 7);
   for (const auto& e : attr.acl)
-    if (e.tag == AclEntry::Tag::User) put_xfs_entry(entries, 0x02, e.id, e.perms), ++n;
-  put_xfs_entry(entries, 0x04, kUndefinedId, (attr.mode >> 3) & 7), ++n;
+    if (e.tag == AclEntry::Tag::User) put_xfs_entry(entries, 0x02, e.id, e.perms);
+  put_xfs_entry(entries, 0x04, kUndefinedId, (attr.mode >> 3) & 7);
   for (const auto& e : attr.acl)
-    if (e.tag == AclEntry::Tag::Group) put_xfs_entry(entries, 0x08, e.id, e.perms), ++n;
-  if (!attr.acl.empty()) put_xfs_entry(entries, 0x10, kUndefinedId, (attr.mode >> 3) & 7), ++n;
-  put_xfs_entry(entries, 0x20, kUndefinedId, attr.mode & 7), ++n;
-  const uint32_t count = htobe32(n);
+    if (e.tag == AclEntry::Tag::Group) put_xfs_entry(entries, 0x08, e.id, e.perms);
+  if (!attr.acl.empty()) put_xfs_entry(entries, 0x10, kUndefinedId, (attr.mode >> 3) & 7);
+  put_xfs_entry(entries, 0x20, kUndefinedId, attr.mode & 7);
+  const uint32_t count = htobe32(static_cast<uint32_t>(entries.size() / kXfsEntryBytes));
   bytes_.assign(reinterpret_cast<const char*>(&count), 4);
   bytes_ += entries;
 }
