@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "coordinator/export/ktap.h"
+#include "coordinator/export/words.h"
 
 namespace leapfrog::coord::exports {
 
@@ -18,13 +19,6 @@ std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", v);
   return buf;
-}
-
-std::string verdict_word(v1::Verdict v) {
-  std::string n = v1::Verdict_Name(v);
-  if (n.rfind("VERDICT_", 0) == 0) n = n.substr(8);
-  for (char& c : n) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
-  return n;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "coordinator/export/words.h"
+
 namespace leapfrog::coord::exports {
 
 using nlohmann::json;
@@ -44,26 +46,6 @@ std::string kernel_key(const CampaignData& d, const std::string& label) {
   if (k && !k->inputs_hash().empty()) return label + "-" + k->inputs_hash().substr(0, 16);
   if (k && !k->sha256().empty()) return label + "-" + k->sha256().substr(0, 16);
   return label;
-}
-
-std::string alignment_name(v1::Alignment a) {
-  switch (a) {
-    case v1::ALIGNMENT_FUZZY:
-      return "fuzzy";
-    case v1::ALIGNMENT_FREE:
-      return "free";
-    case v1::ALIGNMENT_BOTH:
-      return "both";
-    default:
-      return "";
-  }
-}
-
-std::string verdict_word(v1::Verdict v) {
-  std::string n = v1::Verdict_Name(v);
-  if (n.rfind("VERDICT_", 0) == 0) n = n.substr(8);
-  for (char& c : n) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
-  return n;
 }
 
 std::string state_word(v1::JobState s) {

@@ -2,36 +2,20 @@
 
 #include "coordinator/export/ktap.h"
 
-#include <cctype>
 #include <sstream>
+
+#include "coordinator/export/words.h"
 
 namespace leapfrog::ktap {
 
 namespace {
 
+using coord::exports::alignment_name;
+using coord::exports::verdict_word;
+
 // Lines the kernel's kunit_parser.py stops at wherever they appear (KTAP_END).
 constexpr const char* kStopPhrases[] = {
     "List of all partitions:", "Kernel panic - not syncing: VFS:", "reboot: System halted"};
-
-std::string alignment_name(v1::Alignment a) {
-  switch (a) {
-    case v1::ALIGNMENT_FUZZY:
-      return "fuzzy";
-    case v1::ALIGNMENT_FREE:
-      return "free";
-    case v1::ALIGNMENT_BOTH:
-      return "both";
-    default:
-      return "unset";
-  }
-}
-
-std::string verdict_word(v1::Verdict v) {
-  std::string n = v1::Verdict_Name(v);
-  if (n.rfind("VERDICT_", 0) == 0) n = n.substr(8);
-  for (char& c : n) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
-  return n;
-}
 
 }  // namespace
 
@@ -84,7 +68,8 @@ std::string job_lines(const JobLines& job) {
   if (job.outcome && verdict != v1::VERDICT_UNSPECIFIED) {
     const v1::Outcome& o = *job.outcome;
     const v1::RaceStrategy& s = o.strategy();
-    note("strategy alignment=" + alignment_name(s.alignment()) + " observers=" +
+    const std::string alignment = alignment_name(s.alignment());
+    note("strategy alignment=" + (alignment.empty() ? "unset" : alignment) + " observers=" +
          std::to_string(s.observers()) + " aligned=" + std::to_string(s.aligned_observers()) +
          " pinned=" + (s.pinned() ? "yes" : "no") +
          (s.widening().empty() ? "" : " widening=" + s.widening()));
