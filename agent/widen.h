@@ -26,9 +26,9 @@ inline constexpr const char* kControlDir = "/sys/kernel/leapfrog_widen";
 // sorted: what choose() picks from on such a kernel, for the tests and the
 // detection bench that must know a seed's choice before the kernel boots.
 inline const std::vector<std::string> kBuiltInPoints = {
-    "acl_fetched",  "d_move",       "dotdot",           "dotdot_mountpoint", "exec_setid",
-    "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach", "mount_cross",
-    "setattr_copy", "step_into",    "step_validated"};
+    "acl_fetched", "d_move",       "dotdot",           "dotdot_mountpoint", "exec_setid",
+    "link_body",   "lookup_found", "may_lookup_after", "may_lookup_before", "mount_attach",
+    "mount_cross", "setattr_copy", "step_into",        "step_validated"};
 // In the VM image: why the kprobe module is not loaded (no module built for
 // the kernel, vermagic mismatch, insmod's error), or empty; see deploy/vm/init.
 inline constexpr const char* kKprobeStatusFile = "/run/leapfrog-widen-kprobe";
