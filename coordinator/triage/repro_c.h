@@ -21,7 +21,7 @@ class ReproError : public std::runtime_error {
 
 // Scenarios c_reproducer supports.
 inline constexpr const char* kReproScenarios =
-    "setattr-lookup, chown-lookup, rename-lookup, typeflip-lookup, exec-setid";
+    "setattr-lookup, chown-lookup, rename-lookup, typeflip-lookup, symlink-lookup, exec-setid";
 
 // The C source. `example` is the violation to reproduce (its op, path and
 // object pick the lookup and the mutated directory); empty picks stat of the

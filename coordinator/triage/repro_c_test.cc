@@ -6,6 +6,7 @@
 #include "coordinator/triage/repro_c.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,7 @@ TEST(ReproC, EverySupportedScenarioCompilesWithPlainCc) {
       c_reproducer(spec_of("rename-lookup"), stale_grant("open", "p1/x/f", "entry(p1, \"x\")")));
   compile(dir, "empty", c_reproducer(spec_of("setattr-lookup"), v1::Violation()));
   compile(dir, "typeflip", c_reproducer(spec_of("typeflip-lookup"), v1::Violation()));
+  compile(dir, "symlink", c_reproducer(spec_of("symlink-lookup"), v1::Violation()));
   compile(dir, "exec", c_reproducer(spec_of("exec-setid"), v1::Violation()));
   compile(dir, "script",
           c_reproducer(spec_of("exec-setid"),
@@ -92,7 +94,7 @@ TEST(ReproC, UnsupportedScenariosSaySoAndNameTheSupportedOnes) {
   } catch (const ReproError& e) {
     EXPECT_STREQ(e.what(),
                  "no C reproducer for scenario \"mount-lookup\": supported are setattr-lookup, "
-                 "chown-lookup, rename-lookup, typeflip-lookup, exec-setid");
+                 "chown-lookup, rename-lookup, typeflip-lookup, symlink-lookup, exec-setid");
   }
   EXPECT_THROW(c_reproducer(spec_of("rename-lookup"), stale_grant("stat", "e/d1/f", "")),
                ReproError);
@@ -162,6 +164,38 @@ TEST(ReproC, TypeflipFailsOnFuseCachedAndPassesElsewhere) {
   v.set_op("open");
   v.set_path("n/f");
   expect_fail_then_pass(spec_of("typeflip-lookup"), v, "typeflip", "stale-entry: open n/f");
+}
+
+// symlink-lookup judges a result no state explains (ENOENT through l) even
+// when a change overlapped the lookup; fuse-cached's stale entry for l fails
+// the ordinary judgement.
+TEST(ReproC, SymlinkFailsOnFuseCachedAndPassesElsewhere) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  v1::Violation v;
+  v.set_kind("stale-entry");
+  v.set_op("open");
+  v.set_path("l/f");
+  expect_fail_then_pass(spec_of("symlink-lookup"), v, "symlink", "stale-");
+}
+
+// The control for that judgement: looking up through a folder where l does
+// not exist gives ENOENT, which no state of l explains, and must fail the
+// run, overlapped by a change or not.
+TEST(ReproC, SymlinkFailsOnAResultNoStateExplains) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  TestDir dir;
+  const std::string bin =
+      compile(dir, "symlink", c_reproducer(spec_of("symlink-lookup"), v1::Violation()));
+  const std::string mutated = dir / "m", empty = dir / "empty";
+  ASSERT_EQ(mkdir(mutated.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(empty.c_str(), 0755), 0);
+  const std::string cmd = bin + " " + mutated + " " + empty + " 1 > " + (dir / "out") + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string out = slurp(dir / "out");
+  ASSERT_TRUE(WIFEXITED(st)) << out;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << out;
+  EXPECT_EQ(out.rfind("FAIL stale-entry: stat l/f gave ENOENT, which no state explains", 0), 0u)
+      << out;
 }
 
 TEST(ReproC, ExecSetidFailsOnFuseCachedAndPassesElsewhere) {
