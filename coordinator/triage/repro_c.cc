@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <regex>
 
+#include "scenarios/widen_request.h"
+
 namespace leapfrog::coord::triage {
 
 namespace {
@@ -25,6 +27,9 @@ const char* const kProgram = R"c(/*
  * LOOKUP_DIR   where the same tree is looked up (a second view, e.g. a FUSE
  *              mount of MUTATED_DIR); default MUTATED_DIR
  * SECONDS      time budget (default 10)
+ * Delay points: @WIDEN_TEXT@ (set through
+ *   /sys/kernel/leapfrog_widen/control, or $LEAPFROG_WIDEN_CONTROL, on a
+ *   kernel built with `leapfrog kernel build --widen`; off at the end)
  * Observers run as uid/gid @UID@. A lookup is judged only when no mutation
  * was in flight from just before it started to just after it returned; it
  * must then match the one state current all along, else "FAIL ..." (exit 1).
@@ -89,6 +94,45 @@ static void mkfile(const char *rel) {
   if (write(fd, "f\n", 2) != 2) die("write", p);
   close(fd);
   if (chmod(p, 0644) != 0) die("chmod", p);
+}
+
+/* The kernel delay points the run had ("POINT PROBABILITY_PPM DELAY_NS UID"),
+ * set through a `leapfrog kernel build --widen` kernel's control file. */
+static const char *const widen_points[] = {@WIDEN_POINTS@NULL};
+static const char *widen_control = "/sys/kernel/leapfrog_widen/control";
+
+/* One line per write, as the control file takes it. */
+static int widen_write(const char *line) {
+  char text[128];
+  int len = snprintf(text, sizeof text, "%s\n", line);
+  int fd = open(widen_control, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = write(fd, text, len) != len ? (errno ? errno : EIO) : 0;
+  close(fd);
+  return err;
+}
+
+/* Sets the points (on) or turns every point off; without the control file
+ * the race runs unwidened, and says so. */
+static void widen(int on) {
+  if (!widen_points[0]) return;
+  if (getenv("LEAPFROG_WIDEN_CONTROL")) widen_control = getenv("LEAPFROG_WIDEN_CONTROL");
+  if (!on) {
+    widen_write("off");
+    return;
+  }
+  for (int i = 0; widen_points[i]; i++) {
+    int err = widen_write(widen_points[i]);
+    if (err == ENOENT) {
+      fprintf(stderr, "warning: %s is missing (not a kernel built with Leapfrog's delay points): "
+              "racing without them\n", widen_control);
+      return;
+    }
+    if (err != 0) {
+      errno = err;
+      die("set the delay point", widen_points[i]);
+    }
+  }
 }
 
 /* ---- the scenario: @SCENARIO@ ---- */
@@ -188,6 +232,7 @@ int main(int argc, char **argv) {
   memset((void *)sh, 0, sizeof *sh);
   setup();
   sync();
+  widen(1);
   long deadline = now_ns() + (long)(seconds * 1e9);
   pid_t pids[OBSERVERS + 1];
   for (int i = 0; i <= OBSERVERS; i++) {
@@ -206,6 +251,7 @@ int main(int argc, char **argv) {
     }
   }
   for (int i = 0; i <= OBSERVERS; i++) waitpid(pids[i], NULL, 0);
+  widen(0);
   if (sh->state != 0) mutate(0);
   teardown();
   if (sh->failed) {
@@ -577,8 +623,27 @@ static const char *state_text(int state) {
     throw ReproError("no C reproducer for operation \"" + op +
                      "\": supported are stat, access, open");
   }
+  std::string widen_points, widen_text = "none";
+  if (!spec.widen().empty()) {
+    widen::Request w;
+    try {
+      w = widen::parse_request(spec.widen());
+    } catch (const std::exception& e) {
+      throw ReproError("bad widening \"" + spec.widen() + "\": " + e.what());
+    }
+    if (w.mode == widen::Request::Mode::Seed)
+      throw ReproError("the spec leaves the delay points to the seed; a reproducer needs them explicit "
+                       "(as replay and minimize set them) or off");
+    for (const auto& p : w.points)
+      widen_points += "\"" + c_text(p.name + " " + std::to_string(p.probability_ppm) + " " +
+                                     std::to_string(p.delay_ns) + " " + p.uid) +
+                      "\", ";
+    widen_text = w.points.empty() ? "off" : c_text(w.text);
+  }
   std::string out = kProgram;
   std::string spec_text = spec.ShortDebugString();
+  replace_all(out, "@WIDEN_POINTS@", widen_points);
+  replace_all(out, "@WIDEN_TEXT@", widen_text);
   replace_all(out, "@TITLE@",
               c_text(example.kind().empty() ? scenario : example.kind() + " in " + scenario));
   replace_all(out, "@SPEC@", c_text(spec_text));

@@ -198,6 +198,42 @@ TEST(ReproC, SymlinkFailsOnAResultNoStateExplains) {
       << out;
 }
 
+// The run's delay points go to the kernel's control file before the race
+// and "off" after it; a kernel without the points gets a warning and an
+// unwidened race. A spec that leaves the points to the seed cannot say
+// which points to set.
+TEST(ReproC, SetsTheRunsDelayPointsAndTurnsThemOff) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  v1::ScenarioSpec spec = spec_of("symlink-lookup");
+  spec.set_widen("link_body:500000:50000:65534,step_into:1000:2000:any");
+  TestDir dir;
+  const std::string source = c_reproducer(spec, v1::Violation());
+  EXPECT_NE(source.find("\"link_body 500000 50000 65534\", \"step_into 1000 2000 any\", NULL"),
+            std::string::npos)
+      << source;
+  const std::string bin = compile(dir, "widened", source);
+  const std::string tree = dir / "tree", control = dir / "control";
+  ASSERT_EQ(mkdir(tree.c_str(), 0755), 0);
+  std::ofstream(control).close();
+  const std::string run = bin + " " + tree + " " + tree + " 1 > " + (dir / "out") + " 2> " + (dir / "err");
+  ASSERT_EQ(std::system(("LEAPFROG_WIDEN_CONTROL=" + control + " " + run).c_str()), 0) << slurp(dir / "out");
+  EXPECT_EQ(slurp(control), "link_body 500000 50000 65534\nstep_into 1000 2000 any\noff\n");
+  EXPECT_EQ(slurp(dir / "out").rfind("PASS", 0), 0u) << slurp(dir / "out");
+
+  const std::string missing = dir / "no-such-control";
+  ASSERT_EQ(std::system(("LEAPFROG_WIDEN_CONTROL=" + missing + " " + run).c_str()), 0) << slurp(dir / "err");
+  EXPECT_NE(slurp(dir / "err").find("is missing (not a kernel built with Leapfrog's delay points)"),
+            std::string::npos)
+      << slurp(dir / "err");
+
+  spec.set_widen("off");
+  EXPECT_NE(c_reproducer(spec, v1::Violation()).find("widen_points[] = {NULL}"), std::string::npos);
+  spec.set_widen("seed");
+  EXPECT_THROW(c_reproducer(spec, v1::Violation()), ReproError);
+  spec.set_widen("link_body:lots");
+  EXPECT_THROW(c_reproducer(spec, v1::Violation()), ReproError);
+}
+
 TEST(ReproC, ExecSetidFailsOnFuseCachedAndPassesElsewhere) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   expect_fail_then_pass(spec_of("exec-setid"),
