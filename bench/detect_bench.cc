@@ -1,17 +1,24 @@
 // Detection power on real kernel bugs: the planted bug (tests/planted/) and
 // the corpus of reverted real fixes (tests/corpus/), each built with
-// Leapfrog's delay points (`--widen`) and raced in a VM with its scenario.
+// Leapfrog's delay points (`--widen`) and raced in a VM with its scenario,
+// and the findings on 6.1 as shipped (tests/findings/), raced against a
+// diagnostic patch that removes them.
 // For each bug, with widening off and on, side by side in one run:
 //   - jobs that detected it / jobs run (a violation, or a kernel crash);
 //   - median time and lookups to the first violation;
 //   - detections per minute of job wall time, and the on/off ratio;
-//   - the twin (6.1 as shipped, or the planted build with the bug off) with
-//     the same seeds: clean or not, and over how many lookups.
+//   - the twin (6.1 as shipped, the planted build with the bug off, or a
+//     finding's diagnostic patch) with the same seeds: clean or not, and
+//     over how many lookups; with --twin-lookups N, more seeds (each one's
+//     own widening) until the twin judged at least N lookups;
+//   - the host's load average over the row: under TCG the rates fall when
+//     the host is busy, so a row measured under load says so.
 // "Off" seeds are those whose widening choice is empty (one in four); "on"
 // seeds those whose choice holds the point inside the bug's window, so the
 // agent sets exactly what it sets in a campaign.
 //
-//   leapfrog_detect_bench [--seeds K] [--iterations N] [--only BUG] [--out FILE]
+//   leapfrog_detect_bench [--seeds K] [--iterations N] [--only BUG]
+//                         [--twin-lookups N] [--out FILE]
 //
 // Builds come from the kernel build cache (LEAPFROG_KBUILD_CACHE, default
 // /var/cache/leapfrog; a series switch rebuilds in about a minute). Needs
@@ -20,6 +27,8 @@
 
 #include <sys/utsname.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -55,24 +64,77 @@ struct Bug {
   std::string twin_cmdline;  // twin: the same build booted with this; else 6.1 as shipped
   std::string align = "fuzzy";  // the race's alignment (free: observers without a barrier)
   uint32_t min_delay_ns = 20'000;  // "on" seeds delay at the point at least this long
+  std::vector<std::string> twin_patches =
+      {};                  // a finding: the twin is 6.1 with these (a diagnostic)
+  std::string pin = "on";  // pin the actors to CPUs
 };
 
 const std::vector<Bug> kBugs = {
     {"planted per-CPU grant cache",
-     {"planted/0000-harmless-namei-comment.patch", "planted/0001-namei-per-cpu-search-grant-cache-PLANTED.patch"},
-     "setattr-lookup", "tmpfs", {}, "may_lookup_after", "leapfrog_planted=0"},
-    {"766c4cbfacd8 negative dentry", {"corpus/negative-dentry-766c4cbfacd8.patch"}, "typeflip-lookup", "ext4",
-     {}, "step_validated", ""},
-    {"b8a7a3a66747 ACL cache", {"corpus/acl-cache-b8a7a3a66747.patch"}, "acl-exec-deny", "xfs", {"evict=3"},
-     "acl_fetched", "", "free", 50'000},  // the hold must outlast xfs's ACL write
-    {"f50733b45d86 exec set-id", {"corpus/exec-setid-f50733b45d86.patch"}, "exec-setid", "ext4", {"toctou=1"},
-     "exec_setid", ""},
-    {"aed434ada685 .. across mount --move", {"corpus/dotdot-mount-aed434ada685.patch"}, "mount-move-dotdot",
-     "ext4", {"parents=0", "moved=0"}, "dotdot_mountpoint", ""},
-    {"20aac6c60981 mount crossing", {"corpus/mount-cross-20aac6c60981.patch"}, "rename-umount", "ext4", {"mounted=1"},
-     "mount_cross", ""},
-    {"4c0d7cd5c841 d_seq in __dentry_kill", {"corpus/dentry-kill-dseq-4c0d7cd5c841.patch"}, "typeflip-lookup",
-     "ext4", {}, "lookup_found", ""},
+     {"planted/0000-harmless-namei-comment.patch",
+      "planted/0001-namei-per-cpu-search-grant-cache-PLANTED.patch"},
+     "setattr-lookup",
+     "tmpfs",
+     {},
+     "may_lookup_after",
+     "leapfrog_planted=0"},
+    {"766c4cbfacd8 negative dentry",
+     {"corpus/negative-dentry-766c4cbfacd8.patch"},
+     "typeflip-lookup",
+     "ext4",
+     {},
+     "step_validated",
+     ""},
+    {"b8a7a3a66747 ACL cache",
+     {"corpus/acl-cache-b8a7a3a66747.patch"},
+     "acl-exec-deny",
+     "xfs",
+     {"evict=3"},
+     "acl_fetched",
+     "",
+     "free",
+     50'000},  // the hold must outlast xfs's ACL write
+    {"f50733b45d86 exec set-id",
+     {"corpus/exec-setid-f50733b45d86.patch"},
+     "exec-setid",
+     "ext4",
+     {"toctou=1"},
+     "exec_setid",
+     ""},
+    {"aed434ada685 .. across mount --move",
+     {"corpus/dotdot-mount-aed434ada685.patch"},
+     "mount-move-dotdot",
+     "ext4",
+     {"parents=0", "moved=0"},
+     "dotdot_mountpoint",
+     ""},
+    {"20aac6c60981 mount crossing",
+     {"corpus/mount-cross-20aac6c60981.patch"},
+     "rename-umount",
+     "ext4",
+     {"mounted=1"},
+     "mount_cross",
+     ""},
+    {"4c0d7cd5c841 d_seq in __dentry_kill",
+     {"corpus/dentry-kill-dseq-4c0d7cd5c841.patch"},
+     "typeflip-lookup",
+     "ext4",
+     {},
+     "lookup_found",
+     ""},
+    // The bug is 6.1 as shipped; the twin leaves a fast symlink's body alone
+    // at eviction. Free-running and unpinned, as the finding was minimized.
+    {"finding: symlink body cleared at eviction (6.1 as shipped)",
+     {},
+     "symlink-lookup",
+     "ext4",
+     {"ops=4"},
+     "link_body",
+     "",
+     "free",
+     20'000,
+     {"findings/ext4-fast-symlink-keep-body.patch"},
+     "off"},
 };
 
 double median(std::vector<double> v) {
@@ -135,10 +197,16 @@ struct Bench {
 
   // One job of `bug` on `label` with `seed`, waited for, into `t`.
   void job(const Bug& bug, const std::string& label, uint64_t seed, Tally& t) {
-    std::vector<std::string> args = {"campaign",     "run",        "--name",     "detect", "--scenario",
-                                     bug.scenario,   "--fs",       bug.fs,       "--kernel", label,
-                                     "--iterations", iterations,   "--first-seed", std::to_string(seed),
-                                     "--seeds",      "1",          "--align",    bug.align, "--pin",   "on",
+    std::vector<std::string> args = {"campaign",     "run",
+                                     "--name",       "detect",
+                                     "--scenario",   bug.scenario,
+                                     "--fs",         bug.fs,
+                                     "--kernel",     label,
+                                     "--iterations", iterations,
+                                     "--first-seed", std::to_string(seed),
+                                     "--seeds",      "1",
+                                     "--align",      bug.align,
+                                     "--pin",        bug.pin,
                                      "--wait",       "--json"};
     for (const auto& p : bug.params) args.insert(args.end(), {"--param", p});
     const auto started = Clock::now();
@@ -187,6 +255,7 @@ std::string cell(const Tally& t) {
 
 int main(int argc, char** argv) {
   size_t seeds = 3;
+  uint64_t twin_lookups = 0;
   std::string only, out_file, iterations = "2000";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -194,8 +263,13 @@ int main(int argc, char** argv) {
     else if (a == "--iterations") iterations = v;
     else if (a == "--only") only = v;
     else if (a == "--out") out_file = v;
+    else if (a == "--twin-lookups")
+      twin_lookups = std::stoull(v);
     else {
-      std::fprintf(stderr, "usage: %s [--seeds K] [--iterations N] [--only BUG] [--out FILE]\n", argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--seeds K] [--iterations N] [--only BUG] [--twin-lookups N] [--out FILE]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -216,29 +290,54 @@ int main(int argc, char** argv) {
   auto twin_vm = b.boot("twin");
 
   std::string table =
-      "| bug | scenario | off: detected | off: s to first | off: lookups to first | off: per min | on: detected | "
-      "on: s to first | on: lookups to first | on: per min | on/off per min | twin: clean · lookups judged |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "| bug | scenario | off: detected | off: s to first | off: lookups to first | off: per min | "
+      "on: detected | "
+      "on: s to first | on: lookups to first | on: per min | on/off per min | twin: clean · "
+      "lookups judged | "
+      "load |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Bug& bug : kBugs) {
     if (!only.empty() && bug.name.find(only) == std::string::npos) continue;
-    const std::string label = "bug" + std::to_string(&bug - kBugs.data());
-    if (!b.build(label, bug.patches, "")) continue;
+    // A finding's bug is 6.1 as shipped, the shared "twin" build.
+    const bool finding = bug.patches.empty();
+    const std::string label = finding ? "twin" : "bug" + std::to_string(&bug - kBugs.data());
+    if (!finding && !b.build(label, bug.patches, "")) continue;
     std::string twin = "twin";
     std::unique_ptr<Proc> own_twin;
-    if (!bug.twin_cmdline.empty()) {
+    if (!bug.twin_cmdline.empty() || !bug.twin_patches.empty()) {
       twin = label + "-off";
-      if (!b.build(twin, bug.patches, bug.twin_cmdline)) continue;
+      if (!b.build(twin, bug.twin_cmdline.empty() ? bug.twin_patches : bug.patches,
+                   bug.twin_cmdline))
+        continue;
       own_twin = b.boot(twin);
     }
-    auto vm = b.boot(label);
+    std::unique_ptr<Proc> vm = finding ? nullptr : b.boot(label);
+    double load_before[1] = {0}, load_after[1] = {0};
+    getloadavg(load_before, 1);
     Tally off, on, twin_t;
+    std::vector<uint64_t> used;
     for (const bool widen : {false, true}) {
       for (const uint64_t seed : pick_seeds(bug.point, bug.min_delay_ns, widen, seeds)) {
         b.job(bug, label, seed, widen ? on : off);
         b.job(bug, twin, seed, twin_t);
+        used.push_back(seed);
       }
     }
-    vm->stop();
+    // More twin jobs, each seed with its own widening, until the twin judged
+    // twin_lookups (at most 2000 jobs; stop early if jobs judge nothing).
+    int empty_in_a_row = 0;
+    for (uint64_t seed = 1; twin_t.lookups < twin_lookups && twin_t.runs < 2000; ++seed) {
+      if (std::find(used.begin(), used.end(), seed) != used.end()) continue;
+      const uint64_t before = twin_t.lookups;
+      b.job(bug, twin, seed, twin_t);
+      empty_in_a_row = twin_t.lookups == before ? empty_in_a_row + 1 : 0;
+      if (empty_in_a_row == 3) {
+        twin_t.notes = "three twin jobs in a row judged no lookup: --twin-lookups stopped";
+        break;
+      }
+    }
+    getloadavg(load_after, 1);
+    if (vm) vm->stop();
     if (own_twin) own_twin->stop();
     const double off_rate = off.wall_min > 0 ? off.detected / off.wall_min : 0;
     const double on_rate = on.wall_min > 0 ? on.detected / on.wall_min : 0;
@@ -252,7 +351,10 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(twin_t.lookups));
     std::string row = "| " + bug.name + " | `" + bug.scenario + "` " + bug.fs;
     for (const auto& p : bug.params) row += " " + p;
-    row += " | " + cell(off) + " | " + cell(on) + " | " + ratio + " | " + twin_cell + " |\n";
+    char load[48];
+    std::snprintf(load, sizeof load, "%.1f → %.1f", load_before[0], load_after[0]);
+    row += " | " + cell(off) + " | " + cell(on) + " | " + ratio + " | " + twin_cell + " | " + load +
+           " |\n";
     table += row;
     std::printf("%s", row.c_str());
     std::fflush(stdout);
@@ -267,9 +369,12 @@ int main(int argc, char** argv) {
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-  const std::string head = std::string("Measured ") + date + " on " + u.nodename + " (" + u.machine + ", " +
-                           std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs), VMs under QEMU TCG with 2 vCPUs; " +
-                           std::to_string(seeds) + " seeds per cell, " + iterations + " rounds per job.\n\n";
+  const std::string head =
+      std::string("Measured ") + date + " on " + u.nodename + " (" + u.machine + ", " +
+      std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs), VMs under QEMU TCG with 2 vCPUs; " +
+      std::to_string(seeds) + " seeds per cell, " + iterations + " rounds per job" +
+      (twin_lookups ? ", twins raced to " + std::to_string(twin_lookups) + " lookups" : "") +
+      "; load: the host's 1-minute load average before and after the row.\n\n";
   std::printf("\n%s%s", head.c_str(), table.c_str());
   if (!out_file.empty()) std::ofstream(out_file) << head << table;
   return 0;
