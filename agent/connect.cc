@@ -28,6 +28,7 @@
 
 #include "agent/kernel_log.h"
 #include "agent/outcome_proto.h"
+#include "coordinator/bounds.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "scenarios/fs/view.h"
 #include "scenarios/fs/workspace.h"
@@ -643,6 +644,13 @@ class Agent {
       outcome.set_verdict(v1::VERDICT_KERNEL_CRASH);
       outcome.set_error(why);
     }
+    // The coordinator refuses an outcome over its cap: trim it here, saying
+    // what went, rather than have the report refused and dropped.
+    if (const size_t bytes = outcome.ByteSizeLong(); fit_outcome(outcome, coord::kMaxOutcomeBytes))
+      spdlog::warn(
+          "job.outcome_trimmed job={} bytes={} now={} violations_kept={} violation_count={}",
+          job.job_id(), bytes, outcome.ByteSizeLong(), outcome.violations_size(),
+          outcome.violation_count());
     std::error_code ec;
     try {
       finish(job, outcome);

@@ -104,6 +104,77 @@ v1::Outcome outcome_from_json(const std::string& text) {
   return o;
 }
 
+namespace {
+
+// outcome_json as an object (an empty one if it is not JSON).
+json raw_of(const v1::Outcome& o) {
+  json raw = json::parse(o.outcome_json(), nullptr, false);
+  return raw.is_object() ? raw : json::object();
+}
+
+void add_note(v1::Outcome& o, const std::string& note) {
+  json raw = raw_of(o);
+  if (!raw.contains("notes") || !raw["notes"].is_array()) raw["notes"] = json::array();
+  raw["notes"].push_back(note);
+  o.set_outcome_json(raw.dump());
+}
+
+std::string tail_of(const std::string& s, size_t keep) {
+  return s.size() <= keep
+             ? s
+             : "[" + std::to_string(s.size() - keep) + " bytes cut] " + s.substr(s.size() - keep);
+}
+
+}  // namespace
+
+bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
+  const size_t before = o.ByteSizeLong();
+  if (before <= max_bytes) return false;
+  const std::string why = "the outcome was " + std::to_string(before) +
+                          " bytes, over the coordinator's " + std::to_string(max_bytes) + ": ";
+  json raw = raw_of(o);
+  if (raw.contains("violations")) {
+    raw.erase("violations");
+    o.set_outcome_json(raw.dump());
+    add_note(o, why + "outcome_json dropped its copy of the violations (they are in the outcome)");
+  }
+  size_t dropped_history = 0;
+  for (int i = o.violations_size() - 1; i >= 0 && o.ByteSizeLong() > max_bytes; --i) {
+    json d = json::parse(o.violations(i).detail_json(), nullptr, false);
+    if (!d.is_object() || !d.contains("history")) continue;
+    d.erase("history");
+    o.mutable_violations(i)->set_detail_json(d.dump());
+    ++dropped_history;
+  }
+  if (dropped_history)
+    add_note(o,
+             why + std::to_string(dropped_history) + " violations dropped their history excerpts");
+  size_t dropped = 0;
+  while (o.violations_size() > 1 && o.ByteSizeLong() > max_bytes) {
+    o.mutable_violations()->RemoveLast();
+    ++dropped;
+  }
+  if (dropped)
+    add_note(o, why + "the last " + std::to_string(dropped) + " violations were dropped (" +
+                    std::to_string(o.violations_size()) +
+                    " kept; violation_count still counts all " +
+                    std::to_string(o.violation_count()) + ")");
+  if (o.ByteSizeLong() > max_bytes) {
+    o.set_error(tail_of(o.error(), 64 << 10));
+    o.set_console_tail(tail_of(o.console_tail(), 64 << 10));
+    add_note(o, why + "error and console_tail keep their last 64 KiB");
+  }
+  if (o.ByteSizeLong() > max_bytes) {
+    o.set_outcome_json(json{{"notes", raw_of(o).value("notes", json::array())}}.dump());
+    add_note(o, why + "outcome_json kept only its notes");
+  }
+  if (o.ByteSizeLong() > max_bytes && o.violations_size() > 0) {
+    o.mutable_violations(0)->set_detail_json("{}");
+    add_note(o, why + "the one violation kept dropped its detail (its fields are kept)");
+  }
+  return true;
+}
+
 v1::Outcome error_outcome(const std::string& why) {
   v1::Outcome o;
   o.set_verdict(v1::VERDICT_ERROR);

@@ -14,4 +14,14 @@ v1::Outcome outcome_from_json(const std::string& json_text);
 // An ERROR outcome carrying `why` (the run did not produce an outcome).
 v1::Outcome error_outcome(const std::string& why);
 
+// Makes `o` fit in `max_bytes` serialized (the coordinator refuses larger
+// outcomes) and says what it left out; the verdict and every count stay.
+// In order, until it fits: outcome_json loses its copy of the violations;
+// violations lose their history excerpts, last first; the last violations
+// go (violation_count and violations_by_kind still count them); error and
+// console_tail keep their last 64 KiB; outcome_json keeps only its notes;
+// the one violation left drops its detail. Each step adds a note to
+// outcome_json's "notes". Returns false if nothing needed trimming.
+bool fit_outcome(v1::Outcome& o, size_t max_bytes);
+
 }  // namespace leapfrog

@@ -1,0 +1,123 @@
+// fit_outcome(): an outcome over the coordinator's cap keeps its verdict and
+// counts, loses details in a fixed order, and says what it lost.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/outcome_proto.h"
+#include "coordinator/bounds.h"
+
+namespace leapfrog {
+namespace {
+
+using nlohmann::json;
+
+// A violation outcome with `n` violations, each with a history excerpt of
+// `history_bytes`, and outcome_json carrying them too (as the child writes).
+v1::Outcome big(int n, size_t history_bytes) {
+  json raw = {{"verdict", "violation"},
+              {"notes", json::array({"a note of the run"})},
+              {"violations", json::array()}};
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_VIOLATION);
+  o.set_lookups_checked(1000);
+  o.set_violation_count(5000);
+  (*o.mutable_violations_by_kind())["stale-entry"] = 5000;
+  for (int i = 0; i < n; ++i) {
+    json d = {{"kind", "stale-entry"},
+              {"path", "l/f"},
+              {"record", i},
+              {"history", json::array({std::string(history_bytes, 'h')})}};
+    raw["violations"].push_back(d);
+    auto* v = o.add_violations();
+    v->set_kind("stale-entry");
+    v->set_path("l/f");
+    v->set_observed("error ENOENT");
+    v->set_invoke_ns(i);
+    v->set_detail_json(d.dump());
+  }
+  o.set_outcome_json(raw.dump());
+  return o;
+}
+
+std::vector<std::string> notes_of(const v1::Outcome& o) {
+  return json::parse(o.outcome_json()).at("notes").get<std::vector<std::string>>();
+}
+
+TEST(FitOutcome, AnOutcomeThatFitsIsLeftAlone) {
+  v1::Outcome o = big(3, 100);
+  const std::string before = o.SerializeAsString();
+  EXPECT_FALSE(fit_outcome(o, coord::kMaxOutcomeBytes));
+  EXPECT_EQ(o.SerializeAsString(), before);
+}
+
+TEST(FitOutcome, HistoriesGoFirstAndEveryViolationStays) {
+  // 50 violations of 12 KB each, twice over (outcome_json): ~1.2 MB.
+  v1::Outcome o = big(50, 12 << 10);
+  ASSERT_GT(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_TRUE(fit_outcome(o, coord::kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_EQ(o.violations_size(), 50);
+  EXPECT_EQ(o.verdict(), v1::VERDICT_VIOLATION);
+  EXPECT_EQ(o.violation_count(), 5000u);
+  EXPECT_EQ(o.violations_by_kind().at("stale-entry"), 5000u);
+  const json raw = json::parse(o.outcome_json());
+  EXPECT_FALSE(raw.contains("violations"));
+  const auto notes = notes_of(o);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], "a note of the run");
+  EXPECT_NE(notes[1].find("outcome_json dropped its copy of the violations"), std::string::npos)
+      << notes[1];
+}
+
+TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
+  // Each history alone is 40 KB: 50 of them do not fit even once.
+  v1::Outcome o = big(50, 40 << 10);
+  EXPECT_TRUE(fit_outcome(o, coord::kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_EQ(o.violations_size(), 50) << "dropping histories should have been enough";
+  // The histories went from the last violation backwards: the first kept theirs.
+  EXPECT_TRUE(json::parse(o.violations(0).detail_json()).contains("history"));
+  EXPECT_FALSE(json::parse(o.violations(49).detail_json()).contains("history"));
+
+  // Violations too big without their history: the last ones are dropped.
+  v1::Outcome fat;
+  fat.set_verdict(v1::VERDICT_VIOLATION);
+  fat.set_violation_count(300);
+  for (int i = 0; i < 300; ++i) {
+    auto* v = fat.add_violations();
+    v->set_kind("stale-grant");
+    v->set_invoke_ns(i);
+    v->set_detail_json(json{{"steps", std::string(8 << 10, 's')}}.dump());
+  }
+  EXPECT_TRUE(fit_outcome(fat, coord::kMaxOutcomeBytes));
+  EXPECT_LE(fat.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_GT(fat.violations_size(), 1);
+  EXPECT_LT(fat.violations_size(), 300);
+  EXPECT_EQ(fat.violations(0).invoke_ns(), 0) << "the first violations are the ones kept";
+  EXPECT_EQ(fat.violation_count(), 300u);
+  const auto notes = notes_of(fat);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes.back().find("violations were dropped (" + std::to_string(fat.violations_size()) +
+                              " kept; violation_count still counts all 300)"),
+            std::string::npos)
+      << notes.back();
+}
+
+TEST(FitOutcome, AHugeErrorKeepsItsTail) {
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_ERROR);
+  o.set_error(std::string(3 << 20, 'e') + "the end of the error");
+  o.set_outcome_json("not json");
+  EXPECT_TRUE(fit_outcome(o, coord::kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_EQ(o.verdict(), v1::VERDICT_ERROR);
+  EXPECT_NE(o.error().find("the end of the error"), std::string::npos);
+  EXPECT_EQ(o.error().rfind("[", 0), 0u) << o.error().substr(0, 40);
+  EXPECT_NE(notes_of(o).back().find("error and console_tail keep their last 64 KiB"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace leapfrog
