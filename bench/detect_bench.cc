@@ -9,8 +9,9 @@
 //   - detections per minute of job wall time, and the on/off ratio;
 //   - the twin (6.1 as shipped, the planted build with the bug off, or a
 //     finding's diagnostic patch) with the same seeds: clean or not, and
-//     over how many lookups; with --twin-lookups N, more seeds (each one's
-//     own widening) until the twin judged at least N lookups;
+//     over how many lookups; with --twin-lookups N, for each bug the row
+//     detected, more seeds (each one's own widening) until its twin judged
+//     at least N lookups;
 //   - the host's load average over the row: under TCG the rates fall when
 //     the host is busy, so a row measured under load says so.
 // "Off" seeds are those whose widening choice is empty (one in four); "on"
@@ -323,10 +324,12 @@ int main(int argc, char** argv) {
         used.push_back(seed);
       }
     }
-    // More twin jobs, each seed with its own widening, until the twin judged
-    // twin_lookups (at most 2000 jobs; stop early if jobs judge nothing).
+    // For a bug the row detected: more twin jobs, each seed with its own
+    // widening, until the twin judged twin_lookups (at most 2000 jobs; stop
+    // early if jobs judge nothing).
     int empty_in_a_row = 0;
-    for (uint64_t seed = 1; twin_t.lookups < twin_lookups && twin_t.runs < 2000; ++seed) {
+    const bool detected = off.detected + on.detected > 0;
+    for (uint64_t seed = 1; detected && twin_t.lookups < twin_lookups && twin_t.runs < 2000; ++seed) {
       if (std::find(used.begin(), used.end(), seed) != used.end()) continue;
       const uint64_t before = twin_t.lookups;
       b.job(bug, twin, seed, twin_t);
