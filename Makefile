@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build test bench demo clean format fuzz
+.PHONY: deps configure build test bench demo deb clean format fuzz
 
 deps:
 	@bash deploy/install-deps.sh
@@ -27,6 +27,10 @@ fuzz: deps
 
 demo: build
 	@bash deploy/demo.sh $(BUILD_DIR)
+
+# The Debian package of the build (deploy/debian/build-deb.sh; docs/deploy.md).
+deb: build
+	@bash deploy/debian/build-deb.sh $(BUILD_DIR) dist
 
 format:
 	@clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -25,6 +25,9 @@ packages=(
   python3-jsonschema libxml2-utils python3
   # fuzz targets (make fuzz; issue 19): clang with libFuzzer, ASan and UBSan
   clang libfuzzer-14-dev
+  # packaging (make deb; issue 21): dpkg-shlibdeps and lintian check the
+  # package, systemd-analyze its units, python3-yaml reads deploy/kubernetes/
+  dpkg-dev lintian systemd python3-yaml
 )
 
 # The headers of each installed Debian kernel (linux-image-6.1.0-57-amd64 ->
