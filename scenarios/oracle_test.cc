@@ -615,6 +615,19 @@ TEST(OracleGolden, ExecSetidIllegal) {
   EXPECT_EQ(kind_count(r, ViolationKind::StaleDeny), 1u);
 }
 
+// f50733b45d86's shape: the exec's permission check saw one version and its
+// set-uid came from another, which the caller could not execute. A set-id
+// gain must come from a version that also lets the caller execute the file
+// (the kernel reloads the mode under the inode lock and rechecks MAY_EXEC
+// there); the fixed kernel's answer to the same race, its own ids, is legal.
+TEST(OracleGolden, ExecSetidGainMustComeFromAnExecutableVersion) {
+  auto r = check_golden("exec_setid_toctou.jsonl");
+  EXPECT_EQ(r.lookups_checked, 4u);
+  ASSERT_EQ(r.violation_count, 1u);
+  EXPECT_EQ(kind_count(r, ViolationKind::StaleGrant), 1u);
+  EXPECT_EQ(r.violations[0].invoke, 50);
+}
+
 TEST(Oracle, AclDenyEntryHoldsForOneUserOnly) {
   TreeModel tree(kOpen);
   Attr deny = kOpen;

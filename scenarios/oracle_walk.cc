@@ -330,9 +330,16 @@ bool Checker::ids_explained(State& s, TimeNs t, TimeNs b, const LookupRecord& r,
   }
   const Cred& c = h_.header.actors[r.actor].cred;
   const auto& vs = objects_[obj].versions;
+  // A set-id gain must come from a version that also lets the caller execute
+  // the file: the kernel reloads the mode under the inode lock and checks
+  // MAY_EXEC again there (f50733b45d86), so ids from a version the caller
+  // could not execute mean the exec mixed two versions.
+  const bool gain = r.euid != c.uid || r.egid != c.gid;
   for (const Version* v = first_reaching(vs, t); v && v != vs.data() + vs.size() && v->start <= b;
        ++v) {
-    if (exec_ids_possible(values_[v->value].attr, c, r.euid, r.egid)) return true;
+    if (exec_ids_possible(values_[v->value].attr, c, r.euid, r.egid) &&
+        (!gain || grants(v->value, r.actor, kMayExec)))
+      return true;
   }
   if (ignore_perms) {
     if (s.denied_step == 0) {
