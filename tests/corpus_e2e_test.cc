@@ -206,6 +206,31 @@ TEST_F(CorpusE2E, TheAclCacheRaceIsCaughtWithWideningAndItsTwinIsClean) {
   EXPECT_GE(caught, 1) << text << logs();
 }
 
+// f50733b45d86 reverted: bprm_fill_uid() no longer checks MAY_EXEC again
+// under the inode lock where it reloads the set-id bits. exec-setid toctou=1
+// flips the helper between 0755 and 04754 (set-uid to the second uid, no exec
+// for others): an exec whose permission check saw 0755 takes the set-uid of
+// 04754, a version it could not execute. The oracle judged that legal until
+// it required a set-id gain to come from an executable version; since then
+// the bench catches it in every job, with the point or without (the window
+// spans exec's ELF load). Free-running. The twin, raced alike, is clean.
+TEST_F(CorpusE2E, TheExecSetidToctouIsCaughtAndItsTwinIsClean) {
+  std::string text;
+  const auto pairs = race_against_twin("corpus-exec", "exec-setid-f50733b45d86.patch",
+                                       {"exec-setid", {"toctou=1"}, "ext4", "free", "2000"},
+                                       seeds_widening("exec_setid", 2, 200000, 20000), text);
+  ASSERT_EQ(pairs.size(), 2u);
+  int caught = 0;
+  for (const auto& p : pairs) {
+    EXPECT_NE(p.bad[0][0], "3") << p.bad[0][2];  // never VERDICT_ERROR
+    if (p.bad[0][0] == "2") {
+      ++caught;
+      EXPECT_EQ(p.bad[0][1], "stale-grant") << text;
+    }
+  }
+  EXPECT_GE(caught, 1) << text << logs();
+}
+
 // The finding of tests/findings/README.md, on 6.1 as shipped (the twin of
 // the tests above): symlink-lookup renames a fresh symlink over "l", which
 // always points to "open" (holds f) or "closed" (0700), and an observer's
