@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/process_util.h"
@@ -99,6 +101,30 @@ TEST_F(ScalingE2E, MoreTasksThanCpusSaysSo) {
                               "point_ms=20", "warmup_ms=0", "samples=2"});
   for (const auto& w : fit["scale_host"]["warnings"])
     EXPECT_EQ(w.get<std::string>().find("tasks on"), std::string::npos) << w;
+}
+
+TEST_F(ScalingE2E, OtherWorkDuringTheRunSaysLoaded) {
+  // The positive control of the load check: this process keeps every CPU
+  // busy while one lseek1 task runs.
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> burners;
+  for (unsigned i = 0; i < cpus; ++i)
+    burners.emplace_back([&stop] {
+      volatile uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) n = n + 1;
+    });
+  const json o =
+      scale_run({"max_tasks=1", "test=4", "mode=2", "point_ms=200", "warmup_ms=50", "samples=3"});
+  stop = true;
+  for (auto& t : burners) t.join();
+  ASSERT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+  EXPECT_GT(o["scale_host"]["max_other_load"].get<double>(), 0.5) << o["scale_host"].dump();
+  bool loaded = false;
+  for (const auto& w : o["scale_host"]["warnings"])
+    loaded |= w.get<std::string>().rfind("loaded: other work used", 0) == 0;
+  EXPECT_TRUE(loaded) << o["scale_host"].dump();
+  for (const auto& p : o["scale"]) EXPECT_GT(p["other_load"].get<double>(), 0.3) << p.dump();
 }
 
 }  // namespace

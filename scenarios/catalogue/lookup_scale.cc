@@ -39,6 +39,7 @@ constexpr double kLoadedCpus = 0.5;
 
 struct alignas(64) Counter {
   std::atomic<uint64_t> ops{0};
+  std::atomic<int32_t> pid{0};
   std::atomic<int32_t> tid{0};
 };
 
@@ -78,6 +79,7 @@ struct LookupPaths {
 void task_main(Board* b, const Testcase& tc, uint32_t task, const scale::PointFiles& files,
                int cpu) {
   scale::pin_to(cpu);
+  b->counters[task].pid.store(static_cast<int32_t>(getpid()));
   b->counters[task].tid.store(static_cast<int32_t>(syscall(SYS_gettid)));
   scale::TaskFiles f;
   bool ok = true;
@@ -103,7 +105,8 @@ uint64_t total_ops(Board* b, uint32_t tasks) {
 
 uint64_t task_ticks(Board* b, uint32_t tasks) {
   uint64_t ticks = 0;
-  for (uint32_t t = 0; t < tasks; ++t) ticks += scale::thread_cpu_ticks(b->counters[t].tid.load());
+  for (uint32_t t = 0; t < tasks; ++t)
+    ticks += scale::thread_cpu_ticks(b->counters[t].pid.load(), b->counters[t].tid.load());
   return ticks;
 }
 
@@ -116,6 +119,7 @@ PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
   b->ready = 0;
   for (auto& c : b->counters) {
     c.ops = 0;
+    c.pid = 0;
     c.tid = 0;
   }
   const std::string dir =

@@ -81,8 +81,8 @@ double idle_pct(const CpuTimes& before, const CpuTimes& after) {
   return 100 * idle / (busy + idle);
 }
 
-uint64_t thread_cpu_ticks(pid_t tid) {
-  std::ifstream f("/proc/" + std::to_string(tid) + "/stat");
+uint64_t thread_cpu_ticks(pid_t pid, pid_t tid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
   std::string line;
   if (!std::getline(f, line)) return 0;
   // The command name may hold spaces and parentheses: fields start after the last ')'.

@@ -28,8 +28,9 @@ CpuTimes read_cpu_times();
 // Percentage of CPU time idle between two readings (100 when none passed).
 double idle_pct(const CpuTimes& before, const CpuTimes& after);
 
-// utime + stime of one thread (any tid), in clock ticks; 0 when unreadable.
-uint64_t thread_cpu_ticks(pid_t tid);
+// utime + stime of thread `tid` of process `pid`, in clock ticks; 0 when
+// unreadable. (/proc/<tid>/stat alone would sum the whole thread group.)
+uint64_t thread_cpu_ticks(pid_t pid, pid_t tid);
 // Clock ticks per second.
 double ticks_per_second();
 
