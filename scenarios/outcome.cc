@@ -111,7 +111,9 @@ json to_json(const ScalePoint& p) {
           {"ci95_low", p.ci_low},
           {"ci95_high", p.ci_high},
           {"idle_pct", p.idle_pct},
-          {"other_load", p.other_load}};
+          {"other_load", p.other_load},
+          {"task_cpu_s", p.task_cpu_s},
+          {"window_s", p.window_s}};
 }
 
 ScalePoint scale_point_from_json(const json& j) {
@@ -126,6 +128,8 @@ ScalePoint scale_point_from_json(const json& j) {
   p.ci_high = j.value("ci95_high", p.ops_per_sec);
   p.idle_pct = j.value("idle_pct", -1.0);
   p.other_load = j.value("other_load", -1.0);
+  p.task_cpu_s = j.value("task_cpu_s", 0.0);
+  p.window_s = j.value("window_s", 0.0);
   return p;
 }
 

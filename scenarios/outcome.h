@@ -27,6 +27,8 @@ struct ScalePoint {
   double ci_low = 0, ci_high = 0;  // 95 % interval of the mean
   double idle_pct = -1;    // CPU idle over the samples (will-it-scale's *_idle); -1: unknown
   double other_load = -1;  // CPUs' worth of time used by everything but the tasks; -1: unknown
+  double task_cpu_s = 0;   // CPU time the tasks ran over the samples (0: unknown)
+  double window_s = 0;     // wall time of the samples (0: unknown)
 };
 
 // The machine a lookup-scale run measured on, and whether it was fit to.

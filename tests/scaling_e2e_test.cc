@@ -58,15 +58,22 @@ TEST_F(ScalingE2E, OffersWillItScaleTestcasesWithSamplesAndIntervals) {
   // system and on tmpfs.
   for (const std::string fs : {"tmpfs", "ext4"}) {
     const json o =
-        scale_run({"max_tasks=1", "point_ms=20", "warmup_ms=10", "samples=3", "mode=2"}, fs);
+        scale_run({"max_tasks=1", "point_ms=20", "warmup_ms=20", "samples=3", "mode=2"}, fs);
     ASSERT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+    bool loaded = false;
+    for (const auto& w : o["scale_host"]["warnings"])
+      loaded |= w.get<std::string>().rfind("loaded:", 0) == 0;
     std::set<std::string> seen;
+    size_t ran = 0;
     for (const auto& p : o["scale"]) {
       seen.insert(p["test"].get<std::string>() + "/" + p["mode"].get<std::string>());
       ASSERT_EQ(p["samples"].size(), 3u) << p.dump();
       EXPECT_EQ(p["n"], 3);
       const double mean = p["ops_per_sec"];
-      EXPECT_GT(mean, 0) << p.dump();
+      ran += mean > 0;
+      // A task pinned to a CPU that other work holds may not run in 60 ms:
+      // the run must then say it was loaded.
+      if (mean <= 0) EXPECT_TRUE(loaded && p["other_load"].get<double>() > 0.5) << p.dump();
       EXPECT_LE(p["ci95_low"].get<double>(), mean);
       EXPECT_GE(p["ci95_high"].get<double>(), mean);
       EXPECT_GE(p["stddev"].get<double>(), 0);
@@ -79,6 +86,7 @@ TEST_F(ScalingE2E, OffersWillItScaleTestcasesWithSamplesAndIntervals) {
     for (const char* t : {"access-same", "access-separate", "stat-same", "stat-separate"})
       EXPECT_TRUE(seen.count(std::string(t) + "/processes")) << t;
     EXPECT_EQ(seen.size(), 34u);
+    EXPECT_GT(ran, seen.size() / 2) << o["scale_host"].dump();
     EXPECT_GE(o["scale_host"]["cpus"].get<int>(), 1);
     EXPECT_DOUBLE_EQ(o["scale_host"]["sample_s"].get<double>(), 0.02);
   }

@@ -36,6 +36,8 @@ constexpr uint32_t kMaxTasks = 64;
 constexpr uint32_t kMaxSamples = 30;
 // Other work beyond this many CPUs' worth during a point marks the run loaded.
 constexpr double kLoadedCpus = 0.5;
+// Longest wait, after the warm-up, for every task to have started iterating.
+constexpr TimeNs kStartWait = 10'000'000'000;
 
 struct alignas(64) Counter {
   std::atomic<uint64_t> ops{0};
@@ -48,6 +50,8 @@ struct PointResult {
   double samples[kMaxSamples];
   double idle_pct = -1;
   double other_load = -1;
+  double task_cpu_s = 0;  // CPU time the tasks ran over the samples
+  double window_s = 0;    // wall time of the samples
 };
 
 struct Board {
@@ -103,11 +107,11 @@ uint64_t total_ops(Board* b, uint32_t tasks) {
   return total;
 }
 
-uint64_t task_ticks(Board* b, uint32_t tasks) {
-  uint64_t ticks = 0;
+uint64_t task_cpu_ns(Board* b, uint32_t tasks) {
+  uint64_t ns = 0;
   for (uint32_t t = 0; t < tasks; ++t)
-    ticks += scale::thread_cpu_ticks(b->counters[t].pid.load(), b->counters[t].tid.load());
-  return ticks;
+    ns += scale::thread_cpu_ns(b->counters[t].pid.load(), b->counters[t].tid.load());
+  return ns;
 }
 
 // Measures one point: `tasks` tasks of `tc`, a warm-up, then the samples.
@@ -150,8 +154,19 @@ PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
   PointResult r;
   // The sleeps are the measurement intervals themselves, not synchronisation.
   std::this_thread::sleep_for(std::chrono::nanoseconds(tm.warmup));
+  // On a busy machine a task may not have run yet: the samples start once
+  // every task has iterated (or after kStartWait, then the point shows it).
+  const TimeNs started_by = now_ns() + kStartWait;
+  auto all_started = [&] {
+    for (uint32_t t = 0; t < tasks; ++t)
+      if (b->counters[t].ops.load(std::memory_order_relaxed) == 0 && !b->failed.load())
+        return false;
+    return true;
+  };
+  while (!all_started() && now_ns() < started_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const scale::CpuTimes cpu0 = scale::read_cpu_times();
-  const uint64_t ticks0 = task_ticks(b, tasks);
+  const uint64_t cpu_ns0 = task_cpu_ns(b, tasks);
   const TimeNs start = now_ns();
   TimeNs t0 = start;
   uint64_t c0 = total_ops(b, tasks);
@@ -164,16 +179,17 @@ PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
     c0 = c1;
   }
   const scale::CpuTimes cpu1 = scale::read_cpu_times();
-  const uint64_t ticks1 = task_ticks(b, tasks);
+  const uint64_t cpu_ns1 = task_cpu_ns(b, tasks);
   const double window_s = static_cast<double>(now_ns() - start) / 1e9;
   b->stop.store(1);
   for (auto& th : pool) th.join();
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
   if (b->failed.load()) throw std::runtime_error(b->error);
   r.idle_pct = scale::idle_pct(cpu0, cpu1);
-  const double busy = static_cast<double>(cpu1.busy - cpu0.busy);
-  const double mine = static_cast<double>(ticks1 - ticks0);
-  r.other_load = std::max(0.0, (busy - mine) / scale::ticks_per_second() / window_s);
+  const double busy_s = static_cast<double>(cpu1.busy - cpu0.busy) / scale::ticks_per_second();
+  r.task_cpu_s = static_cast<double>(cpu_ns1 - cpu_ns0) / 1e9;
+  r.window_s = window_s;
+  r.other_load = std::max(0.0, (busy_s - r.task_cpu_s) / window_s);
   return r;
 }
 
@@ -305,6 +321,8 @@ class LookupScale : public Scenario {
           p.ci_high = s.ci_high;
           p.idle_pct = r.idle_pct;
           p.other_load = r.other_load;
+          p.task_cpu_s = r.task_cpu_s;
+          p.window_s = r.window_s;
           if (r.other_load > host.max_other_load) {
             host.max_other_load = r.other_load;
             busiest = p.test + " " + p.mode + " " + std::to_string(n) + " tasks";

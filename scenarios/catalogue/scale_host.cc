@@ -81,8 +81,14 @@ double idle_pct(const CpuTimes& before, const CpuTimes& after) {
   return 100 * idle / (busy + idle);
 }
 
-uint64_t thread_cpu_ticks(pid_t pid, pid_t tid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat");
+uint64_t thread_cpu_ns(pid_t pid, pid_t tid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
+  {
+    std::ifstream f(dir + "/schedstat");
+    uint64_t ns = 0;
+    if (f >> ns) return ns;
+  }
+  std::ifstream f(dir + "/stat");
   std::string line;
   if (!std::getline(f, line)) return 0;
   // The command name may hold spaces and parentheses: fields start after the last ')'.
@@ -95,7 +101,7 @@ uint64_t thread_cpu_ticks(pid_t pid, pid_t tid) {
   for (int i = 3; i <= 13 && rest >> field; ++i) {
   }
   rest >> utime >> stime;
-  return utime + stime;
+  return static_cast<uint64_t>(static_cast<double>(utime + stime) / ticks_per_second() * 1e9);
 }
 
 double ticks_per_second() {

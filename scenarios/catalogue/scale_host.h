@@ -28,9 +28,10 @@ CpuTimes read_cpu_times();
 // Percentage of CPU time idle between two readings (100 when none passed).
 double idle_pct(const CpuTimes& before, const CpuTimes& after);
 
-// utime + stime of thread `tid` of process `pid`, in clock ticks; 0 when
-// unreadable. (/proc/<tid>/stat alone would sum the whole thread group.)
-uint64_t thread_cpu_ticks(pid_t pid, pid_t tid);
+// CPU time thread `tid` of process `pid` has run, in ns: its schedstat, or
+// utime + stime (clock-tick resolution) without one; 0 when unreadable.
+// (/proc/<tid>/... alone would sum the whole thread group.)
+uint64_t thread_cpu_ns(pid_t pid, pid_t tid);
 // Clock ticks per second.
 double ticks_per_second();
 
