@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# make bench: harness overhead (recorded vs bare lookup loop), oracle throughput, and the
+# make bench: harness overhead (recorded vs bare lookup loop), lookup-scale vs bare syscall loops,
+# oracle throughput, and the
 # coordinator's lease and ingest throughput against raw SQL, and the dashboard HTTP server under
 # 200 concurrent GETs (needs root: it starts PostgreSQL).
 set -euo pipefail
 build=${1:-build}
 echo "== harness overhead =="
 "$build/bin/leapfrog_harness_bench" 2>/dev/null
+echo
+echo "== lookup-scale vs a bare loop of the same syscalls, per testcase =="
+"$build/bin/leapfrog_scale_bench" 2>/dev/null
 echo
 echo "== oracle throughput (one core) =="
 "$build/bin/leapfrog_oracle_bench" --benchmark_counters_tabular=true 2>/dev/null

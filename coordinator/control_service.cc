@@ -1,6 +1,7 @@
 #include "coordinator/control_service.h"
 
 #include "coordinator/bounds.h"
+#include "coordinator/scaling.h"
 #include "coordinator/schedule/cron.h"
 #include "coordinator/wire_paths.h"
 
@@ -169,6 +170,22 @@ Status ControlServiceImpl::ListKernels(grpc::ServerContext* ctx, const v1::ListK
   LEAPFROG_AUTH(ctx);
   return guarded("ListKernels", [&] {
     for (auto& k : store_.list_kernels()) *resp->add_kernels() = std::move(k);
+    return Status::OK;
+  });
+}
+
+Status ControlServiceImpl::GetScaling(grpc::ServerContext* ctx, const v1::GetScalingRequest* req,
+                                      v1::GetScalingResponse* resp) {
+  LEAPFROG_AUTH(ctx);
+  return guarded("GetScaling", [&] {
+    const std::vector<std::string> kernels(req->kernels().begin(), req->kernels().end());
+    try {
+      ScalingRuns runs = latest_scaling_runs(store_, kernels);
+      for (auto& k : runs.available) resp->add_available(std::move(k));
+      for (auto& r : runs.runs) *resp->add_runs() = std::move(r);
+    } catch (const NoScalingRun& e) {
+      return Status(StatusCode::NOT_FOUND, e.what());
+    }
     return Status::OK;
   });
 }

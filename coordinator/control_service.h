@@ -31,6 +31,8 @@ class ControlServiceImpl final : public v1::ControlService::Service {
                               v1::RemoveScheduleResponse*) override;
   grpc::Status AddKernel(grpc::ServerContext*, const v1::AddKernelRequest*, v1::Kernel*) override;
   grpc::Status ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*, v1::ListKernelsResponse*) override;
+  grpc::Status GetScaling(grpc::ServerContext*, const v1::GetScalingRequest*,
+                          v1::GetScalingResponse*) override;
 
  private:
   // Campaign::warnings for `c` (see unserved() in campaign.h); `log` also

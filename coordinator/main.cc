@@ -13,6 +13,7 @@
 #include "coordinator/cli/client.h"
 #include "coordinator/cli/export_cmds.h"
 #include "coordinator/cli/kbuild_cmds.h"
+#include "coordinator/cli/scaling_cmds.h"
 #include "coordinator/cli/server_cmds.h"
 #include "coordinator/cli/triage_cmds.h"
 #include "coordinator/cli/vm_cmds.h"
@@ -148,6 +149,7 @@ int main(int argc, char** argv) {
 
   auto triage_cmds = add_triage_commands(app);
   ExportCommands export_cmds(app);
+  ScalingCommands scaling_cmds(app);
 
   // Global flags (--json, --data-dir, ...) may also follow the verb.
   for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
@@ -180,6 +182,8 @@ int main(int argc, char** argv) {
     }
     if (auto rc = triage_cmds->run([&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json)) return *rc;
     if (export_cmds.parsed()) return export_cmds.run(coordinator, token_file, data_dir);
+    if (scaling_cmds.parsed())
+      return scaling_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (kbuild_cmds.parsed()) return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (vm_cmds.parsed()) return vm_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), data_dir, json);
     Client client(resolve_endpoint(coordinator, token_file, data_dir));

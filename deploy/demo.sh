@@ -45,7 +45,7 @@ args=()
 for s in "${all[@]}"; do args+=(--scenario "$s"); done
 echo "campaign 1: every scenario on tmpfs"
 tmpfs_json=$(lf campaign run --name demo-tmpfs "${args[@]}" --fs tmpfs --duration 1s \
-  --param point_ms=50 --param mode=0 --param test=0 --wait --json) || exit 2
+  --param point_ms=50 --param warmup_ms=50 --param samples=3 --param mode=0 --param test=0 --wait --json) || exit 2
 echo "campaign 2: the positive control (fuse-cached) and its negative (fuse-direct)"
 control_json=$(lf campaign run --name demo-control --scenario setattr-lookup --scenario rename-lookup \
   --fs fuse-cached --fs fuse-direct --duration 2s --wait --json) || exit 2

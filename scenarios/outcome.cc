@@ -100,6 +100,39 @@ void note_detection(Outcome& o, const History& h) {
   o.ops_to_first_violation = n;
 }
 
+json to_json(const ScalePoint& p) {
+  return {{"test", p.test},
+          {"mode", p.mode},
+          {"tasks", p.tasks},
+          {"ops_per_sec", p.ops_per_sec},
+          {"samples", p.samples},
+          {"n", p.samples.size()},
+          {"stddev", p.stddev},
+          {"ci95_low", p.ci_low},
+          {"ci95_high", p.ci_high},
+          {"idle_pct", p.idle_pct},
+          {"other_load", p.other_load},
+          {"task_cpu_s", p.task_cpu_s},
+          {"window_s", p.window_s}};
+}
+
+ScalePoint scale_point_from_json(const json& j) {
+  ScalePoint p;
+  p.test = j.at("test").get<std::string>();
+  p.mode = j.at("mode").get<std::string>();
+  p.tasks = j.at("tasks").get<uint32_t>();
+  p.ops_per_sec = j.at("ops_per_sec").get<double>();
+  if (j.contains("samples")) p.samples = j["samples"].get<std::vector<double>>();
+  p.stddev = j.value("stddev", 0.0);
+  p.ci_low = j.value("ci95_low", p.ops_per_sec);
+  p.ci_high = j.value("ci95_high", p.ops_per_sec);
+  p.idle_pct = j.value("idle_pct", -1.0);
+  p.other_load = j.value("other_load", -1.0);
+  p.task_cpu_s = j.value("task_cpu_s", 0.0);
+  p.window_s = j.value("window_s", 0.0);
+  return p;
+}
+
 json to_json(const Outcome& o) {
   json by_kind = json::object();
   for (int k = 0; k < kViolationKinds; ++k)
@@ -107,8 +140,7 @@ json to_json(const Outcome& o) {
   json violations = json::array();
   for (const auto& v : o.check.violations) violations.push_back(to_json(v));
   json scale = json::array();
-  for (const auto& p : o.scale)
-    scale.push_back({{"test", p.test}, {"mode", p.mode}, {"tasks", p.tasks}, {"ops_per_sec", p.ops_per_sec}});
+  for (const auto& p : o.scale) scale.push_back(to_json(p));
   json j{{"scenario", o.scenario},
          {"seed", o.seed},
          {"fs", o.fs},
@@ -142,7 +174,15 @@ json to_json(const Outcome& o) {
            {"warmup_rounds", o.timing.warmup_rounds}}},
          {"notes", o.notes},
          {"widening", to_json(o.widening)}};
-  if (!o.scale.empty()) j["scale"] = scale;
+  if (!o.scale.empty()) {
+    j["scale"] = scale;
+    j["scale_host"] = {{"cpus", o.scale_host.cpus},
+                       {"sample_s", o.scale_host.sample_s},
+                       {"warmup_s", o.scale_host.warmup_s},
+                       {"max_other_load", o.scale_host.max_other_load},
+                       {"load_average", o.scale_host.load_average},
+                       {"warnings", o.scale_host.warnings}};
+  }
   if (!o.error.empty()) j["error"] = o.error;
   return j;
 }
@@ -204,8 +244,11 @@ std::string to_text(const Outcome& o) {
     }
   }
   for (const auto& p : o.scale) {
-    std::snprintf(buf, sizeof buf, "  %-14s %-9s tasks=%-3u ops/s=%.0f", p.test.c_str(), p.mode.c_str(), p.tasks,
-                  p.ops_per_sec);
+    std::snprintf(buf, sizeof buf,
+                  "  %-15s %-9s tasks=%-3u ops/s=%.0f ±%.1f%% (n=%zu, idle %.0f%%)", p.test.c_str(),
+                  p.mode.c_str(), p.tasks, p.ops_per_sec,
+                  p.ops_per_sec > 0 ? 100 * (p.ci_high - p.ops_per_sec) / p.ops_per_sec : 0.0,
+                  p.samples.size(), p.idle_pct);
     s << buf << '\n';
   }
   for (const auto& n : o.notes) s << "  note: " << n << '\n';

@@ -15,12 +15,30 @@
 
 namespace leapfrog {
 
-// One will-it-scale style measurement.
+// One will-it-scale style measurement: a testcase at a task count, sampled
+// after a warm-up.
 struct ScalePoint {
-  std::string test;  // e.g. "access-same", "lseek"
+  std::string test;  // e.g. "access-same", "lseek1"
   std::string mode;  // "processes" or "threads"
   uint32_t tasks = 0;
-  double ops_per_sec = 0;
+  double ops_per_sec = 0;       // mean over the samples, summed over tasks
+  std::vector<double> samples;  // ops/s of each timed sample (empty: only the mean is known)
+  double stddev = 0;
+  double ci_low = 0, ci_high = 0;  // 95 % interval of the mean
+  double idle_pct = -1;    // CPU idle over the samples (will-it-scale's *_idle); -1: unknown
+  double other_load = -1;  // CPUs' worth of time used by everything but the tasks; -1: unknown
+  double task_cpu_s = 0;   // CPU time the tasks ran over the samples (0: unknown)
+  double window_s = 0;     // wall time of the samples (0: unknown)
+};
+
+// The machine a lookup-scale run measured on, and whether it was fit to.
+struct ScaleHost {
+  uint32_t cpus = 0;                  // CPUs the tasks could use
+  double sample_s = 0;                // length of one timed sample
+  double warmup_s = 0;                // warm-up before the samples of each point
+  double max_other_load = 0;          // the highest other_load of any point
+  double load_average = -1;           // 1-minute load average at the end
+  std::vector<std::string> warnings;  // "3 tasks on 2 CPUs", "loaded: ..."
 };
 
 // One kernel delay point as a run set it (kernels built with `leapfrog
@@ -73,6 +91,7 @@ struct Outcome {
   TimeNs first_violation_ns = -1;
   uint64_t ops_to_first_violation = 0;
   std::vector<ScalePoint> scale;
+  ScaleHost scale_host;  // set with scale
   std::vector<std::string> notes;
   Widening widening;
 };
@@ -85,6 +104,10 @@ nlohmann::json to_json(const Outcome& o);
 nlohmann::json to_json(const Violation& v);
 nlohmann::json to_json(const Widening& w);
 nlohmann::json to_json(const Strategy& s);
+nlohmann::json to_json(const ScalePoint& p);
+// Reads a point back from to_json (older outcomes lack the samples). Throws
+// nlohmann::json::exception when a required field is missing.
+ScalePoint scale_point_from_json(const nlohmann::json& j);
 // Widening in one line, for Strategy::widening: "off (why)" or
 // "on (what chose them): POINT PPMppm NSns uid UID, ...".
 std::string summary(const Widening& w);

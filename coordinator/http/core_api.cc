@@ -14,6 +14,7 @@
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/http_server.h"
+#include "coordinator/scaling.h"
 
 namespace leapfrog::coord {
 
@@ -23,8 +24,6 @@ namespace {
 
 constexpr uint32_t kTrendNights = 14;
 constexpr uint32_t kCampaignScan = 200;
-constexpr uint32_t kScaleScan = 500;
-constexpr const char* kScaleScenario = "lookup-scale";
 
 v1::Campaign campaign_or_404(Store& store, int64_t id) {
   auto c = store.get_campaign(id);
@@ -126,37 +125,38 @@ v1::Schedule schedule_or_404(Store& store, int64_t id) {
   throw HttpError(404, "no schedule \"" + std::to_string(id) + "\"");
 }
 
-// Latest passing lookup-scale run per kernel (or only `kernels`), with its points.
-json scaling(ApiContext& ctx, const std::vector<std::string>& kernels) {
-  OutcomeFilter f;
-  f.scenario = kScaleScenario;
-  f.limit = kScaleScan;
-  std::map<std::string, json> latest;
-  std::set<std::string> available;
-  for (const auto& o : ctx.store.find_outcomes(f)) {
-    if (o.outcome().verdict() != v1::VERDICT_PASS) continue;
-    json j = to_json(o);
-    if (j["scale"].empty()) continue;
-    available.insert(o.kernel_label());
-    if (!kernels.empty() &&
-        std::find(kernels.begin(), kernels.end(), o.kernel_label()) == kernels.end())
-      continue;
-    if (latest.count(o.kernel_label())) continue;  // most recent first
-    latest[o.kernel_label()] = json{{"kernel", o.kernel_label()},      {"job_id", o.job_id()},
-                                    {"campaign_id", o.campaign_id()},  {"fs", o.spec().fs()},
-                                    {"reported_at", j["reported_at"]}, {"points", j["scale"]}};
+// Latest passing lookup-scale run per kernel (or only `kernels`), with its
+// points and machine; with two kernels, the second against the first, point
+// by point (coordinator/scaling.h).
+json scaling(ApiContext& ctx, const std::vector<std::string>& kernels, const std::string& test) {
+  ScalingRuns found;
+  try {
+    found = latest_scaling_runs(ctx.store, kernels);
+  } catch (const NoScalingRun& e) {
+    throw HttpError(404, e.what());
   }
   json runs = json::array();
-  if (kernels.empty()) {
-    for (auto& [k, r] : latest) runs.push_back(r);
-  } else {
-    for (const auto& k : kernels) {
-      if (!latest.count(k))
-        throw HttpError(404, "no passing lookup-scale run on kernel \"" + k + "\"");
-      runs.push_back(latest[k]);
-    }
+  for (const auto& o : found.runs) {
+    json j = to_json(o);
+    runs.push_back(json{{"kernel", o.kernel_label()},
+                        {"job_id", o.job_id()},
+                        {"campaign_id", o.campaign_id()},
+                        {"fs", o.spec().fs()},
+                        {"reported_at", j["reported_at"]},
+                        {"points", j["scale"]},
+                        {"host", scale_host(o)}});
   }
-  return json{{"kernels", available}, {"runs", runs}};
+  json out{{"kernels", found.available}, {"runs", runs}, {"comparison", nullptr}};
+  if (found.runs.size() == 2) {
+    json cmp = json::array();
+    for (const auto& c :
+         compare_points(scale_points(found.runs[0]), scale_points(found.runs[1]), test))
+      cmp.push_back(to_json(c));
+    out["comparison"] = json{{"before", found.runs[0].kernel_label()},
+                             {"after", found.runs[1].kernel_label()},
+                             {"points", cmp}};
+  }
+  return out;
 }
 
 }  // namespace
@@ -248,7 +248,7 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     std::vector<std::string> kernels;
     for (size_t i = 0; i < req.get_param_value_count("kernel"); ++i)
       kernels.push_back(req.get_param_value("kernel", i));
-    return scaling(ctx, kernels);
+    return scaling(ctx, kernels, req.get_param_value("test"));
   });
 }
 

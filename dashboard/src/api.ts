@@ -139,7 +139,49 @@ export interface ScalePoint {
   test: string;
   mode: string;
   tasks: number;
+  // Mean over the samples, summed over tasks.
   ops_per_sec: number;
+  // The timed samples and their 95 % interval (absent from older runs).
+  samples?: number[];
+  n?: number;
+  stddev?: number;
+  ci95_low?: number;
+  ci95_high?: number;
+  idle_pct?: number;
+  other_load?: number;
+}
+
+// The machine a lookup-scale run measured on (Outcome JSON "scale_host").
+export interface ScaleHost {
+  cpus: number;
+  sample_s: number;
+  warmup_s: number;
+  max_other_load: number;
+  load_average: number;
+  warnings: string[];
+}
+
+// One summary side of a compared point.
+export interface ScaleSummary {
+  n: number;
+  mean: number;
+  stddev: number;
+  ci95_low: number;
+  ci95_high: number;
+}
+
+// A point of the second run against the first (Welch's t-test).
+export interface ScaleChange {
+  test: string;
+  mode: string;
+  tasks: number;
+  before: ScaleSummary;
+  after: ScaleSummary;
+  change_pct: number;
+  ci95_low_pct: number;
+  ci95_high_pct: number;
+  p_value: number | null;
+  verdict: 'significant' | 'within noise' | 'too few samples';
 }
 
 // How a run raced (Outcome.strategy): what the spec fixed, what the seed chose.

@@ -76,7 +76,24 @@ try {
   await lf.api('POST', `/api/schedules/${sched.body.id}/enabled`, { enabled: false }, lf.token);
   // lookup-scale on two kernels (host and the k2 stand-in), by the CLI.
   lf.cli(['campaign', 'run', '--name', 'scale-e2e', '--scenario', 'lookup-scale', '--kernel', 'host', '--kernel', 'k2',
-    '--fs', 'tmpfs', '--param', 'point_ms=40', '--param', 'mode=0', '--param', 'test=0', '--param', 'max_tasks=2', '--wait']);
+    '--fs', 'tmpfs', '--param', 'point_ms=40', '--param', 'warmup_ms=20', '--param', 'samples=3', '--param', 'mode=0', '--param', 'test=0',
+    '--param', 'max_tasks=2', '--wait']);
+  // Two runs with known samples: the 1-task points identical, the 2-task one
+  // 30 % faster, so the table must say "within noise" and "significant".
+  const base = [1000, 1012, 991, 1006, 995];
+  const scalePoint = (tasks, samples) => {
+    const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+    const sd = Math.sqrt(samples.reduce((a, x) => a + (x - mean) ** 2, 0) / (samples.length - 1));
+    const half = (2.776445 * sd) / Math.sqrt(samples.length);
+    return { test: 'lseek1', mode: 'processes', tasks, ops_per_sec: mean, samples, n: samples.length, stddev: sd,
+      ci95_low: mean - half, ci95_high: mean + half, idle_pct: 0, other_load: 0 };
+  };
+  const host = { cpus: 2, sample_s: 1, warmup_s: 1, max_other_load: 0, load_average: 0.5, warnings: [] };
+  lf.insertScaleOutcome('scale-a', { scenario: 'lookup-scale', verdict: 'pass', scale_host: host,
+    scale: [scalePoint(1, base), scalePoint(2, base.map((x) => 2 * x))] });
+  lf.insertScaleOutcome('scale-b', { scenario: 'lookup-scale', verdict: 'pass',
+    scale_host: { ...host, warnings: ['2 tasks on 1 CPUs: points above 1 tasks share CPUs'] },
+    scale: [scalePoint(1, base), scalePoint(2, base.map((x) => 2.6 * x))] });
   const nightly = await waitFor('the nightly campaign to finish', 180_000, async () => {
     const { body } = await lf.api('GET', `/api/campaigns/${nightlyId}`);
     return body.campaign.state === 'done' && body;
@@ -246,7 +263,43 @@ try {
     await page.waitForSelector('#scaling-chart canvas');
     const rows = await page.$$eval('#scaling-compare tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
     assert(rows.length >= 2, `compare rows ${JSON.stringify(rows)}`);
-    for (const r of rows) assert(/^[+-]\d+\.\d %$/.test(r[3]), `change column ${r[3]}`);
+    for (const r of rows) {
+      assert(/^[+-]\d+\.\d %$/.test(r[3]), `change column ${r[3]}`);
+      assert(['significant', 'within noise'].includes(r[6]), `verdict column ${r[6]}`);
+    }
+    const bars = Number(await page.getAttribute('#scaling-chart', 'data-error-bars'));
+    assert(bars >= 4, `error bars drawn: ${bars}`);
+  });
+
+  await check('scaling marks a change within noise or significant, with error bars', async () => {
+    await visit('/scaling?kernel=scale-a&kernel=scale-b', 'scaling-significance');
+    await page.waitForSelector('#scaling-compare tbody tr');
+    const rows = await page.$$eval('#scaling-compare tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    assert(rows.length === 2, `compare rows ${JSON.stringify(rows)}`);
+    assert(rows[0][0] === '1' && rows[0][3] === '+0.0 %' && rows[0][6] === 'within noise', `1 task: ${JSON.stringify(rows[0])}`);
+    assert(rows[1][0] === '2' && rows[1][3] === '+30.0 %' && rows[1][6] === 'significant', `2 tasks: ${JSON.stringify(rows[1])}`);
+    assert(/± \d+\.\d %/.test(rows[1][1]), `interval in ${rows[1][1]}`);
+    assert((await page.$$('#scaling-compare .sig-within-noise')).length === 1, 'no "within noise" label');
+    const bars = Number(await page.getAttribute('#scaling-chart', 'data-error-bars'));
+    assert(bars === 4, `error bars drawn: ${bars}`);
+    const warn = await page.textContent('#scaling-runs');
+    assert(warn.includes('2 tasks on 1 CPUs'), `machine warning: ${warn}`);
+  });
+
+  await check('scaling CLI: compare says within noise and significant; csv is will-it-scale\'s', async () => {
+    const text = lf.cli(['scaling', 'compare', 'scale-a', 'scale-b', '--test', 'lseek1']);
+    const lines = text.split('\n');
+    const one = lines.find((l) => /^lseek1\s+processes\s+1 /.test(l));
+    const two = lines.find((l) => /^lseek1\s+processes\s+2 /.test(l));
+    assert(one && one.includes('within noise'), `1 task: ${text}`);
+    assert(two && two.includes('significant') && two.includes('+30.0%'), `2 tasks: ${text}`);
+    assert(text.includes('scale-b: 2 tasks on 1 CPUs'), `warnings: ${text}`);
+    const j = JSON.parse(lf.cli(['scaling', 'compare', 'scale-a', 'scale-b', '--json']));
+    assert(j.points.map((p) => p.verdict).join() === 'within noise,significant', JSON.stringify(j.points));
+    const csv = lf.cli(['scaling', 'csv', 'scale-a', '--test', 'lseek1']).trim().split('\n');
+    assert(csv[0] === 'tasks,processes,processes_idle,threads,threads_idle,linear', csv[0]);
+    assert(csv[1] === '0,0,100,0,100,0', csv[1]);
+    assert(csv[2] === '1,1000,0.00,-1,-1.00,1000' && csv[3] === '2,2001,0.00,-1,-1.00,2000', csv.join('|'));
   });
 
   await check('agents show kernel, place and heartbeat', async () => {

@@ -115,6 +115,28 @@ export class Leapfrog {
     return execFileSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-q', '-At', '-c', sql], { encoding: 'utf8' }).trim();
   }
 
+  // Stores a passing lookup-scale job on `kernel` whose outcome JSON is
+  // `outcomeJson`, as an agent's report would be stored; returns the job id.
+  insertScaleOutcome(kernel, outcomeJson) {
+    const campaign = Buffer.concat([pbString(1, `scale-${kernel}`), pbString(2, 'lookup-scale'), pbString(3, kernel), pbString(4, 'tmpfs')]);
+    const spec = Buffer.concat([pbString(1, 'lookup-scale'), pbVarint(2, 1), pbString(3, 'tmpfs')]);
+    const outcome = Buffer.concat([pbVarint(1, 1), pbString(14, JSON.stringify(outcomeJson))]);
+    const hex = (b) => `decode('${b.toString('hex')}', 'hex')`;
+    const out = this.psql(`
+      WITH c AS (INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)
+                 VALUES ('scale-${kernel}', ${hex(campaign)}, 0, 1, now()) RETURNING id),
+           a AS (SELECT id FROM agents ORDER BY name LIMIT 1),
+           j AS (INSERT INTO jobs (campaign_id, scenario, fs, kernel_label, spec, state, attempt, max_attempts,
+                                   agent_id, verdict, finished_at)
+                 SELECT c.id, 'lookup-scale', 'tmpfs', '${kernel}', ${hex(spec)}, 'done', 1, 3, a.id, 1, now()
+                 FROM c, a RETURNING id, campaign_id, agent_id)
+      INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked,
+                            violation_count, race_window_hits, error, outcome, reported_at)
+      SELECT id, 1, campaign_id, agent_id, 1, 0, 0, 0, 0, 0, '', ${hex(outcome)}, now() FROM j
+      RETURNING job_id`);
+    return Number(out.split('\n')[0]);
+  }
+
   // Stores a done job whose outcome is a kernel crash with `console` as its
   // console tail, as a VM agent's report would be stored; returns the job id.
   insertCrashOutcome(console) {

@@ -1,10 +1,12 @@
-// lookup-scale: will-it-scale style throughput of lookups and file-offset
-// operations for 1..N tasks, as processes and as threads, optionally with a
-// background mutator dirtying a directory on the path. No oracle: it reports
-// ops/s per task count.
+// lookup-scale: will-it-scale's file testcases (lseek1.., readseek1.., open1..,
+// unlink1.., pread1..) under their own names, and access/stat lookups at depth
+// N, for 1..N tasks as processes and as threads, optionally with a background
+// mutator dirtying a directory on the lookup path. Run as will-it-scale runs
+// them: one task per core first, then SMT siblings; a warm-up, then timed
+// samples; ops/s summed over the tasks. No oracle: it reports each point's
+// samples, mean and interval, and says when the machine was too small or busy.
 
-#include <fcntl.h>
-#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,45 +18,40 @@
 
 #include "scenarios/catalogue/catalogue.h"
 #include "scenarios/catalogue/common.h"
+#include "scenarios/catalogue/scale_host.h"
+#include "scenarios/catalogue/scale_testcases.h"
 #include "scenarios/clock.h"
 #include "scenarios/shared_region.h"
+#include "scenarios/stats/sample_stats.h"
 #include "scenarios/sys/posix_ops.h"
 
 namespace leapfrog::catalogue {
 namespace {
 
-constexpr uint32_t kMaxTasks = 64;
+using scale::kTestcaseCount;
+using scale::kTestcases;
+using scale::Testcase;
 
-enum class Test {
-  AccessSame,
-  AccessSeparate,
-  StatSame,
-  StatSeparate,
-  OpenSame,
-  OpenSeparate,
-  Lseek,
-  LseekShared,
-  Readseek
-};
-struct TestInfo {
-  Test test;
-  const char* name;
-};
-constexpr TestInfo kTests[] = {
-    {Test::AccessSame, "access-same"},
-    {Test::AccessSeparate, "access-separate"},
-    {Test::StatSame, "stat-same"},
-    {Test::StatSeparate, "stat-separate"},
-    {Test::OpenSame, "open-same"},
-    {Test::OpenSeparate, "open-separate"},
-    {Test::Lseek, "lseek"},
-    {Test::LseekShared, "lseek-shared"},
-    {Test::Readseek, "readseek"},
-};
-constexpr int kTestCount = sizeof kTests / sizeof kTests[0];
+constexpr uint32_t kMaxTasks = 64;
+constexpr uint32_t kMaxSamples = 30;
+// Other work beyond this many CPUs' worth during a point marks the run loaded.
+constexpr double kLoadedCpus = 0.5;
+// Longest wait, after the warm-up, for every task to have started iterating.
+constexpr TimeNs kStartWait = 10'000'000'000;
 
 struct alignas(64) Counter {
   std::atomic<uint64_t> ops{0};
+  std::atomic<int32_t> pid{0};
+  std::atomic<int32_t> tid{0};
+};
+
+struct PointResult {
+  uint32_t n = 0;
+  double samples[kMaxSamples];
+  double idle_pct = -1;
+  double other_load = -1;
+  double task_cpu_s = 0;  // CPU time the tasks ran over the samples
+  double window_s = 0;    // wall time of the samples
 };
 
 struct Board {
@@ -63,130 +60,183 @@ struct Board {
   std::atomic<uint32_t> ready{0};
   std::atomic<uint32_t> failed{0};
   Counter counters[kMaxTasks];
-  double results[kTestCount][2][kMaxTasks + 1];  // ops/s by test, mode, tasks
+  PointResult results[kTestcaseCount][2][kMaxTasks + 1];  // by test, mode, tasks
   char error[256];
+
+  void fail(const std::string& why) {
+    if (failed.exchange(1) == 0) std::strncpy(error, why.c_str(), sizeof error - 1);
+  }
 };
 
-struct Paths {
+struct Timing {
+  TimeNs warmup;
+  TimeNs sample;
+  uint32_t samples;
+};
+
+struct LookupPaths {
   std::string same;                   // relative to the lookup root
   std::vector<std::string> separate;  // one per task
 };
 
-// One task's loop. Runs until the board says stop.
-void task_loop(Board* b, Test test, uint32_t task, const Paths& p, int shared_fd) {
-  const char* same = p.same.c_str();
-  const char* mine = p.separate[task].c_str();
-  int fd = -1;
-  if (test == Test::Lseek || test == Test::Readseek) fd = ::open(mine, O_RDONLY | O_CLOEXEC);
-  if (test == Test::LseekShared) fd = shared_fd;
+// One task: pinned, opens its files, then iterates from go to stop.
+void task_main(Board* b, const Testcase& tc, uint32_t task, const scale::PointFiles& files,
+               int cpu) {
+  scale::pin_to(cpu);
+  b->counters[task].pid.store(static_cast<int32_t>(getpid()));
+  b->counters[task].tid.store(static_cast<int32_t>(syscall(SYS_gettid)));
+  scale::TaskFiles f;
+  bool ok = true;
+  try {
+    f = files.open_task(task);
+  } catch (const std::exception& e) {
+    b->fail(std::string(tc.name) + " task " + std::to_string(task) + ": " + e.what());
+    ok = false;
+  }
   b->ready.fetch_add(1);
   while (!b->go.load(std::memory_order_acquire)) __builtin_ia32_pause();
-  uint64_t n = 0;
-  char c;
-  struct stat st;
-  std::atomic<uint64_t>& out = b->counters[task].ops;
-  while (!b->stop.load(std::memory_order_relaxed)) {
-    switch (test) {
-      case Test::AccessSame:
-        ::access(same, R_OK);
-        break;
-      case Test::AccessSeparate:
-        ::access(mine, R_OK);
-        break;
-      case Test::StatSame:
-        ::stat(same, &st);
-        break;
-      case Test::StatSeparate:
-        ::stat(mine, &st);
-        break;
-      case Test::OpenSame:
-        ::close(::open(same, O_RDONLY | O_CLOEXEC));
-        break;
-      case Test::OpenSeparate:
-        ::close(::open(mine, O_RDONLY | O_CLOEXEC));
-        break;
-      case Test::Lseek:
-      case Test::LseekShared:
-        ::lseek(fd, 0, SEEK_SET);
-        break;
-      case Test::Readseek:
-        if (::read(fd, &c, 1) < 0) b->failed.store(1);
-        ::lseek(fd, 0, SEEK_SET);
-        break;
-    }
-    if ((++n & 63) == 0) out.store(n, std::memory_order_relaxed);
-  }
-  out.store(n, std::memory_order_relaxed);
-  if (fd >= 0 && test != Test::LseekShared) ::close(fd);
+  if (!ok) return;
+  if (const int err = scale::run_loop(tc, f, b->counters[task].ops, b->stop))
+    b->fail(std::string(tc.name) + " task " + std::to_string(task) + ": " + std::strerror(err));
+  scale::PointFiles::close_task(f);
 }
 
-// Measures one point: `tasks` tasks of `test` for `point` ns.
-double measure(Board* b, Test test, bool threads, uint32_t tasks, const Paths& p, int shared_fd,
-               TimeNs point) {
+uint64_t total_ops(Board* b, uint32_t tasks) {
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < tasks; ++t) total += b->counters[t].ops.load(std::memory_order_relaxed);
+  return total;
+}
+
+uint64_t task_cpu_ns(Board* b, uint32_t tasks) {
+  uint64_t ns = 0;
+  for (uint32_t t = 0; t < tasks; ++t)
+    ns += scale::thread_cpu_ns(b->counters[t].pid.load(), b->counters[t].tid.load());
+  return ns;
+}
+
+// Measures one point: `tasks` tasks of `tc`, a warm-up, then the samples.
+// Throws std::runtime_error when a task failed.
+PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
+                    const LookupPaths& paths, const std::vector<int>& cpus, const Timing& tm) {
   b->go = 0;
   b->stop = 0;
   b->ready = 0;
-  for (auto& c : b->counters) c.ops = 0;
+  for (auto& c : b->counters) {
+    c.ops = 0;
+    c.pid = 0;
+    c.tid = 0;
+  }
+  const std::string dir =
+      std::string("w/") + tc.name + (threads ? "-threads-" : "-processes-") + std::to_string(tasks);
+  const scale::PointFiles files(tc, dir, tasks, paths.same, paths.separate);
   std::vector<pid_t> pids;
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < tasks; ++t) {
+    const int cpu = cpus[t % cpus.size()];
     if (threads) {
-      pool.emplace_back([=] { task_loop(b, test, t, p, shared_fd); });
+      pool.emplace_back([b, &tc, t, &files, cpu] { task_main(b, tc, t, files, cpu); });
     } else {
       const pid_t pid = fork();
       if (pid == 0) {
-        task_loop(b, test, t, p, shared_fd);
+        task_main(b, tc, t, files, cpu);
         _exit(0);
       }
-      if (pid > 0) pids.push_back(pid);
+      if (pid < 0) {
+        b->fail(std::string("fork: ") + std::strerror(errno));
+        b->ready.fetch_add(1);
+      } else {
+        pids.push_back(pid);
+      }
     }
   }
   while (b->ready.load() < tasks) std::this_thread::yield();
-  const TimeNs start = now_ns();
   b->go.store(1, std::memory_order_release);
-  // This is the measurement interval itself, not synchronisation.
-  std::this_thread::sleep_for(std::chrono::nanoseconds(point));
+  PointResult r;
+  // The sleeps are the measurement intervals themselves, not synchronisation.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(tm.warmup));
+  // On a busy machine a task may not have run yet: the samples start once
+  // every task has iterated (or after kStartWait, then the point shows it).
+  const TimeNs started_by = now_ns() + kStartWait;
+  auto all_started = [&] {
+    for (uint32_t t = 0; t < tasks; ++t)
+      if (b->counters[t].ops.load(std::memory_order_relaxed) == 0 && !b->failed.load())
+        return false;
+    return true;
+  };
+  while (!all_started() && now_ns() < started_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const scale::CpuTimes cpu0 = scale::read_cpu_times();
+  const uint64_t cpu_ns0 = task_cpu_ns(b, tasks);
+  const TimeNs start = now_ns();
+  TimeNs t0 = start;
+  uint64_t c0 = total_ops(b, tasks);
+  for (uint32_t s = 0; s < tm.samples; ++s) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(tm.sample));
+    const TimeNs t1 = now_ns();
+    const uint64_t c1 = total_ops(b, tasks);
+    r.samples[r.n++] = static_cast<double>(c1 - c0) / (static_cast<double>(t1 - t0) / 1e9);
+    t0 = t1;
+    c0 = c1;
+  }
+  const scale::CpuTimes cpu1 = scale::read_cpu_times();
+  const uint64_t cpu_ns1 = task_cpu_ns(b, tasks);
+  const double window_s = static_cast<double>(now_ns() - start) / 1e9;
   b->stop.store(1);
-  const TimeNs end = now_ns();
   for (auto& th : pool) th.join();
   for (pid_t pid : pids) waitpid(pid, nullptr, 0);
-  uint64_t total = 0;
-  for (uint32_t t = 0; t < tasks; ++t) total += b->counters[t].ops.load();
-  return static_cast<double>(total) / (static_cast<double>(end - start) / 1e9);
+  if (b->failed.load()) throw std::runtime_error(b->error);
+  r.idle_pct = scale::idle_pct(cpu0, cpu1);
+  const double busy_s = static_cast<double>(cpu1.busy - cpu0.busy) / scale::ticks_per_second();
+  r.task_cpu_s = static_cast<double>(cpu_ns1 - cpu_ns0) / 1e9;
+  r.window_s = window_s;
+  r.other_load = std::max(0.0, (busy_s - r.task_cpu_s) / window_s);
+  return r;
 }
 
 class LookupScale : public Scenario {
  public:
   const char* name() const override { return "lookup-scale"; }
   const char* summary() const override {
-    return "will-it-scale style ops/s of access/stat/open (same vs separate files), lseek, "
-           "read+lseek for 1..N tasks";
+    return "will-it-scale's lseek1-2, readseek1-3, open1-3, unlink1-2, pread1-3 and access/stat "
+           "lookups at depth N, 1..N tasks, warm-up then timed samples with 95 % intervals";
   }
   std::vector<ParamSpec> params() const override {
-    const int64_t cpus = std::max<int64_t>(1, sysconf(_SC_NPROCESSORS_ONLN));
+    const int64_t cpus = static_cast<int64_t>(scale::cpu_order().size());
     return {
         {"max_tasks", std::min<int64_t>(cpus, kMaxTasks), 1, kMaxTasks,
          "largest task count (1..N are measured)"},
-        {"point_ms", 200, 20, 10000, "measuring time per point"},
+        {"point_ms", 1000, 20, 10000, "length of one timed sample"},
+        {"samples", 5, 1, kMaxSamples, "timed samples per point"},
+        {"warmup_ms", 1000, 0, 10000, "warm-up before each point's samples"},
         {"mode", 2, 0, 2, "0: processes, 1: threads, 2: both"},
-        {"test", -1, -1, kTestCount - 1,
-         "only this test (index in the list printed by a run), -1: all"},
+        {"test", -1, -1, kTestcaseCount - 1,
+         "only this test (index in docs/scaling.md's list; 0-3 access/stat, 4 lseek1 .. 16 "
+         "pread3), -1: all"},
+        {"depth", 2, 1, 16, "directories above the access/stat tests' file"},
         {"mutator", 0, 0, 1, "1: chmod a directory on the path (0755 <-> 0711) in the background"}};
   }
   Outcome run(RunContext& ctx) const override {
     const uint32_t max_tasks = static_cast<uint32_t>(ctx.param("max_tasks"));
-    const TimeNs point = ctx.param("point_ms") * 1'000'000;
+    const Timing tm{ctx.param("warmup_ms") * 1'000'000, ctx.param("point_ms") * 1'000'000,
+                    static_cast<uint32_t>(ctx.param("samples"))};
     const int mode = static_cast<int>(ctx.param("mode"));
     const int only = static_cast<int>(ctx.param("test"));
+    const int depth = static_cast<int>(ctx.param("depth"));
     DiskTree disk(ctx.ws);
-    disk.mkdir("s", 0755);
-    disk.mkdir("s/d", 0755);
-    disk.file("s/d/f", 0644, "x");
-    Paths paths{"s/d/f", {}};
-    for (uint32_t t = 0; t < max_tasks; ++t) {
-      disk.file("s/d/f" + std::to_string(t), 0644, "x");
-      paths.separate.push_back("s/d/f" + std::to_string(t));
+    std::string dir;
+    for (int i = 0; i < depth; ++i) {
+      dir += (i ? "/l" : "l") + std::to_string(i);
+      disk.mkdir(dir, 0755);
     }
+    LookupPaths paths{dir + "/f", {}};
+    disk.file(paths.same, 0644, "x");
+    for (uint32_t t = 0; t < max_tasks; ++t) {
+      paths.separate.push_back(dir + "/f" + std::to_string(t));
+      disk.file(paths.separate.back(), 0644, "x");
+    }
+    // will-it-scale's files, made by the unprivileged tasks as in its /tmp.
+    disk.mkdir("w", 01777);
+    const std::vector<int> cpus = scale::cpu_order();
     SharedRegion region(sizeof(Board));
     auto* board = new (region.data()) Board();
 
@@ -200,32 +250,31 @@ class LookupScale : public Scenario {
         if (chdir(ctx.ws.lookup_root().c_str()) != 0)
           throw std::system_error(errno, std::generic_category(), "chdir");
         sys::drop_privileges(ctx.opts.observer);
-        const int shared_fd = ::open(paths.same.c_str(), O_RDONLY | O_CLOEXEC);
-        for (int ti = 0; ti < kTestCount; ++ti) {
+        for (int ti = 0; ti < kTestcaseCount; ++ti) {
           if (only >= 0 && ti != only) continue;
           for (int threads = 0; threads < 2; ++threads) {
             if (mode != 2 && mode != threads) continue;
             for (uint32_t n = 1; n <= max_tasks; ++n)
               board->results[ti][threads][n] =
-                  measure(board, kTests[ti].test, threads, n, paths, shared_fd, point);
+                  measure(board, kTestcases[ti], threads, n, paths, cpus, tm);
           }
         }
       } catch (const std::exception& e) {
-        std::strncpy(board->error, e.what(), sizeof board->error - 1);
+        if (!board->error[0]) std::strncpy(board->error, e.what(), sizeof board->error - 1);
         code = 3;
       }
       _exit(code);
     }
     // The optional background mutator runs here, as root, until the child ends.
-    const std::string dir = disk.m("s/d");
+    const std::string mdir = disk.m(dir);
     uint64_t mutations = 0;
     int status = 0;
     if (ctx.param("mutator")) {
       while (waitpid(child, &status, WNOHANG) == 0) {
-        ::chmod(dir.c_str(), (mutations & 1) ? 0755 : 0711);
+        ::chmod(mdir.c_str(), (mutations & 1) ? 0755 : 0711);
         ++mutations;
       }
-      ::chmod(dir.c_str(), 0755);
+      ::chmod(mdir.c_str(), 0755);
     } else {
       waitpid(child, &status, 0);
     }
@@ -236,25 +285,68 @@ class LookupScale : public Scenario {
       out.error = board->error[0] ? board->error : "lookup-scale worker failed";
       return out;
     }
-    if (board->failed.load()) out.notes.push_back("some reads failed during readseek");
-    double total_ops = 0;
-    for (int ti = 0; ti < kTestCount; ++ti) {
+    report(*board, max_tasks, mode, only, tm, cpus.size(), ctx.param("mutator") != 0, out);
+    out.mutations = mutations;
+    out.ops += mutations;
+    out.verdict = "pass";
+    board->~Board();
+    return out;
+  }
+
+ private:
+  // The points, their statistics and the machine's fitness into `out`.
+  static void report(const Board& board, uint32_t max_tasks, int mode, int only, const Timing& tm,
+                     size_t cpus, bool mutator, Outcome& out) {
+    double total_ops = 0, busy_s = 0;
+    ScaleHost& host = out.scale_host;
+    host.cpus = static_cast<uint32_t>(cpus);
+    host.sample_s = static_cast<double>(tm.sample) / 1e9;
+    host.warmup_s = static_cast<double>(tm.warmup) / 1e9;
+    std::string busiest;
+    for (int ti = 0; ti < kTestcaseCount; ++ti) {
       if (only >= 0 && ti != only) continue;
       for (int threads = 0; threads < 2; ++threads) {
         if (mode != 2 && mode != threads) continue;
         for (uint32_t n = 1; n <= max_tasks; ++n) {
-          const double ops = board->results[ti][threads][n];
-          out.scale.push_back(
-              ScalePoint{kTests[ti].name, threads ? "threads" : "processes", n, ops});
-          total_ops += ops * static_cast<double>(point) / 1e9;
+          const PointResult& r = board.results[ti][threads][n];
+          ScalePoint p;
+          p.test = kTestcases[ti].name;
+          p.mode = threads ? "threads" : "processes";
+          p.tasks = n;
+          p.samples.assign(r.samples, r.samples + r.n);
+          const stats::Summary s = stats::summarize(p.samples);
+          p.ops_per_sec = s.mean;
+          p.stddev = s.stddev;
+          p.ci_low = s.ci_low;
+          p.ci_high = s.ci_high;
+          p.idle_pct = r.idle_pct;
+          p.other_load = r.other_load;
+          p.task_cpu_s = r.task_cpu_s;
+          p.window_s = r.window_s;
+          if (r.other_load > host.max_other_load) {
+            host.max_other_load = r.other_load;
+            busiest = p.test + " " + p.mode + " " + std::to_string(n) + " tasks";
+          }
+          total_ops += s.mean * static_cast<double>(s.n) * host.sample_s;
+          busy_s += static_cast<double>(s.n) * host.sample_s;
+          out.scale.push_back(std::move(p));
         }
       }
     }
-    out.ops = static_cast<uint64_t>(total_ops) + mutations;
-    out.ops_per_sec = out.duration_s > 0 ? total_ops / out.duration_s : 0;
-    out.verdict = "pass";
-    board->~Board();
-    return out;
+    if (max_tasks > cpus)
+      host.warnings.push_back(std::to_string(max_tasks) + " tasks on " + std::to_string(cpus) +
+                              " CPUs: points above " + std::to_string(cpus) + " tasks share CPUs");
+    if (host.max_other_load > kLoadedCpus) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "loaded: other work used %.2f CPUs during %s%s",
+                    host.max_other_load, busiest.c_str(),
+                    mutator ? " (the background mutator counts)" : "");
+      host.warnings.push_back(buf);
+    }
+    host.load_average = scale::load_average();
+    for (const auto& w : host.warnings) out.notes.push_back(w);
+    out.ops = static_cast<uint64_t>(total_ops);
+    out.ops_per_sec = busy_s > 0 ? total_ops / busy_s : 0;
   }
 };
 

@@ -1,4 +1,4 @@
-import { get, type ScalePoint } from '../api';
+import { get, type ScaleChange, type ScaleHost, type ScalePoint } from '../api';
 import { chartIn } from '../charts';
 import { h, table, when } from '../dom';
 import type { Page } from '../router';
@@ -10,10 +10,24 @@ interface Run {
   fs: string;
   reported_at: string;
   points: ScalePoint[];
+  host: ScaleHost | null;
 }
 
+interface Scaling {
+  kernels: string[];
+  runs: Run[];
+  comparison: { before: string; after: string; points: ScaleChange[] } | null;
+}
+
+const palette = ['#5470c6', '#ee6666', '#3a9d5d', '#c77d00'];
+
+const pct = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)} %`;
+// "1234567 ± 2.1 %": the mean and the half-width of its 95 % interval.
+const withInterval = (s: { mean: number; ci95_high: number; n: number }) =>
+  s.n > 1 && s.mean > 0 ? `${Math.round(s.mean)} ± ${((100 * (s.ci95_high - s.mean)) / s.mean).toFixed(1)} %` : `${Math.round(s.mean)}`;
+
 export const scalingPage: Page = async (root, _params, query) => {
-  const { kernels } = await get<{ kernels: string[] }>('/api/scaling');
+  const { kernels } = await get<Scaling>('/api/scaling');
   const chosen = query.getAll('kernel').filter((k) => kernels.includes(k));
   if (!chosen.length) chosen.push(...kernels.slice(0, 2));
   const pickA = h('select', { id: 'kernel-a' }, ...kernels.map((k) => h('option', { value: k }, k))) as HTMLSelectElement;
@@ -23,10 +37,10 @@ export const scalingPage: Page = async (root, _params, query) => {
   pickB.value = chosen[1] ?? '';
   const chartBox = h('div', { class: 'chart', id: 'scaling-chart' });
   const compare = h('div', {});
-  const runsInfo = h('div', {});
+  const runsInfo = h('div', { id: 'scaling-runs' });
   root.append(
     h('h1', {}, 'Scaling'),
-    h('p', {}, 'lookup-scale ops/s against task count; the latest passing run per kernel.'),
+    h('p', {}, 'lookup-scale ops/s against task count, summed over tasks; the latest passing run per kernel. Bars: the 95 % interval of each point\'s mean over its samples.'),
     h('div', { class: 'inline-form' }, 'before: ', pickA, ' after: ', pickB, ' test: ', pickTest),
     chartBox,
     runsInfo,
@@ -38,16 +52,42 @@ export const scalingPage: Page = async (root, _params, query) => {
     return;
   }
   const chart = chartIn(chartBox);
-  let runs: Run[] = [];
+  let data: Scaling = { kernels, runs: [], comparison: null };
+  // How many error bars the chart drew, for people reading the DOM (and the browser test).
+  let bars = 0;
+  chart.on('finished', () => {
+    chartBox.dataset.errorBars = String(bars);
+  });
   const draw = () => {
-    const test = pickTest.value;
-    const [mode, name] = test.split(':');
-    const series = runs.map((r) => ({
-      name: r.kernel,
-      type: 'line',
-      symbolSize: 6,
-      data: r.points.filter((p) => p.mode === mode && p.test === name).map((p) => [p.tasks, p.ops_per_sec]),
-    }));
+    const [mode, name] = pickTest.value.split(':');
+    const mine = (p: { mode: string; test: string }) => p.mode === mode && p.test === name;
+    bars = 0;
+    const series = data.runs.flatMap((r, i) => {
+      const color = palette[i % palette.length];
+      const pts = r.points.filter(mine);
+      return [
+        { name: r.kernel, type: 'line', color, symbolSize: 6, data: pts.map((p) => [p.tasks, p.ops_per_sec]) },
+        {
+          name: r.kernel,
+          type: 'custom',
+          color,
+          z: 3,
+          encode: { x: 0, y: [1, 2] },
+          data: pts.filter((p) => (p.n ?? 0) > 1).map((p) => [p.tasks, p.ci95_low, p.ci95_high]),
+          renderItem: (_params: unknown, api: { value: (d: number) => number; coord: (v: number[]) => number[] }) => {
+            bars++;
+            const lo = api.coord([api.value(0), api.value(1)]);
+            const hi = api.coord([api.value(0), api.value(2)]);
+            const style = { stroke: color, lineWidth: 1.5 };
+            const line = (x1: number, y1: number, x2: number, y2: number) => ({ type: 'line', shape: { x1, y1, x2, y2 }, style });
+            return {
+              type: 'group',
+              children: [line(lo[0], lo[1], hi[0], hi[1]), line(lo[0] - 5, lo[1], lo[0] + 5, lo[1]), line(hi[0] - 5, hi[1], hi[0] + 5, hi[1])],
+            };
+          },
+        },
+      ];
+    });
     chart.setOption(
       {
         animation: false,
@@ -60,23 +100,25 @@ export const scalingPage: Page = async (root, _params, query) => {
       },
       true,
     );
-    if (runs.length === 2) {
-      const [a, b] = runs;
-      const pts = (r: Run) => new Map(r.points.filter((p) => p.mode === mode && p.test === name).map((p) => [p.tasks, p.ops_per_sec]));
-      const pa = pts(a);
-      const pb = pts(b);
-      const tasks = [...new Set([...pa.keys(), ...pb.keys()])].sort((x, y) => x - y);
+    chartBox.dataset.errorBars = String(bars);
+    const cmp = data.comparison;
+    if (cmp) {
+      const rows = cmp.points.filter(mine).sort((x, y) => x.tasks - y.tasks);
       compare.replaceChildren(
         table(
-          ['tasks', `${a.kernel} ops/s`, `${b.kernel} ops/s`, 'change'],
-          tasks.map((t) => {
-            const x = pa.get(t);
-            const y = pb.get(t);
-            const pct = x && y !== undefined ? ((y - x) / x) * 100 : null;
-            return [t, x === undefined ? '—' : Math.round(x), y === undefined ? '—' : Math.round(y), pct === null ? '—' : `${pct >= 0 ? '+' : ''}${pct.toFixed(1)} %`];
-          }),
+          ['tasks', `${cmp.before} ops/s`, `${cmp.after} ops/s`, 'change', '95 % interval', 'p', 'verdict'],
+          rows.map((c) => [
+            c.tasks,
+            withInterval(c.before),
+            withInterval(c.after),
+            pct(c.change_pct),
+            c.verdict === 'too few samples' ? '—' : `[${pct(c.ci95_low_pct)}, ${pct(c.ci95_high_pct)}]`,
+            c.p_value === null || c.verdict === 'too few samples' ? '—' : c.p_value < 0.001 ? '< 0.001' : c.p_value.toFixed(3),
+            h('span', { class: `badge sig-${c.verdict.replace(/ /g, '-')}` }, c.verdict),
+          ]),
           { id: 'scaling-compare' },
         ),
+        h('p', {}, 'Welch\'s t-test at 5 %: "significant" only when the samples say the change is beyond the noise.'),
       );
     } else {
       compare.replaceChildren(h('p', {}, 'Pick a second kernel to compare.'));
@@ -85,13 +127,21 @@ export const scalingPage: Page = async (root, _params, query) => {
   const load = async () => {
     const ks = [pickA.value, pickB.value].filter(Boolean);
     const q = [...new Set(ks)].map((k) => `kernel=${encodeURIComponent(k)}`).join('&');
-    runs = (await get<{ runs: Run[] }>(`/api/scaling?${q}`)).runs;
-    const tests = [...new Set(runs.flatMap((r) => r.points.map((p) => `${p.mode}:${p.test}`)))].sort();
+    data = await get<Scaling>(`/api/scaling?${q}`);
+    const tests = [...new Set(data.runs.flatMap((r) => r.points.map((p) => `${p.mode}:${p.test}`)))].sort();
     const keep = pickTest.value;
     pickTest.replaceChildren(...tests.map((t) => h('option', { value: t }, t.replace(':', ' '))));
     if (tests.includes(keep)) pickTest.value = keep;
     runsInfo.replaceChildren(
-      ...runs.map((r) => h('div', {}, `${r.kernel}: job #${r.job_id} (campaign #${r.campaign_id}, ${r.fs}), ${when(r.reported_at)}`)),
+      ...data.runs.map((r) =>
+        h(
+          'div',
+          {},
+          `${r.kernel}: job #${r.job_id} (campaign #${r.campaign_id}, ${r.fs}), ${when(r.reported_at)}`,
+          r.host ? `, ${r.host.cpus} CPUs, ${r.host.sample_s} s samples` : '',
+          ...(r.host?.warnings ?? []).map((w) => h('div', { class: 'warnings scale-warning' }, w)),
+        ),
+      ),
     );
     draw();
   };

@@ -1,0 +1,47 @@
+#pragma once
+// lookup-scale results as the HTTP API, the gRPC GetScaling call and the CLI
+// read them: the latest passing run of each kernel, its points, and a
+// before/after comparison of two runs (scenarios/scale_report.h).
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "coordinator/store/store.h"
+#include "scenarios/scale_report.h"
+
+namespace leapfrog::coord {
+
+// A kernel asked for has no passing lookup-scale run.
+class NoScalingRun : public std::runtime_error {
+ public:
+  explicit NoScalingRun(const std::string& kernel)
+      : std::runtime_error("no passing lookup-scale run on kernel \"" + kernel + "\""),
+        kernel_(kernel) {}
+  const std::string& kernel() const { return kernel_; }
+
+ private:
+  std::string kernel_;
+};
+
+struct ScalingRuns {
+  std::vector<std::string> available;   // every kernel with a passing run, sorted
+  std::vector<v1::OutcomeRecord> runs;  // one per kernel asked for, in that order
+};
+
+// The latest passing run of each of `kernels` (of every kernel, by label, when
+// empty). Throws NoScalingRun for the first kernel without one, StoreError.
+ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& kernels);
+
+// The points of a run, from its outcome JSON (empty when it has none).
+std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run);
+// Its "scale_host" object (null when the run predates it).
+nlohmann::json scale_host(const v1::OutcomeRecord& run);
+
+// One compared point: {test, mode, tasks, before, after (each {n, mean,
+// stddev, ci95_low, ci95_high}), change_pct, ci95_low_pct, ci95_high_pct,
+// p_value, verdict ("significant" | "within noise" | "too few samples")}.
+nlohmann::json to_json(const PointChange& c);
+
+}  // namespace leapfrog::coord

@@ -1,0 +1,117 @@
+#include "scenarios/scale_report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace leapfrog {
+namespace {
+
+ScalePoint point(const std::string& test, const std::string& mode, uint32_t tasks, double mean,
+                 double idle, std::vector<double> samples = {}) {
+  ScalePoint p;
+  p.test = test;
+  p.mode = mode;
+  p.tasks = tasks;
+  p.ops_per_sec = mean;
+  p.idle_pct = idle;
+  p.samples = std::move(samples);
+  return p;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, sep)) out.push_back(part);
+  return out;
+}
+
+TEST(WisCsv, MatchesWillItScalesHeaderAndColumns) {
+  const std::vector<ScalePoint> points = {
+      point("lseek1", "processes", 1, 1000.7, 50.123), point("lseek1", "threads", 1, 1200.2, 49.5),
+      point("lseek1", "processes", 2, 1900.0, 0.0),    point("lseek1", "threads", 2, 2100.9, 1.25),
+      point("open1", "processes", 1, 5.0, 50),  // another test: not in lseek1's CSV
+  };
+  const std::string csv = wis_csv(points, "lseek1");
+  EXPECT_EQ(csv,
+            "tasks,processes,processes_idle,threads,threads_idle,linear\n"
+            "0,0,100,0,100,0\n"
+            "1,1000,50.12,1200,49.50,1200\n"
+            "2,1900,0.00,2100,1.25,2400\n");
+  const auto lines = split(csv, '\n');
+  ASSERT_EQ(lines.size(), 4u);
+  const auto header = split(lines[0], ',');
+  EXPECT_EQ(header, (std::vector<std::string>{"tasks", "processes", "processes_idle", "threads",
+                                              "threads_idle", "linear"}));
+  for (const auto& l : lines) EXPECT_EQ(split(l, ',').size(), 6u) << l;
+}
+
+TEST(WisCsv, AModeNotRunIsMinusOne) {
+  const std::string csv = wis_csv(
+      {point("pread2", "processes", 1, 10, 40), point("pread2", "processes", 2, 19, 0)}, "pread2");
+  EXPECT_EQ(csv,
+            "tasks,processes,processes_idle,threads,threads_idle,linear\n"
+            "0,0,100,0,100,0\n"
+            "1,10,40.00,-1,-1.00,10\n"
+            "2,19,0.00,-1,-1.00,20\n");
+}
+
+TEST(ComparePoints, IdenticalRunsAreWithinNoiseAndAShiftIsSignificant) {
+  const std::vector<double> base = {1000, 1020, 985, 1010, 995};
+  std::vector<double> up;
+  for (double x : base) up.push_back(x * 1.2);
+  const std::vector<ScalePoint> before = {point("lseek1", "processes", 1, 1002, 50, base),
+                                          point("lseek1", "processes", 2, 1002, 0, base),
+                                          point("open1", "processes", 1, 1002, 50, base)};
+  const std::vector<ScalePoint> after = {point("lseek1", "processes", 1, 1002, 50, base),
+                                         point("lseek1", "processes", 2, 1202, 0, up),
+                                         point("lseek1", "threads", 1, 1002, 50, base),
+                                         point("open1", "processes", 1, 1002, 50, base)};
+  const auto changes = compare_points(before, after, "lseek1");
+  ASSERT_EQ(changes.size(), 2u);  // threads has no "before"; open1 is another test
+  EXPECT_EQ(changes[0].tasks, 1u);
+  EXPECT_EQ(changes[0].change.significance, stats::Significance::WithinNoise);
+  EXPECT_EQ(changes[1].tasks, 2u);
+  EXPECT_EQ(changes[1].change.significance, stats::Significance::Significant);
+  EXPECT_NEAR(changes[1].change.change_pct, 20, 1e-9);
+  const std::string text = to_text(changes, "6.1", "6.1-widen");
+  EXPECT_NE(text.find("within noise"), std::string::npos) << text;
+  EXPECT_NE(text.find("significant"), std::string::npos) << text;
+  EXPECT_NE(text.find("+20.0%"), std::string::npos) << text;
+  EXPECT_EQ(compare_points(before, after).size(), 3u);
+}
+
+TEST(ComparePoints, OldPointsWithoutSamplesCannotBeTested) {
+  const auto changes = compare_points({point("stat-same", "threads", 1, 100, 50)},
+                                      {point("stat-same", "threads", 1, 181, 50)});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].change.significance, stats::Significance::TooFewSamples);
+  EXPECT_NEAR(changes[0].change.change_pct, 81, 1e-9);
+}
+
+TEST(ScalePointJson, RoundTripsAndReadsOldPoints) {
+  ScalePoint p = point("readseek3", "threads", 2, 1234.5, 12.5, {1200, 1269});
+  p.stddev = 48.8;
+  p.ci_low = 796;
+  p.ci_high = 1673;
+  p.other_load = 0.25;
+  const ScalePoint q = scale_point_from_json(to_json(p));
+  EXPECT_EQ(q.test, p.test);
+  EXPECT_EQ(q.mode, p.mode);
+  EXPECT_EQ(q.tasks, p.tasks);
+  EXPECT_EQ(q.samples, p.samples);
+  EXPECT_DOUBLE_EQ(q.ci_high, p.ci_high);
+  EXPECT_DOUBLE_EQ(q.other_load, p.other_load);
+  // Before samples were kept, a point was its mean alone.
+  const ScalePoint old = scale_point_from_json(
+      nlohmann::json{{"test", "lseek"}, {"mode", "processes"}, {"tasks", 1}, {"ops_per_sec", 7.0}});
+  EXPECT_TRUE(old.samples.empty());
+  EXPECT_DOUBLE_EQ(old.ci_low, 7);
+  EXPECT_DOUBLE_EQ(old.idle_pct, -1);
+  EXPECT_THROW(scale_point_from_json(nlohmann::json{{"test", "x"}}), nlohmann::json::exception);
+}
+
+}  // namespace
+}  // namespace leapfrog

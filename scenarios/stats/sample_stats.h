@@ -1,0 +1,48 @@
+#pragma once
+// Repeats and significance for throughput samples: a point's mean with its
+// 95 % interval, and a before/after comparison by Welch's t-test. Pure
+// arithmetic over the samples; the t distribution is Boost.Math's.
+
+#include <cstddef>
+#include <vector>
+
+namespace leapfrog::stats {
+
+// The samples of one point.
+struct Summary {
+  size_t n = 0;
+  double mean = 0;
+  double stddev = 0;  // sample standard deviation (n - 1); 0 when n < 2
+  // Two-sided Student-t interval of the mean at `confidence`; [mean, mean]
+  // when n < 2.
+  double ci_low = 0;
+  double ci_high = 0;
+};
+Summary summarize(const std::vector<double>& samples, double confidence = 0.95);
+
+enum class Significance {
+  Significant,    // the t-test rejects "no change" at alpha
+  WithinNoise,    // it does not
+  TooFewSamples,  // a side has fewer than two samples: no test is possible
+};
+// "significant", "within noise", "too few samples".
+const char* to_string(Significance s);
+
+// after against before.
+struct Change {
+  Summary before, after;
+  double change_pct = 0;  // (after - before) / before, in %
+  // Welch interval of after - before at the test's confidence, in % of
+  // before's mean.
+  double ci_low_pct = 0;
+  double ci_high_pct = 0;
+  double t = 0;        // Welch's t statistic
+  double dof = 0;      // Welch-Satterthwaite degrees of freedom
+  double p_value = 1;  // two-sided
+  Significance significance = Significance::TooFewSamples;
+};
+// Welch's two-sample t-test of the means at `alpha` (two-sided).
+Change compare(const std::vector<double>& before, const std::vector<double>& after,
+               double alpha = 0.05);
+
+}  // namespace leapfrog::stats

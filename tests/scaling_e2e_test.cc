@@ -1,0 +1,138 @@
+// End-to-end tests of lookup-scale through the leapfrog-agent binary on the
+// real kernel: will-it-scale's testcases by name, their samples and
+// intervals, and the warning on a machine too small for the task count.
+// Needs root, like the agent itself.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/process_util.h"
+
+namespace {
+
+using nlohmann::json;
+namespace stdfs = std::filesystem;
+
+// Runs the agent with `args` after "run --json --scenario lookup-scale".
+json scale_run(const std::vector<std::string>& params, const std::string& fs = "tmpfs") {
+  char tmpl[] = "/tmp/leapfrog-scale-e2e-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::vector<std::string> argv = {LEAPFROG_AGENT, "run",  "--json", "--scenario",
+                                   "lookup-scale", "--fs", fs};
+  for (const auto& p : params) {
+    argv.push_back("--param");
+    argv.push_back(p);
+  }
+  const auto r = leapfrog::testing::run_to_end(argv, dir, std::chrono::minutes(10));
+  stdfs::remove_all(dir);
+  EXPECT_EQ(r.exit, 0) << r.out << r.err;
+  try {
+    return json::parse(r.out);
+  } catch (const std::exception&) {
+    ADD_FAILURE() << "not JSON: " << r.out << r.err;
+    return json::object();
+  }
+}
+
+class ScalingE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  }
+};
+
+const char* const kWillItScale[] = {"lseek1", "lseek2", "readseek1", "readseek2", "readseek3",
+                                    "open1",  "open2",  "open3",     "unlink1",   "unlink2",
+                                    "pread1", "pread2", "pread3"};
+
+TEST_F(ScalingE2E, OffersWillItScaleTestcasesWithSamplesAndIntervals) {
+  // One task, three samples of each testcase in both modes, on a disk file
+  // system and on tmpfs.
+  for (const std::string fs : {"tmpfs", "ext4"}) {
+    const json o =
+        scale_run({"max_tasks=1", "point_ms=20", "warmup_ms=20", "samples=3", "mode=2"}, fs);
+    ASSERT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+    bool loaded = false;
+    for (const auto& w : o["scale_host"]["warnings"])
+      loaded |= w.get<std::string>().rfind("loaded:", 0) == 0;
+    std::set<std::string> seen;
+    size_t ran = 0;
+    for (const auto& p : o["scale"]) {
+      seen.insert(p["test"].get<std::string>() + "/" + p["mode"].get<std::string>());
+      ASSERT_EQ(p["samples"].size(), 3u) << p.dump();
+      EXPECT_EQ(p["n"], 3);
+      const double mean = p["ops_per_sec"];
+      ran += mean > 0;
+      // A task pinned to a CPU that other work holds may not run in 60 ms:
+      // the run must then say it was loaded.
+      if (mean <= 0) EXPECT_TRUE(loaded && p["other_load"].get<double>() > 0.5) << p.dump();
+      EXPECT_LE(p["ci95_low"].get<double>(), mean);
+      EXPECT_GE(p["ci95_high"].get<double>(), mean);
+      EXPECT_GE(p["stddev"].get<double>(), 0);
+      EXPECT_GE(p["idle_pct"].get<double>(), 0);
+      EXPECT_LE(p["idle_pct"].get<double>(), 100);
+    }
+    for (const char* t : kWillItScale)
+      for (const char* m : {"processes", "threads"})
+        EXPECT_TRUE(seen.count(std::string(t) + "/" + m)) << fs << " " << t << " " << m;
+    for (const char* t : {"access-same", "access-separate", "stat-same", "stat-separate"})
+      EXPECT_TRUE(seen.count(std::string(t) + "/processes")) << t;
+    EXPECT_EQ(seen.size(), 34u);
+    EXPECT_GT(ran, seen.size() / 2) << o["scale_host"].dump();
+    EXPECT_GE(o["scale_host"]["cpus"].get<int>(), 1);
+    EXPECT_DOUBLE_EQ(o["scale_host"]["sample_s"].get<double>(), 0.02);
+  }
+}
+
+TEST_F(ScalingE2E, MoreTasksThanCpusSaysSo) {
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  // lseek1 (test 4) as processes, one task past the CPUs, then exactly at them.
+  const json over = scale_run({"max_tasks=" + std::to_string(cpus + 1), "test=4", "mode=0",
+                               "point_ms=20", "warmup_ms=0", "samples=2"});
+  ASSERT_EQ(over["scale"].size(), static_cast<size_t>(cpus + 1));
+  EXPECT_EQ(over["scale"][0]["test"], "lseek1");
+  bool warned = false;
+  for (const auto& w : over["scale_host"]["warnings"])
+    warned |= w.get<std::string>().find("tasks on " + std::to_string(cpus) + " CPUs") !=
+              std::string::npos;
+  EXPECT_TRUE(warned) << over["scale_host"].dump();
+
+  const json fit = scale_run({"max_tasks=" + std::to_string(cpus), "test=4", "mode=0",
+                              "point_ms=20", "warmup_ms=0", "samples=2"});
+  for (const auto& w : fit["scale_host"]["warnings"])
+    EXPECT_EQ(w.get<std::string>().find("tasks on"), std::string::npos) << w;
+}
+
+TEST_F(ScalingE2E, OtherWorkDuringTheRunSaysLoaded) {
+  // The positive control of the load check: this process keeps every CPU
+  // busy while one lseek1 task runs.
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> burners;
+  for (unsigned i = 0; i < cpus; ++i)
+    burners.emplace_back([&stop] {
+      volatile uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) n = n + 1;
+    });
+  const json o =
+      scale_run({"max_tasks=1", "test=4", "mode=2", "point_ms=200", "warmup_ms=50", "samples=3"});
+  stop = true;
+  for (auto& t : burners) t.join();
+  ASSERT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+  EXPECT_GT(o["scale_host"]["max_other_load"].get<double>(), 0.5) << o["scale_host"].dump();
+  bool loaded = false;
+  for (const auto& w : o["scale_host"]["warnings"])
+    loaded |= w.get<std::string>().rfind("loaded: other work used", 0) == 0;
+  EXPECT_TRUE(loaded) << o["scale_host"].dump();
+  for (const auto& p : o["scale"]) EXPECT_GT(p["other_load"].get<double>(), 0.3) << p.dump();
+}
+
+}  // namespace
