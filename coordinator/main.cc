@@ -137,9 +137,12 @@ int main(int argc, char** argv) {
   auto* agents = app.add_subcommand("agents", "registered agents");
   int64_t outcome_campaign = 0;
   bool failed = false;
+  uint32_t outcome_limit = 200;
   auto* outcomes = app.add_subcommand("outcomes", "stored outcomes, most recent first");
   outcomes->add_option("--campaign", outcome_campaign, "only this campaign");
   outcomes->add_flag("--failed", failed, "only outcomes that are not pass");
+  outcomes->add_option("--limit", outcome_limit, "most outcomes to list (default 200)")
+      ->check(CLI::Range(1u, 1000000u));
   auto* kernels = app.add_subcommand("kernels", "registered kernels");
   VmCommands vm_cmds(app);
   KernelBuildCommands kbuild_cmds(app);
@@ -207,7 +210,7 @@ int main(int argc, char** argv) {
     if (senable->parsed()) return client.schedule_enable(sched_id, true, json);
     if (srm->parsed()) return client.schedule_remove(sched_id);
     if (agents->parsed()) return client.agents(json);
-    if (outcomes->parsed()) return client.outcomes(outcome_campaign, failed, json);
+    if (outcomes->parsed()) return client.outcomes(outcome_campaign, failed, outcome_limit, json);
     if (kernels->parsed()) return client.kernels(json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,4 +1,5 @@
 #include "coordinator/cli/client.h"
+#include "coordinator/channel.h"
 
 #include <filesystem>
 
@@ -133,7 +134,7 @@ static std::string verdict_name(v1::Verdict v) {
 }
 
 Client::Client(const Endpoint& ep) : ep_(ep) {
-  stub_ = v1::ControlService::NewStub(grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
+  stub_ = v1::ControlService::NewStub(coord::coordinator_channel(ep.address));
 }
 
 std::unique_ptr<grpc::ClientContext> Client::ctx() const {
@@ -187,7 +188,7 @@ void Client::reread_address() {
   const std::string now = read_first_line(ep_.data_dir + "/address");
   if (now.empty() || now == ep_.address) return;
   ep_.address = now;
-  stub_ = v1::ControlService::NewStub(grpc::CreateChannel(now, grpc::InsecureChannelCredentials()));
+  stub_ = v1::ControlService::NewStub(coord::coordinator_channel(now));
 }
 
 int Client::wait_for(int64_t id, bool json_out, std::set<std::string> warned,
@@ -429,10 +430,11 @@ int Client::agents(bool json_out) {
   return 0;
 }
 
-int Client::outcomes(int64_t campaign, bool failed, bool json_out) {
+int Client::outcomes(int64_t campaign, bool failed, uint32_t limit, bool json_out) {
   v1::ListOutcomesRequest req;
   req.set_campaign_id(campaign);
   req.set_failed_only(failed);
+  req.set_limit(limit);
   v1::ListOutcomesResponse resp;
   auto context = ctx();
   const grpc::Status st = stub_->ListOutcomes(context.get(), req, &resp);

@@ -65,7 +65,8 @@ class Client {
   int schedule_enable(int64_t id, bool enabled, bool json);
   int schedule_remove(int64_t id);
   int agents(bool json);
-  int outcomes(int64_t campaign, bool failed, bool json);
+  // The `limit` most recent outcomes (of `campaign`, 0: all).
+  int outcomes(int64_t campaign, bool failed, uint32_t limit, bool json);
   int kernels(bool json);
 
  private:

@@ -1,6 +1,7 @@
 // `leapfrog export` (export_cmds.h).
 
 #include "coordinator/cli/export_cmds.h"
+#include "coordinator/channel.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -43,7 +44,7 @@ void check(const grpc::Status& s, const std::string& what) {
 
 // The campaign's export data over gRPC, as exports::gather reads it from the store.
 ex::CampaignData gather(const Endpoint& ep, int64_t id) {
-  auto channel = grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials());
+  auto channel = coord::coordinator_channel(ep.address);
   auto control = v1::ControlService::NewStub(channel);
   auto triage = v1::TriageService::NewStub(channel);
   ex::CampaignData d;

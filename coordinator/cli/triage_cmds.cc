@@ -1,4 +1,5 @@
 #include "coordinator/cli/triage_cmds.h"
+#include "coordinator/channel.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -175,8 +176,7 @@ class Commands : public TriageCommands {
           bisect_->parsed() || action_->parsed() || actions_->parsed()))
       return std::nullopt;
     ep_ = endpoint();
-    stub_ = v1::TriageService::NewStub(
-        grpc::CreateChannel(ep_.address, grpc::InsecureChannelCredentials()));
+    stub_ = v1::TriageService::NewStub(coord::coordinator_channel(ep_.address));
     json_ = json;
     if (issues_->parsed()) return list_issues();
     if (show_->parsed()) return show_issue();
