@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
       "--timeout", wait_timeout,
       "--wait: give up (exit 2) if the campaign is not done after this long, e.g. 30m");
   auto* clist = campaign->add_subcommand("list", "recent campaigns");
+  uint32_t campaign_limit = 50;
+  clist->add_option("--limit", campaign_limit, "most campaigns to list (default 50)")
+      ->check(CLI::Range(1u, 1000000u));
   int64_t show_id = 0;
   auto* cshow = campaign->add_subcommand("show", "a campaign and its jobs");
   cshow->add_option("id", show_id, "campaign id")->required();
@@ -199,7 +202,7 @@ int main(int argc, char** argv) {
       }
       return client.campaign_run(run_flags, wait, json, timeout);
     }
-    if (clist->parsed()) return client.campaign_list(json);
+    if (clist->parsed()) return client.campaign_list(campaign_limit, json);
     if (cshow->parsed()) return client.campaign_show(show_id, json);
     if (sadd->parsed()) {
       sched_flags.name = sched_name;

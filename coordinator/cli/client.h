@@ -58,7 +58,8 @@ class Client {
   // done by then.
   int campaign_run(const CampaignFlags& f, bool wait, bool json,
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
-  int campaign_list(bool json);
+  // The `limit` most recent campaigns.
+  int campaign_list(uint32_t limit, bool json);
   int campaign_show(int64_t id, bool json);
   int schedule_add(const std::string& name, const std::string& cron, const CampaignFlags& f, bool json);
   int schedule_list(bool json);
