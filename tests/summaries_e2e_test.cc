@@ -109,6 +109,18 @@ TEST_F(SummariesE2E, SummariesMatchARecountAfterTheCoordinatorIsKilledMidBatch) 
   const json c = json::parse(r.out);
   EXPECT_EQ(c.at("state"), "CAMPAIGN_STATE_DONE") << r.out;
   EXPECT_EQ(c.at("by_verdict").at("pass"), jobs) << r.out;
+  EXPECT_EQ(c.at("jobs_detail").size(), static_cast<size_t>(jobs)) << r.out;
+
+  // The CLI's lists page through, and say when --limit cut them short.
+  Result o = cli(first.address, {"outcomes", "--limit", "7", "--json"});
+  ASSERT_EQ(o.exit, 0) << o.err;
+  EXPECT_EQ(json::parse(o.out).size(), 7u);
+  EXPECT_NE(o.err.find("more outcomes than --limit 7"), std::string::npos) << o.err;
+  o = cli(first.address,
+          {"outcomes", "--campaign", std::to_string(campaign), "--limit", "1000", "--json"});
+  ASSERT_EQ(o.exit, 0) << o.err;
+  EXPECT_EQ(json::parse(o.out).size(), static_cast<size_t>(jobs));
+  EXPECT_EQ(o.err.find("more outcomes"), std::string::npos) << o.err;
 }
 
 }  // namespace
