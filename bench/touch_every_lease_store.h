@@ -81,8 +81,8 @@ class TouchEveryLeaseStore : public Store {
   Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override {
     return inner_.page_outcomes(query);
   }
-  Page<v1::Campaign> page_campaigns(uint32_t limit, const std::string& page_token) override {
-    return inner_.page_campaigns(limit, page_token);
+  Page<v1::Campaign> page_campaigns(const CampaignQuery& query) override {
+    return inner_.page_campaigns(query);
   }
   Page<v1::JobInfo> page_jobs(int64_t campaign_id, uint32_t limit,
                               const std::string& page_token) override {

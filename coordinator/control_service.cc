@@ -62,7 +62,10 @@ Status ControlServiceImpl::ListCampaigns(grpc::ServerContext* ctx, const v1::Lis
                                          v1::ListCampaignsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListCampaigns", [&] {
-    auto page = store_.page_campaigns(req->limit(), req->page_token());
+    CampaignQuery q;
+    q.limit = req->limit();
+    q.page_token = req->page_token();
+    auto page = store_.page_campaigns(q);
     for (auto& c : page.items) *resp->add_campaigns() = std::move(c);
     resp->set_next_page_token(page.next_page_token);
     return Status::OK;

@@ -22,7 +22,6 @@ using nlohmann::json;
 namespace {
 
 constexpr uint32_t kTrendNights = 14;
-constexpr uint32_t kCampaignScan = 200;
 constexpr uint32_t kScaleScan = 500;
 constexpr const char* kScaleScenario = "lookup-scale";
 
@@ -72,14 +71,21 @@ json campaign_warnings(const ApiContext& ctx, const v1::Campaign& c) {
   return unserved(ctx.store, c, ctx.clock.now() - ctx.options.offline_after);
 }
 
+// The nightly and the trend: the latest campaigns made by a schedule (or of
+// any kind when none was), and every running campaign, each found by the
+// store's filters rather than among the latest few.
 json overview(ApiContext& ctx) {
-  const auto campaigns = ctx.store.list_campaigns(kCampaignScan);
+  CampaignQuery recent;
+  recent.scheduled_only = true;
+  recent.limit = kTrendNights;
+  auto found = ctx.store.page_campaigns(recent).items;
+  const bool scheduled = !found.empty();
+  if (!scheduled) {
+    recent.scheduled_only = false;
+    found = ctx.store.page_campaigns(recent).items;
+  }
   std::vector<const v1::Campaign*> nightly;
-  for (const auto& c : campaigns)
-    if (c.schedule_id() != 0) nightly.push_back(&c);
-  const bool scheduled = !nightly.empty();
-  if (!scheduled)
-    for (const auto& c : campaigns) nightly.push_back(&c);
+  for (const auto& c : found) nightly.push_back(&c);
   json out{{"scheduled", scheduled},
            {"campaign", nullptr},
            {"matrix", nullptr},
@@ -93,10 +99,14 @@ json overview(ApiContext& ctx) {
   for (size_t i = std::min<size_t>(nightly.size(), kTrendNights); i-- > 0;)
     trend.push_back(trend_point(*nightly[i]));
   out["trend"] = trend;
+  CampaignQuery live;
+  live.running_only = true;
+  live.limit = kCampaignPage.max;
+  const auto running_page = ctx.store.page_campaigns(live);
   json running = json::array();
-  for (const auto& c : campaigns)
-    if (c.state() == v1::CAMPAIGN_STATE_RUNNING) running.push_back(to_json(c));
+  for (const auto& c : running_page.items) running.push_back(to_json(c));
   out["running"] = running;
+  out["running_next_page"] = next_page(running_page.next_page_token);
   return out;
 }
 
@@ -162,8 +172,10 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
   // when nothing follows).
   r.get("/api/campaigns", [ctx](const httplib::Request& req) {
     json out = json::array();
-    const auto page = ctx.store.page_campaigns(
-        query_uint(req, "limit", kCampaignPage.fallback, 1, kCampaignPage.max), query_page(req));
+    CampaignQuery q;
+    q.limit = query_uint(req, "limit", kCampaignPage.fallback, 1, kCampaignPage.max);
+    q.page_token = query_page(req);
+    const auto page = ctx.store.page_campaigns(q);
     for (const auto& c : page.items) out.push_back(to_json(c));
     return json{{"campaigns", out}, {"next_page", next_page(page.next_page_token)}};
   });

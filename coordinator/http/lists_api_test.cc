@@ -186,6 +186,26 @@ TEST_F(ListsApiTest, OutcomeListsPageAndFindAKernelsOutcomesBehindOthers) {
   EXPECT_EQ(body["matrix"]["cells"][0]["counts"]["queued"], 2100) << body["matrix"].dump();
 }
 
+TEST_F(ListsApiTest, TheOverviewFindsTheNightlyBehindManyCampaignsMadeByHand) {
+  v1::CampaignSpec spec;
+  spec.set_name("nightly");
+  NewJob j;
+  j.spec.set_scenario("setattr-lookup");
+  j.spec.set_fs("tmpfs");
+  j.kernel_label = "host";
+  const int64_t nightly = store_->create_campaign(spec, {j}, 3, clock_.now());
+  spec.set_name("by hand");
+  for (int i = 0; i < 210; ++i) store_->create_campaign(spec, {j}, 0, clock_.now());
+  auto [status, body] = get("/api/overview");
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_TRUE(body["scheduled"].get<bool>()) << "the nightly was not among the latest campaigns";
+  EXPECT_EQ(body["campaign"]["id"], nightly);
+  EXPECT_EQ(body["trend"].size(), 1u);
+  EXPECT_EQ(body["running"].size(), 211u);
+  EXPECT_TRUE(body["running_next_page"].is_null());
+  EXPECT_EQ(body["matrix"]["cells"][0]["counts"]["queued"], 1) << body["matrix"].dump();
+}
+
 // gRPC answers over 4 MiB (gRPC's default limit) reach a client on the
 // coordinator's channel; a default channel refuses them (the control).
 TEST_F(ListsApiTest, GrpcAnswersPastFourMebibytesReachTheCoordinatorsChannel) {

@@ -227,7 +227,10 @@ TEST_F(PgPagingTest, JobsAndCampaignsPageByIdAndTokensOfAnotherListAreRefused) {
   std::vector<int64_t> seen;
   std::string token;
   do {
-    auto page = store_->page_campaigns(2, token);
+    CampaignQuery q;
+    q.limit = 2;
+    q.page_token = token;
+    auto page = store_->page_campaigns(q);
     EXPECT_LE(page.items.size(), 2u);
     for (const auto& c : page.items) seen.push_back(c.id());
     token = page.next_page_token;
@@ -250,9 +253,46 @@ TEST_F(PgPagingTest, JobsAndCampaignsPageByIdAndTokensOfAnotherListAreRefused) {
   OutcomeQuery q;
   q.page_token = jobs_token;
   EXPECT_THROW(store_->page_outcomes(q), BadPageToken);
-  EXPECT_THROW(store_->page_campaigns(0, "campaigns:12x"), BadPageToken);
-  EXPECT_THROW(store_->page_campaigns(0, "campaigns:"), BadPageToken);
+  CampaignQuery bad;
+  bad.page_token = "campaigns:12x";
+  EXPECT_THROW(store_->page_campaigns(bad), BadPageToken);
+  bad.page_token = "campaigns:";
+  EXPECT_THROW(store_->page_campaigns(bad), BadPageToken);
   EXPECT_THROW(store_->page_jobs(campaigns.back(), 0, "OFFSET 10"), BadPageToken);
+}
+
+TEST_F(PgPagingTest, CampaignFiltersApplyBeforeTheLimit) {
+  // Three scheduled campaigns, then ten made by hand: the overview's nightly
+  // is not among the latest ten.
+  std::vector<int64_t> scheduled;
+  for (int i = 0; i < 3; ++i)
+    scheduled.push_back(store_->create_campaign(spec_named("nightly"), jobs_of(1), 7, kT0));
+  for (int i = 0; i < 10; ++i) store_->create_campaign(spec_named("by hand"), jobs_of(1), 0, kT0);
+  CampaignQuery q;
+  q.scheduled_only = true;
+  q.limit = 2;
+  auto page = store_->page_campaigns(q);
+  ASSERT_EQ(page.items.size(), 2u);
+  EXPECT_EQ(page.items[0].id(), scheduled[2]);
+  EXPECT_EQ(page.items[1].id(), scheduled[1]);
+  ASSERT_NE(page.next_page_token, "");
+  q.page_token = page.next_page_token;
+  page = store_->page_campaigns(q);
+  ASSERT_EQ(page.items.size(), 1u);
+  EXPECT_EQ(page.items[0].id(), scheduled[0]);
+  EXPECT_EQ(page.next_page_token, "");
+
+  // Finish the oldest campaign's only job: it is no longer running.
+  run_one("a", v1::VERDICT_PASS);
+  CampaignQuery running;
+  running.running_only = true;
+  running.limit = 500;
+  page = store_->page_campaigns(running);
+  EXPECT_EQ(page.items.size(), 12u);
+  for (const auto& c : page.items) {
+    EXPECT_NE(c.id(), scheduled[0]);
+    EXPECT_EQ(c.state(), v1::CAMPAIGN_STATE_RUNNING);
+  }
 }
 
 }  // namespace

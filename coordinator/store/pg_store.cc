@@ -1037,15 +1037,20 @@ std::vector<CellSummary> PgStore::campaign_cells(int64_t campaign_id) {
                          [&](pqxx::work& txn) { return read_cells(txn, campaign_id); });
 }
 
-Page<v1::Campaign> PgStore::page_campaigns(uint32_t limit, const std::string& page_token) {
-  limit = kCampaignPage.resolve(limit);
-  const auto after = parse_page_token("campaigns", 1, page_token);
+Page<v1::Campaign> PgStore::page_campaigns(const CampaignQuery& q) {
+  const uint32_t limit = kCampaignPage.resolve(q.limit);
+  const auto after = parse_page_token("campaigns", 1, q.page_token);
   return run_transaction(*pool_, "page_campaigns", [&](pqxx::work& txn) {
-    // One more row than the page says whether more follow.
+    // The filters before the LIMIT; one more row than the page says whether
+    // more follow. Running: fewer jobs done than it has, by the summaries.
     pqxx::result rows = txn.exec_params(
-        "SELECT id, spec, schedule_id, job_count, lf_us(created_at) FROM campaigns"
-        " WHERE $2::bigint = 0 OR id < $2::bigint ORDER BY id DESC LIMIT $1",
-        static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0]);
+        "SELECT id, spec, schedule_id, job_count, lf_us(created_at) FROM campaigns c"
+        " WHERE ($2::bigint = 0 OR id < $2::bigint) AND (NOT $3::bool OR schedule_id <> 0)"
+        "  AND (NOT $4::bool OR job_count > coalesce((SELECT sum(done) FROM campaign_verdicts v"
+        "   WHERE v.campaign_id = c.id), 0))"
+        " ORDER BY id DESC LIMIT $1",
+        static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0], q.scheduled_only,
+        q.running_only);
     Page<v1::Campaign> page;
     page.items = campaigns_with_counts(txn, rows);
     if (page.items.size() > limit) {

@@ -80,7 +80,7 @@ class PgStore : public Store {
   std::vector<v1::Campaign> list_campaigns(uint32_t limit) override;
   std::vector<v1::JobInfo> list_jobs(int64_t campaign_id) override;
   std::vector<CellSummary> campaign_cells(int64_t campaign_id) override;
-  Page<v1::Campaign> page_campaigns(uint32_t limit, const std::string& page_token) override;
+  Page<v1::Campaign> page_campaigns(const CampaignQuery& query) override;
   Page<v1::JobInfo> page_jobs(int64_t campaign_id, uint32_t limit,
                               const std::string& page_token) override;
 

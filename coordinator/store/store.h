@@ -72,6 +72,14 @@ struct OutcomeQuery {
   std::string page_token;
 };
 
+// One page of campaigns (Store::page_campaigns); filters before the limit.
+struct CampaignQuery {
+  bool scheduled_only = false;  // made by a schedule
+  bool running_only = false;    // some job not done yet (by the summaries)
+  uint32_t limit = 0;           // kCampaignPage resolves it
+  std::string page_token;
+};
+
 // Page sizes of the lists: the default (limit 0) and the most a page holds.
 inline constexpr PageLimits kOutcomePage{100, 1000};
 inline constexpr PageLimits kOutcomePageWithViolations{100, 100};
@@ -149,9 +157,8 @@ class Store {
   }
   // Pages of list_campaigns (most recent first) and of list_jobs (in id
   // order). Throws BadPageToken for a token of another list.
-  virtual Page<v1::Campaign> page_campaigns(uint32_t limit, const std::string& page_token) {
-    (void)limit;
-    (void)page_token;
+  virtual Page<v1::Campaign> page_campaigns(const CampaignQuery& query) {
+    (void)query;
     throw StoreError("this store cannot page campaigns", false);
   }
   virtual Page<v1::JobInfo> page_jobs(int64_t campaign_id, uint32_t limit,
