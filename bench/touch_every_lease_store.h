@@ -75,6 +75,19 @@ class TouchEveryLeaseStore : public Store {
     return inner_.find_outcomes(filter);
   }
   std::optional<v1::JobInfo> get_job(int64_t id) override { return inner_.get_job(id); }
+  std::vector<CellSummary> campaign_cells(int64_t campaign_id) override {
+    return inner_.campaign_cells(campaign_id);
+  }
+  Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override {
+    return inner_.page_outcomes(query);
+  }
+  Page<v1::Campaign> page_campaigns(const CampaignQuery& query) override {
+    return inner_.page_campaigns(query);
+  }
+  Page<v1::JobInfo> page_jobs(int64_t campaign_id, uint32_t limit,
+                              const std::string& page_token) override {
+    return inner_.page_jobs(campaign_id, limit, page_token);
+  }
   v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                             const v1::CampaignSpec& spec, TimePoint next_run) override {
     return inner_.add_schedule(name, cron, spec, next_run);

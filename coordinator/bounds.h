@@ -21,6 +21,10 @@ inline constexpr size_t kMaxPathBytes = 4096;
 inline constexpr size_t kMaxNoteBytes = 16 << 10;
 // One reported outcome, serialized (the oracle reports a few dozen violations).
 inline constexpr size_t kMaxOutcomeBytes = 1 << 20;
+// Largest gRPC message either way, for the server and every client of it
+// (coordinator/channel.h): gRPC's 4 MiB default would refuse answers the
+// server sends. Lists page (docs/api.md), so an answer stays far below.
+inline constexpr int kMaxMessageBytes = 64 << 20;
 // How much of a bad value an error message quotes.
 inline constexpr size_t kQuotedBytes = 64;
 

@@ -63,7 +63,12 @@ Status ControlServiceImpl::ListCampaigns(grpc::ServerContext* ctx, const v1::Lis
                                          v1::ListCampaignsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListCampaigns", [&] {
-    for (auto& c : store_.list_campaigns(req->limit() ? req->limit() : 50)) *resp->add_campaigns() = std::move(c);
+    CampaignQuery q;
+    q.limit = req->limit();
+    q.page_token = req->page_token();
+    auto page = store_.page_campaigns(q);
+    for (auto& c : page.items) *resp->add_campaigns() = std::move(c);
+    resp->set_next_page_token(page.next_page_token);
     return Status::OK;
   });
 }
@@ -74,7 +79,9 @@ Status ControlServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobs
   return guarded("ListJobs", [&] {
     if (!store_.get_campaign(req->campaign_id()))
       return Status(StatusCode::NOT_FOUND, "no campaign \"" + std::to_string(req->campaign_id()) + "\"");
-    for (auto& j : store_.list_jobs(req->campaign_id())) *resp->add_jobs() = std::move(j);
+    auto page = store_.page_jobs(req->campaign_id(), req->limit(), req->page_token());
+    for (auto& j : page.items) *resp->add_jobs() = std::move(j);
+    resp->set_next_page_token(page.next_page_token);
     return Status::OK;
   });
 }
@@ -83,8 +90,17 @@ Status ControlServiceImpl::ListOutcomes(grpc::ServerContext* ctx, const v1::List
                                         v1::ListOutcomesResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListOutcomes", [&] {
-    for (auto& o : store_.list_outcomes(req->campaign_id(), req->failed_only(), req->limit() ? req->limit() : 200))
-      *resp->add_outcomes() = std::move(o);
+    OutcomeQuery q;
+    q.campaign_id = req->campaign_id();
+    q.failed_only = req->failed_only();
+    q.scenario = req->scenario();
+    q.kernel_label = req->kernel_label();
+    q.with_violations = req->with_violations();
+    q.limit = req->limit();
+    q.page_token = req->page_token();
+    auto page = store_.page_outcomes(q);
+    for (auto& o : page.items) *resp->add_outcomes() = std::move(o);
+    resp->set_next_page_token(page.next_page_token);
     return Status::OK;
   });
 }

@@ -114,6 +114,9 @@ int main(int argc, char** argv) {
       "--timeout", wait_timeout,
       "--wait: give up (exit 2) if the campaign is not done after this long, e.g. 30m");
   auto* clist = campaign->add_subcommand("list", "recent campaigns");
+  uint32_t campaign_limit = 50;
+  clist->add_option("--limit", campaign_limit, "most campaigns to list (default 50)")
+      ->check(CLI::Range(1u, 1000000u));
   int64_t show_id = 0;
   auto* cshow = campaign->add_subcommand("show", "a campaign and its jobs");
   cshow->add_option("id", show_id, "campaign id")->required();
@@ -138,9 +141,12 @@ int main(int argc, char** argv) {
   auto* agents = app.add_subcommand("agents", "registered agents");
   int64_t outcome_campaign = 0;
   bool failed = false;
+  uint32_t outcome_limit = 200;
   auto* outcomes = app.add_subcommand("outcomes", "stored outcomes, most recent first");
   outcomes->add_option("--campaign", outcome_campaign, "only this campaign");
   outcomes->add_flag("--failed", failed, "only outcomes that are not pass");
+  outcomes->add_option("--limit", outcome_limit, "most outcomes to list (default 200)")
+      ->check(CLI::Range(1u, 1000000u));
   auto* kernels = app.add_subcommand("kernels", "registered kernels");
   VmCommands vm_cmds(app);
   KernelBuildCommands kbuild_cmds(app);
@@ -200,7 +206,7 @@ int main(int argc, char** argv) {
       }
       return client.campaign_run(run_flags, wait, json, timeout);
     }
-    if (clist->parsed()) return client.campaign_list(json);
+    if (clist->parsed()) return client.campaign_list(campaign_limit, json);
     if (cshow->parsed()) return client.campaign_show(show_id, json);
     if (sadd->parsed()) {
       sched_flags.name = sched_name;
@@ -211,7 +217,7 @@ int main(int argc, char** argv) {
     if (senable->parsed()) return client.schedule_enable(sched_id, true, json);
     if (srm->parsed()) return client.schedule_remove(sched_id);
     if (agents->parsed()) return client.agents(json);
-    if (outcomes->parsed()) return client.outcomes(outcome_campaign, failed, json);
+    if (outcomes->parsed()) return client.outcomes(outcome_campaign, failed, outcome_limit, json);
     if (kernels->parsed()) return client.kernels(json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -41,7 +41,7 @@ inline Duration from_proto(const google::protobuf::Duration& d) {
 
 // Runs a handler body, mapping expected failures to statuses:
 // StoreError -> UNAVAILABLE (database down) or FAILED_PRECONDITION,
-// SpecError -> INVALID_ARGUMENT; anything else -> INTERNAL (and logged).
+// SpecError, BadPageToken -> INVALID_ARGUMENT; anything else -> INTERNAL (and logged).
 template <typename Body>
 grpc::Status guarded(const char* rpc, Body&& body) {
   try {
@@ -51,6 +51,8 @@ grpc::Status guarded(const char* rpc, Body&& body) {
     return grpc::Status(e.unavailable() ? grpc::StatusCode::UNAVAILABLE : grpc::StatusCode::FAILED_PRECONDITION,
                         e.what());
   } catch (const SpecError& e) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
+  } catch (const BadPageToken& e) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, e.what());
   } catch (const std::exception& e) {
     spdlog::error("rpc.internal rpc={} error=\"{}\"", rpc, e.what());

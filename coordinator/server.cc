@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "coordinator/bounds.h"
 #include "coordinator/parse_error_interceptor.h"
 
 namespace leapfrog::coord {
@@ -36,7 +37,9 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
     triage_service_ = std::make_unique<triage::TriageServiceImpl>(*triage_, auth_);
     builder.RegisterService(triage_service_.get());
   }
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  // The limits every client uses too (coordinator/channel.h).
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Requests that do not parse: INVALID_ARGUMENT with a reason.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<ParseErrorInterceptorFactory>());

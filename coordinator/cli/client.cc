@@ -1,4 +1,5 @@
 #include "coordinator/cli/client.h"
+#include "coordinator/channel.h"
 
 #include <filesystem>
 
@@ -133,7 +134,7 @@ static std::string verdict_name(v1::Verdict v) {
 }
 
 Client::Client(const Endpoint& ep) : ep_(ep) {
-  stub_ = v1::ControlService::NewStub(grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
+  stub_ = v1::ControlService::NewStub(coord::coordinator_channel(ep.address));
 }
 
 std::unique_ptr<grpc::ClientContext> Client::ctx() const {
@@ -187,7 +188,7 @@ void Client::reread_address() {
   const std::string now = read_first_line(ep_.data_dir + "/address");
   if (now.empty() || now == ep_.address) return;
   ep_.address = now;
-  stub_ = v1::ControlService::NewStub(grpc::CreateChannel(now, grpc::InsecureChannelCredentials()));
+  stub_ = v1::ControlService::NewStub(coord::coordinator_channel(now));
 }
 
 int Client::wait_for(int64_t id, bool json_out, std::set<std::string> warned,
@@ -274,12 +275,22 @@ int Client::campaign_run(const CampaignFlags& f, bool wait, bool json_out,
   return 0;
 }
 
-int Client::campaign_list(bool json_out) {
+int Client::campaign_list(uint32_t limit, bool json_out) {
   v1::ListCampaignsRequest req;
   v1::ListCampaignsResponse resp;
-  auto context = ctx();
-  const grpc::Status s = stub_->ListCampaigns(context.get(), req, &resp);
-  if (!s.ok()) return fail(s);
+  bool more = true;
+  while (more && static_cast<uint32_t>(resp.campaigns_size()) < limit) {
+    req.set_limit(std::min<uint32_t>(limit - static_cast<uint32_t>(resp.campaigns_size()), 500));
+    v1::ListCampaignsResponse page;
+    auto context = ctx();
+    const grpc::Status s = stub_->ListCampaigns(context.get(), req, &page);
+    if (!s.ok()) return fail(s);
+    for (auto& c : *page.mutable_campaigns()) *resp.add_campaigns() = std::move(c);
+    more = !page.next_page_token().empty();
+    req.set_page_token(page.next_page_token());
+  }
+  if (more)
+    std::fprintf(stderr, "note: more campaigns than --limit %u; raise it to see them\n", limit);
   if (json_out) {
     json out = json::array();
     for (const auto& c : resp.campaigns()) out.push_back(campaign_summary(c));
@@ -301,9 +312,14 @@ int Client::campaign_show(int64_t id, bool json_out) {
   v1::ListJobsRequest jreq;
   jreq.set_campaign_id(id);
   v1::ListJobsResponse jobs;
-  auto context2 = ctx();
-  s = stub_->ListJobs(context2.get(), jreq, &jobs);
-  if (!s.ok()) return fail(s);
+  do {  // every page
+    v1::ListJobsResponse page;
+    auto context2 = ctx();
+    s = stub_->ListJobs(context2.get(), jreq, &page);
+    if (!s.ok()) return fail(s);
+    for (auto& j : *page.mutable_jobs()) *jobs.add_jobs() = std::move(j);
+    jreq.set_page_token(page.next_page_token());
+  } while (!jreq.page_token().empty());
   if (json_out) {
     json out = to_json(c);
     out["jobs_detail"] = to_json(jobs)["jobs"];
@@ -429,14 +445,26 @@ int Client::agents(bool json_out) {
   return 0;
 }
 
-int Client::outcomes(int64_t campaign, bool failed, bool json_out) {
+int Client::outcomes(int64_t campaign, bool failed, uint32_t limit, bool json_out) {
+  // Page by page (each at most the server's page), until `limit` or the end.
+  v1::ListOutcomesResponse resp;
   v1::ListOutcomesRequest req;
   req.set_campaign_id(campaign);
   req.set_failed_only(failed);
-  v1::ListOutcomesResponse resp;
-  auto context = ctx();
-  const grpc::Status st = stub_->ListOutcomes(context.get(), req, &resp);
-  if (!st.ok()) return fail(st);
+  bool more = true;
+  while (more && static_cast<uint32_t>(resp.outcomes_size()) < limit) {
+    req.set_limit(std::min<uint32_t>(limit - static_cast<uint32_t>(resp.outcomes_size()), 1000));
+    v1::ListOutcomesResponse page;
+    auto context = ctx();
+    const grpc::Status st = stub_->ListOutcomes(context.get(), req, &page);
+    if (!st.ok()) return fail(st);
+    for (auto& o : *page.mutable_outcomes()) *resp.add_outcomes() = std::move(o);
+    more = !page.next_page_token().empty();
+    req.set_page_token(page.next_page_token());
+  }
+  // A list cut short says so (on stderr: stdout stays a table or JSON).
+  if (more)
+    std::fprintf(stderr, "note: more outcomes than --limit %u; raise it to see them\n", limit);
   if (json_out) {
     json out = json::array();
     for (const auto& o : resp.outcomes()) {

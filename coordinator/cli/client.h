@@ -58,14 +58,16 @@ class Client {
   // done by then.
   int campaign_run(const CampaignFlags& f, bool wait, bool json,
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
-  int campaign_list(bool json);
+  // The `limit` most recent campaigns.
+  int campaign_list(uint32_t limit, bool json);
   int campaign_show(int64_t id, bool json);
   int schedule_add(const std::string& name, const std::string& cron, const CampaignFlags& f, bool json);
   int schedule_list(bool json);
   int schedule_enable(int64_t id, bool enabled, bool json);
   int schedule_remove(int64_t id);
   int agents(bool json);
-  int outcomes(int64_t campaign, bool failed, bool json);
+  // The `limit` most recent outcomes (of `campaign`, 0: all).
+  int outcomes(int64_t campaign, bool failed, uint32_t limit, bool json);
   int kernels(bool json);
 
  private:

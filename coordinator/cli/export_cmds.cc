@@ -1,6 +1,7 @@
 // `leapfrog export` (export_cmds.h).
 
 #include "coordinator/cli/export_cmds.h"
+#include "coordinator/channel.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -43,7 +44,7 @@ void check(const grpc::Status& s, const std::string& what) {
 
 // The campaign's export data over gRPC, as exports::gather reads it from the store.
 ex::CampaignData gather(const Endpoint& ep, int64_t id) {
-  auto channel = grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials());
+  auto channel = coord::coordinator_channel(ep.address);
   auto control = v1::ControlService::NewStub(channel);
   auto triage = v1::TriageService::NewStub(channel);
   ex::CampaignData d;
@@ -51,26 +52,34 @@ ex::CampaignData gather(const Endpoint& ep, int64_t id) {
   gc.set_id(id);
   check(control->GetCampaign(context(ep).get(), gc, &d.campaign),
         "campaign \"" + std::to_string(id) + "\"");
+  // Every page of the jobs and of the outcomes (with their violations).
   v1::ListJobsRequest lj;
   lj.set_campaign_id(id);
-  v1::ListJobsResponse jobs;
-  check(control->ListJobs(context(ep).get(), lj, &jobs), "jobs");
-  d.jobs.assign(jobs.jobs().begin(), jobs.jobs().end());
+  do {
+    v1::ListJobsResponse jobs;
+    check(control->ListJobs(context(ep).get(), lj, &jobs), "jobs");
+    d.jobs.insert(d.jobs.end(), jobs.jobs().begin(), jobs.jobs().end());
+    lj.set_page_token(jobs.next_page_token());
+  } while (!lj.page_token().empty());
   v1::ListOutcomesRequest lo;
   lo.set_campaign_id(id);
-  lo.set_limit(static_cast<uint32_t>(std::max<size_t>(1, d.jobs.size()) *
-                                     std::max<uint32_t>(3, d.campaign.spec().max_attempts())));
-  v1::ListOutcomesResponse outcomes;
-  check(control->ListOutcomes(context(ep).get(), lo, &outcomes), "outcomes");
-  d.outcomes.assign(outcomes.outcomes().begin(), outcomes.outcomes().end());
+  lo.set_with_violations(true);
+  do {
+    v1::ListOutcomesResponse outcomes;
+    check(control->ListOutcomes(context(ep).get(), lo, &outcomes), "outcomes");
+    d.outcomes.insert(d.outcomes.end(), outcomes.outcomes().begin(), outcomes.outcomes().end());
+    lo.set_page_token(outcomes.next_page_token());
+  } while (!lo.page_token().empty());
   v1::ListKernelsResponse kernels;
   check(control->ListKernels(context(ep).get(), v1::ListKernelsRequest{}, &kernels), "kernels");
   d.kernels.assign(kernels.kernels().begin(), kernels.kernels().end());
   v1::ListIssuesRequest li;
-  li.set_limit(10000);
-  v1::ListIssuesResponse issues;
-  check(triage->ListIssues(context(ep).get(), li, &issues), "issues");
-  d.issues.assign(issues.issues().begin(), issues.issues().end());
+  do {
+    v1::ListIssuesResponse issues;
+    check(triage->ListIssues(context(ep).get(), li, &issues), "issues");
+    d.issues.insert(d.issues.end(), issues.issues().begin(), issues.issues().end());
+    li.set_page_token(issues.next_page_token());
+  } while (!li.page_token().empty());
   return d;
 }
 

@@ -1,4 +1,5 @@
 #include "coordinator/cli/kbuild_cmds.h"
+#include "coordinator/channel.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -22,7 +23,7 @@ v1::Kernel register_kernel(const Endpoint& ep, const v1::Kernel& k) {
   v1::AddKernelRequest req;
   *req.mutable_kernel() = k;
   req.set_replace(true);  // a rebuild of a label replaces it
-  auto stub = v1::ControlService::NewStub(grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
+  auto stub = v1::ControlService::NewStub(coord::coordinator_channel(ep.address));
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", "Bearer " + ep.token);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

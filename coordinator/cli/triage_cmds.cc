@@ -1,4 +1,5 @@
 #include "coordinator/cli/triage_cmds.h"
+#include "coordinator/channel.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
@@ -122,6 +123,10 @@ class Commands : public TriageCommands {
         app.add_subcommand("issues", "failures grouped by signature, most recently seen first");
     issues_->add_option("--status", statuses_, "only this status (repeatable)");
     issues_->add_option("--limit", limit_, "most issues to list (default 100)");
+    issues_->add_option("--scenario", issue_scenario_, "only issues of this scenario");
+    issues_->add_option("--kind", issue_kind_,
+                        "only this kind (violation, crash, hang, boot-failure)");
+    issues_->add_option("--kernel", issue_kernel_, "only issues found on this kernel label");
 
     issue_ = app.add_subcommand("issue", "one issue: show, set its status, add a note");
     issue_->require_subcommand(1);
@@ -175,8 +180,7 @@ class Commands : public TriageCommands {
           bisect_->parsed() || action_->parsed() || actions_->parsed()))
       return std::nullopt;
     ep_ = endpoint();
-    stub_ = v1::TriageService::NewStub(
-        grpc::CreateChannel(ep_.address, grpc::InsecureChannelCredentials()));
+    stub_ = v1::TriageService::NewStub(coord::coordinator_channel(ep_.address));
     json_ = json;
     if (issues_->parsed()) return list_issues();
     if (show_->parsed()) return show_issue();
@@ -210,9 +214,23 @@ class Commands : public TriageCommands {
   int list_issues() {
     v1::ListIssuesRequest req;
     for (const auto& s : statuses_) req.add_statuses(parse_status(s));
-    req.set_limit(limit_);
+    req.set_scenario(issue_scenario_);
+    req.set_kind(issue_kind_);
+    req.set_kernel_label(issue_kernel_);
+    // Page by page until the limit or the end; a list cut short says so.
+    const uint32_t limit = limit_ ? limit_ : 100;
     v1::ListIssuesResponse resp;
-    if (auto s = stub_->ListIssues(ctx().get(), req, &resp); !s.ok()) return fail(s);
+    bool more = true;
+    while (more && static_cast<uint32_t>(resp.issues_size()) < limit) {
+      req.set_limit(std::min<uint32_t>(limit - static_cast<uint32_t>(resp.issues_size()), 1000));
+      v1::ListIssuesResponse page;
+      if (auto s = stub_->ListIssues(ctx().get(), req, &page); !s.ok()) return fail(s);
+      for (auto& i : *page.mutable_issues()) *resp.add_issues() = std::move(i);
+      more = !page.next_page_token().empty();
+      req.set_page_token(page.next_page_token());
+    }
+    if (more)
+      std::fprintf(stderr, "note: more issues than --limit %u; raise it to see them\n", limit);
     if (json_) {
       std::printf("%s\n", to_json(resp).c_str());
       return 0;
@@ -347,6 +365,9 @@ class Commands : public TriageCommands {
     req.set_issue_id(id_);
     v1::ListActionsResponse resp;
     if (auto s = stub_->ListActions(ctx().get(), req, &resp); !s.ok()) return fail(s);
+    if (!resp.next_page_token().empty())
+      std::fprintf(stderr, "note: only the %d most recent actions are listed\n",
+                   resp.actions_size());
     if (json_) {
       std::printf("%s\n", to_json(resp).c_str());
       return 0;
@@ -396,6 +417,7 @@ class Commands : public TriageCommands {
       *actions_;
   std::vector<std::string> statuses_, kernels_;
   uint32_t limit_ = 0, runs_ = 0;
+  std::string issue_scenario_, issue_kind_, issue_kernel_;
   int64_t id_ = 0, duplicate_of_ = 0;
   std::string status_text_, note_text_, target_, kernel_, out_;
   bool wait_ = false, json_ = false;

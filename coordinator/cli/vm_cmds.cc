@@ -1,4 +1,5 @@
 #include "coordinator/cli/vm_cmds.h"
+#include "coordinator/channel.h"
 
 #include <signal.h>
 #include <spawn.h>
@@ -162,8 +163,7 @@ int VmCommands::kernel_add(const Endpoint& ep, const std::string& data_dir, bool
   kernel->set_sha256(k.sha256);
   kernel->set_source(stdfs::absolute(image_).string());
   kernel->set_cmdline(cmdline_);
-  auto stub = v1::ControlService::NewStub(
-      grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials()));
+  auto stub = v1::ControlService::NewStub(coord::coordinator_channel(ep.address));
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", "Bearer " + ep.token);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

@@ -12,14 +12,6 @@
 
 namespace leapfrog::coord::exports {
 
-namespace {
-
-// Issues read to match a campaign's outcomes; triage lists the most recently
-// seen first, so a campaign's own issues come early.
-constexpr uint32_t kIssueScan = 10000;
-
-}  // namespace
-
 Format parse_format(const std::string& name) {
   if (name == "kcidb") return Format::Kcidb;
   if (name == "junit") return Format::Junit;
@@ -136,10 +128,12 @@ std::optional<CampaignData> gather(Store& store, triage::TriageEngine* triage, i
   d.outcomes = store.list_outcomes(id, false, cap);
   d.kernels = store.list_kernels();
   if (triage) {
-    v1::ListIssuesRequest req;
-    req.set_limit(kIssueScan);
-    auto resp = triage->list_issues(req);
-    d.issues.assign(resp.issues().begin(), resp.issues().end());
+    v1::ListIssuesRequest req;  // every page: an outcome may match any issue
+    do {
+      auto resp = triage->list_issues(req);
+      d.issues.insert(d.issues.end(), resp.issues().begin(), resp.issues().end());
+      req.set_page_token(resp.next_page_token());
+    } while (!req.page_token().empty());
   }
   return d;
 }

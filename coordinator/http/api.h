@@ -66,6 +66,10 @@ int64_t path_id(const httplib::Request& req, size_t i);
 // Query parameter as an unsigned number in [lo, hi], or `fallback` if absent; 400 otherwise.
 uint32_t query_uint(const httplib::Request& req, const std::string& name, uint32_t fallback,
                     uint32_t lo, uint32_t hi);
+// The "page" query parameter: the next_page of the previous answer ("" if absent).
+std::string query_page(const httplib::Request& req);
+// A page's next_page in an answer: the token, or null when no item follows.
+nlohmann::json next_page(const std::string& token);
 // Field `key` of `body` with the wanted JSON type; 400 naming the field otherwise.
 std::string body_string(const nlohmann::json& body, const std::string& key, bool required = true);
 

@@ -23,7 +23,6 @@ using nlohmann::json;
 namespace {
 
 constexpr uint32_t kTrendNights = 14;
-constexpr uint32_t kCampaignScan = 200;
 
 v1::Campaign campaign_or_404(Store& store, int64_t id) {
   auto c = store.get_campaign(id);
@@ -31,28 +30,22 @@ v1::Campaign campaign_or_404(Store& store, int64_t id) {
   return std::move(*c);
 }
 
-// Scenario x kernel x file system of one campaign's jobs, with counts by
-// verdict (done jobs) or state (queued, leased).
-json matrix_of(const std::vector<v1::JobInfo>& jobs) {
-  using Key = std::tuple<std::string, std::string, std::string>;
-  std::map<Key, std::map<std::string, int>> cells;
+// Scenario x kernel x file system of one campaign, with counts by verdict
+// (done jobs) or state (queued, leased, waiting): from the summaries, never
+// from every job.
+json matrix_of(const std::vector<CellSummary>& cells) {
   std::set<std::string> scenarios, kernels, filesystems;
-  for (const auto& j : jobs) {
-    Key k{j.spec().scenario(), j.kernel_label(), j.spec().fs()};
-    scenarios.insert(j.spec().scenario());
-    kernels.insert(j.kernel_label());
-    filesystems.insert(j.spec().fs());
-    const std::string what =
-        j.state() == v1::JOB_STATE_DONE ? verdict_name(j.verdict()) : job_state_name(j.state());
-    cells[k][what]++;
-  }
   json out_cells = json::array();
-  for (const auto& [k, counts] : cells) {
+  for (const auto& cell : cells) {
+    scenarios.insert(cell.scenario);
+    kernels.insert(cell.kernel_label);
+    filesystems.insert(cell.fs);
     json c = json::object();
-    for (const auto& [what, n] : counts) c[what] = n;
-    out_cells.push_back(json{{"scenario", std::get<0>(k)},
-                             {"kernel", std::get<1>(k)},
-                             {"fs", std::get<2>(k)},
+    for (const auto& [verdict, n] : cell.done) c[verdict_name(verdict)] = n;
+    for (const auto& [state, n] : cell.pending) c[job_state_name(state)] = n;
+    out_cells.push_back(json{{"scenario", cell.scenario},
+                             {"kernel", cell.kernel_label},
+                             {"fs", cell.fs},
                              {"counts", c}});
   }
   return json{{"scenarios", scenarios},
@@ -77,31 +70,42 @@ json campaign_warnings(const ApiContext& ctx, const v1::Campaign& c) {
   return unserved(ctx.store, c, ctx.clock.now() - ctx.options.offline_after);
 }
 
+// The nightly and the trend: the latest campaigns made by a schedule (or of
+// any kind when none was), and every running campaign, each found by the
+// store's filters rather than among the latest few.
 json overview(ApiContext& ctx) {
-  const auto campaigns = ctx.store.list_campaigns(kCampaignScan);
+  CampaignQuery recent;
+  recent.scheduled_only = true;
+  recent.limit = kTrendNights;
+  auto found = ctx.store.page_campaigns(recent).items;
+  const bool scheduled = !found.empty();
+  if (!scheduled) {
+    recent.scheduled_only = false;
+    found = ctx.store.page_campaigns(recent).items;
+  }
   std::vector<const v1::Campaign*> nightly;
-  for (const auto& c : campaigns)
-    if (c.schedule_id() != 0) nightly.push_back(&c);
-  const bool scheduled = !nightly.empty();
-  if (!scheduled)
-    for (const auto& c : campaigns) nightly.push_back(&c);
+  for (const auto& c : found) nightly.push_back(&c);
   json out{{"scheduled", scheduled},
            {"campaign", nullptr},
            {"matrix", nullptr},
            {"warnings", json::array()}};
   if (!nightly.empty()) {
     out["campaign"] = to_json(*nightly.front());
-    out["matrix"] = matrix_of(ctx.store.list_jobs(nightly.front()->id()));
+    out["matrix"] = matrix_of(ctx.store.campaign_cells(nightly.front()->id()));
     out["warnings"] = campaign_warnings(ctx, *nightly.front());
   }
   json trend = json::array();
   for (size_t i = std::min<size_t>(nightly.size(), kTrendNights); i-- > 0;)
     trend.push_back(trend_point(*nightly[i]));
   out["trend"] = trend;
+  CampaignQuery live;
+  live.running_only = true;
+  live.limit = kCampaignPage.max;
+  const auto running_page = ctx.store.page_campaigns(live);
   json running = json::array();
-  for (const auto& c : campaigns)
-    if (c.state() == v1::CAMPAIGN_STATE_RUNNING) running.push_back(to_json(c));
+  for (const auto& c : running_page.items) running.push_back(to_json(c));
   out["running"] = running;
+  out["running_next_page"] = next_page(running_page.next_page_token);
   return out;
 }
 
@@ -164,20 +168,27 @@ json scaling(ApiContext& ctx, const std::vector<std::string>& kernels, const std
 void register_core_api(ApiRouter& r, ApiContext ctx) {
   r.get("/api/overview", [ctx](const httplib::Request&) mutable { return overview(ctx); });
 
+  // Lists page (docs/api.md): ?limit=&page=, answered with next_page (null
+  // when nothing follows).
   r.get("/api/campaigns", [ctx](const httplib::Request& req) {
     json out = json::array();
-    for (const auto& c : ctx.store.list_campaigns(query_uint(req, "limit", 50, 1, 1000)))
-      out.push_back(to_json(c));
-    return json{{"campaigns", out}};
+    CampaignQuery q;
+    q.limit = query_uint(req, "limit", kCampaignPage.fallback, 1, kCampaignPage.max);
+    q.page_token = query_page(req);
+    const auto page = ctx.store.page_campaigns(q);
+    for (const auto& c : page.items) out.push_back(to_json(c));
+    return json{{"campaigns", out}, {"next_page", next_page(page.next_page_token)}};
   });
   r.get(R"(/api/campaigns/([^/]+))", [ctx](const httplib::Request& req) {
     const v1::Campaign c = campaign_or_404(ctx.store, path_id(req, 1));
     json jobs = json::array();
-    const auto all = ctx.store.list_jobs(c.id());
-    for (const auto& j : all) jobs.push_back(to_json(j));
+    const auto page = ctx.store.page_jobs(
+        c.id(), query_uint(req, "limit", kJobPage.fallback, 1, kJobPage.max), query_page(req));
+    for (const auto& j : page.items) jobs.push_back(to_json(j));
     return json{{"campaign", to_json(c)},
-                {"matrix", matrix_of(all)},
+                {"matrix", matrix_of(ctx.store.campaign_cells(c.id()))},
                 {"jobs", jobs},
+                {"jobs_next_page", next_page(page.next_page_token)},
                 {"warnings", campaign_warnings(ctx, c)}};
   });
 
@@ -194,15 +205,19 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
                 {"kernels", kernels_by_label(ctx.store, {job->kernel_label()})}};
   });
 
+  // Without violations: a job's page has them.
   r.get("/api/outcomes", [ctx](const httplib::Request& req) {
-    OutcomeFilter f;
-    f.failed_only = req.has_param("failed") && req.get_param_value("failed") != "0";
-    f.scenario = req.get_param_value("scenario");
-    f.limit = query_uint(req, "limit", 200, 1, 2000);
-    if (req.has_param("campaign")) f.campaign_id = query_uint(req, "campaign", 0, 1, UINT32_MAX);
+    OutcomeQuery q;
+    q.failed_only = req.has_param("failed") && req.get_param_value("failed") != "0";
+    q.scenario = req.get_param_value("scenario");
+    q.kernel_label = req.get_param_value("kernel");
+    q.limit = query_uint(req, "limit", kOutcomePage.fallback, 1, kOutcomePage.max);
+    q.page_token = query_page(req);
+    if (req.has_param("campaign")) q.campaign_id = query_uint(req, "campaign", 0, 1, UINT32_MAX);
     json out = json::array();
-    for (const auto& o : ctx.store.find_outcomes(f)) out.push_back(to_json(o));
-    return json{{"outcomes", out}};
+    const auto page = ctx.store.page_outcomes(q);
+    for (const auto& o : page.items) out.push_back(to_json(o));
+    return json{{"outcomes", out}, {"next_page", next_page(page.next_page_token)}};
   });
 
   r.get("/api/agents", [ctx](const httplib::Request&) mutable { return agents(ctx); });

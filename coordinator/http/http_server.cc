@@ -41,6 +41,8 @@ void run_handler(const Handler& h, const httplib::Request& req, httplib::Respons
     send_error(res, e.status(), e.what());
   } catch (const SpecError& e) {
     send_error(res, 400, e.what());
+  } catch (const BadPageToken& e) {
+    send_error(res, 400, e.what());
   } catch (const StoreError& e) {
     spdlog::warn("http.store_error path={} unavailable={} error=\"{}\"", req.path, e.unavailable(),
                  e.what());
@@ -187,6 +189,14 @@ uint32_t query_uint(const httplib::Request& req, const std::string& name, uint32
   }
   throw HttpError(400, "bad " + name + " \"" + text + "\", want " + std::to_string(lo) + ".." +
                            std::to_string(hi));
+}
+
+std::string query_page(const httplib::Request& req) {
+  return req.has_param("page") ? req.get_param_value("page") : "";
+}
+
+json next_page(const std::string& token) {
+  return token.empty() ? json(nullptr) : json(token);
 }
 
 std::string body_string(const json& body, const std::string& key, bool required) {

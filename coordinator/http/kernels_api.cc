@@ -96,9 +96,8 @@ json build_log(const std::string& cache_dir, const std::string& path) {
 
 namespace {
 
-constexpr uint32_t kOutcomeScan = 2000;
-constexpr size_t kRecentOutcomes = 50;
-constexpr uint32_t kIssueScan = 1000;
+constexpr uint32_t kRecentOutcomes = 50;
+constexpr uint32_t kKernelIssues = 100;
 
 // One outcome as a row of the kernel page: no violations, no console.
 json outcome_row(const v1::OutcomeRecord& o) {
@@ -125,26 +124,31 @@ json build_log_in(const std::vector<std::string>& caches, const std::string& pat
   return build_log(caches.empty() ? "" : caches.front(), path);
 }
 
-json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::string& label) {
+json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::string& label,
+                 const httplib::Request& req) {
   const auto kernels = ctx.store.list_kernels();
   auto it = std::find_if(kernels.begin(), kernels.end(),
                          [&](const v1::Kernel& k) { return k.label() == label; });
   if (it == kernels.end()) throw HttpError(404, "no kernel \"" + label + "\"");
 
-  OutcomeFilter f;
-  f.limit = kOutcomeScan;
+  // Its outcomes, a page at a time (?limit=&page=), filtered by the store.
+  OutcomeQuery q;
+  q.kernel_label = label;
+  q.limit = query_uint(req, "limit", kRecentOutcomes, 1, kOutcomePage.max);
+  q.page_token = query_page(req);
+  const auto page = ctx.store.page_outcomes(q);
   json outcomes = json::array();
-  for (const auto& o : ctx.store.find_outcomes(f)) {
-    if (o.kernel_label() != label) continue;
-    outcomes.push_back(outcome_row(o));
-    if (outcomes.size() >= kRecentOutcomes) break;
-  }
+  for (const auto& o : page.items) outcomes.push_back(outcome_row(o));
 
+  // Its issues: the first page; /api/issues?kernel=<label>&page= has the rest.
   json issues = json::array();
+  std::string issues_next;
   if (engine) {
     v1::ListIssuesRequest lr;
-    lr.set_limit(kIssueScan);
+    lr.set_limit(kKernelIssues);
+    lr.set_kernel_label(label);
     const v1::ListIssuesResponse found = engine->list_issues(lr);  // outlives the loop
+    issues_next = found.next_page_token();
     for (const auto& i : found.issues()) {
       for (const auto& k : i.kernels()) {
         if (k.kernel_label() != label) continue;
@@ -164,7 +168,9 @@ json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::strin
                                 ? json(nullptr)
                                 : build_log_in(ctx.options.build_caches, it->build_log_path())},
               {"outcomes", outcomes},
-              {"issues", issues}};
+              {"outcomes_next_page", next_page(page.next_page_token)},
+              {"issues", issues},
+              {"issues_next_page", next_page(issues_next)}};
 }
 
 }  // namespace
@@ -179,7 +185,7 @@ json kernels_by_label(Store& store, const std::vector<std::string>& labels) {
 
 void register_kernel_api(ApiRouter& r, ApiContext ctx, triage::TriageEngine* engine) {
   r.get(R"(/api/kernels/([^/]+))", [ctx, engine](const httplib::Request& req) mutable {
-    return kernel_page(ctx, engine, req.matches[1]);
+    return kernel_page(ctx, engine, req.matches[1], req);
   });
 }
 

@@ -17,8 +17,6 @@ namespace tr = triage;
 
 namespace {
 
-constexpr uint32_t kIssueScan = 1000;
-
 std::string lower_name(const std::string& full, const std::string& prefix) {
   std::string name = full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
   for (char& c : name)
@@ -162,26 +160,30 @@ uint32_t body_uint(const json& body, const std::string& key, uint32_t hi) {
 void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine) {
   tr::TriageEngine* e = &engine;
 
+  // The filters go to the store, before its limit; ?page= pages on.
   r.get("/api/issues", [e](const httplib::Request& req) {
     v1::ListIssuesRequest lr;
     if (req.has_param("status")) lr.add_statuses(parse_status(req.get_param_value("status")));
-    lr.set_limit(kIssueScan);
-    const uint32_t limit = query_uint(req, "limit", 200, 1, kIssueScan);
-    const std::string scenario = req.get_param_value("scenario"),
-                      kernel = req.get_param_value("kernel"), kind = req.get_param_value("kind");
+    lr.set_limit(query_uint(req, "limit", 200, 1, tr::kIssuePage.max));
+    lr.set_scenario(req.get_param_value("scenario"));
+    lr.set_kernel_label(req.get_param_value("kernel"));
+    lr.set_kind(req.get_param_value("kind"));
+    lr.set_page_token(query_page(req));
     json out = json::array();
     const v1::ListIssuesResponse found = guarded([&] { return e->list_issues(lr); });
-    for (const auto& i : found.issues()) {
-      if (!scenario.empty() && i.scenario() != scenario) continue;
-      if (!kind.empty() && i.kind() != kind) continue;
-      if (!kernel.empty() &&
-          std::none_of(i.kernels().begin(), i.kernels().end(),
-                       [&](const v1::IssueKernel& k) { return k.kernel_label() == kernel; }))
-        continue;
-      if (out.size() >= limit) break;
-      out.push_back(issue_json(i));
-    }
-    return json{{"issues", out}};
+    for (const auto& i : found.issues()) out.push_back(issue_json(i));
+    return json{{"issues", out}, {"next_page", next_page(found.next_page_token())}};
+  });
+
+  r.get("/api/actions", [e](const httplib::Request& req) {
+    v1::ListActionsRequest lr;
+    if (req.has_param("issue")) lr.set_issue_id(query_uint(req, "issue", 0, 1, UINT32_MAX));
+    lr.set_limit(query_uint(req, "limit", tr::kActionPage.fallback, 1, tr::kActionPage.max));
+    lr.set_page_token(query_page(req));
+    json out = json::array();
+    const v1::ListActionsResponse found = guarded([&] { return e->list_actions(lr); });
+    for (const auto& a : found.actions()) out.push_back(action_json(a));
+    return json{{"actions", out}, {"next_page", next_page(found.next_page_token())}};
   });
 
   r.get(R"(/api/issues/([^/]+))", [e, ctx](const httplib::Request& req) {

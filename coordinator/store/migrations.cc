@@ -10,6 +10,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/store.h"
 
 namespace leapfrog::coord {
@@ -236,6 +237,47 @@ const char* const kSupersededOutcomes = R"sql(
 ALTER TABLE outcomes ADD COLUMN superseded boolean NOT NULL DEFAULT false;
 )sql";
 
+// Summaries kept as outcomes arrive (store/pg_summaries.h): what the
+// overview, campaign pages and counters read instead of every job and
+// outcome. `cells` is written with the campaign; the verdict counts by every
+// transaction that stores an outcome or ends a job, before it commits.
+const char* const kSummariesSchema = R"sql(
+CREATE TABLE cells (
+  campaign_id  bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+  scenario     text NOT NULL,
+  kernel_label text NOT NULL,
+  fs           text NOT NULL,
+  jobs         integer NOT NULL,          -- jobs of the cell, all states
+  PRIMARY KEY (campaign_id, scenario, kernel_label, fs)
+);
+CREATE TABLE cell_verdicts (
+  campaign_id  bigint NOT NULL,
+  scenario     text NOT NULL,
+  kernel_label text NOT NULL,
+  fs           text NOT NULL,
+  verdict      integer NOT NULL,          -- v1.Verdict
+  done         integer NOT NULL,          -- jobs done with this verdict
+  outcomes     bigint NOT NULL,           -- outcomes stored with it (extras too)
+  violations   bigint NOT NULL,           -- their violation_count, summed
+  PRIMARY KEY (campaign_id, scenario, kernel_label, fs, verdict),
+  FOREIGN KEY (campaign_id, scenario, kernel_label, fs) REFERENCES cells ON DELETE CASCADE
+);
+-- The same counts per campaign (the sum of its cells).
+CREATE TABLE campaign_verdicts (
+  campaign_id bigint NOT NULL REFERENCES campaigns ON DELETE CASCADE,
+  verdict     integer NOT NULL,
+  done        integer NOT NULL,
+  outcomes    bigint NOT NULL,
+  violations  bigint NOT NULL,
+  PRIMARY KEY (campaign_id, verdict)
+);
+-- The jobs of running campaigns not done yet (queued, leased, waiting).
+CREATE INDEX jobs_pending ON jobs (campaign_id, state) WHERE state <> 'done';
+
+INSERT INTO cells
+  SELECT campaign_id, scenario, kernel_label, fs, count(*) FROM jobs GROUP BY 1, 2, 3, 4;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& schema_migrations() {
@@ -245,6 +287,9 @@ const std::vector<Migration>& schema_migrations() {
       {3, "kernel build status and details", kKernelDetails},
       {4, "kernel build jobs, waiting jobs, required release", kKernelBuildJobs},
       {5, "superseded outcomes that carry violations", kSupersededOutcomes},
+      {6, "summaries by verdict per campaign and per cell",
+       std::string(kSummariesSchema) + "INSERT INTO cell_verdicts " + kRecountCellVerdicts +
+           ";\nINSERT INTO campaign_verdicts " + kRecountCampaignVerdicts + ";\n"},
   };
   return all;
 }

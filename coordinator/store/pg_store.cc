@@ -26,6 +26,8 @@
 
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_pool.h"
+#include "coordinator/store/pg_summaries.h"
+#include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord {
 
@@ -100,12 +102,6 @@ const PgStatement kStatements[] = {
     {"recent_campaigns",
      "SELECT id, spec, schedule_id, job_count, lf_us(created_at) FROM campaigns"
      " ORDER BY id DESC LIMIT $1"},
-    {"campaign_job_counts",
-     "SELECT campaign_id, state, coalesce(verdict, 0), count(*) FROM jobs"
-     " WHERE campaign_id = ANY($1::bigint[]) GROUP BY 1, 2, 3"},
-    {"campaign_violations",
-     "SELECT campaign_id, sum(violation_count)::bigint FROM outcomes"
-     " WHERE campaign_id = ANY($1::bigint[]) GROUP BY 1"},
     {"list_jobs",
      "SELECT id, campaign_id, spec, kernel_label, state, attempt, coalesce(agent_id, ''),"
      "  coalesce(verdict, 0), coalesce(reason, ''), build, coalesce(release, '')"
@@ -141,7 +137,7 @@ const PgStatement kStatements[] = {
      "   w.kernel_label, b.id, coalesce(' (' || b.reason || ')', '')),"
      "  finished_at = lf_ts($1), wait_build = NULL"
      " FROM jobs b WHERE w.state = 'waiting' AND b.id = w.wait_build AND b.state = 'done'"
-     " RETURNING w.id"},
+     " RETURNING w.id, w.campaign_id, w.scenario, w.kernel_label, w.fs"},
     // lease_job for several callers with the same capabilities at once (group
     // lease): the n-th caller gets the n-th oldest matching job.
     {"lease_jobs",
@@ -165,8 +161,8 @@ const PgStatement kStatements[] = {
     // so two batches (of any replica) never deadlock; the row locks order
     // concurrent reports (and leases) of one job.
     {"lock_jobs",
-     "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0), coalesce(agent_id, '')"
-     " FROM jobs"
+     "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0), coalesce(agent_id, ''),"
+     "  scenario, kernel_label, fs FROM jobs"
      " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"},
     // The accepted reports of a batch: their outcome rows (in report order,
     // which seq keeps) and, where the row is new, their jobs, done. Returns
@@ -214,7 +210,8 @@ const PgStatement kStatements[] = {
      "  agent_id = CASE WHEN e.final THEN j.agent_id END,"
      "  lease_deadline = NULL"
      " FROM expired e WHERE j.id = e.id"
-     " RETURNING j.id, j.attempt, e.final, coalesce(e.last_agent, '')"},
+     " RETURNING j.id, j.attempt, e.final, coalesce(e.last_agent, ''), j.campaign_id, j.scenario,"
+     "  j.kernel_label, j.fs"},
     {"outcome_violations",
      "SELECT v.job_id, v.attempt, v.kind, v.actor, v.op, v.path, v.step, v.component,"
      "  v.object, v.observed, v.expected, v.invoke_ns, v.complete_ns, v.detail"
@@ -267,14 +264,6 @@ void set_timestamp(google::protobuf::Timestamp* ts, int64_t us) {
   }
   ts->set_seconds(seconds);
   ts->set_nanos(static_cast<int32_t>(rest * 1000));
-}
-
-// PostgreSQL text cannot hold NUL bytes; agents' strings should not either.
-std::string clean(const std::string& s) {
-  if (s.find('\0') == std::string::npos) return s;
-  std::string out = s;
-  out.erase(std::remove(out.begin(), out.end(), '\0'), out.end());
-  return out;
 }
 
 pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
@@ -331,32 +320,6 @@ M parse(const pqxx::field& f, const char* what) {
   return m;
 }
 
-// '{"a","b"}': a text[] literal, each element quoted.
-template <class Strings>
-std::string text_array(const Strings& items) {
-  std::string out = "{";
-  for (const auto& item : items) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (char c : clean(item)) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
-template <class T>
-std::string number_array(const std::vector<T>& items) {
-  std::string out = "{";
-  for (const auto& v : items) {
-    if (out.size() > 1) out += ',';
-    out += std::to_string(v);
-  }
-  return out + "}";
-}
-
 std::string bool_array(const std::vector<bool>& items) {
   std::string out = "{";
   for (bool v : items) {
@@ -371,27 +334,11 @@ bool carries_violations(const v1::Outcome& o) {
   return o.verdict() == v1::VERDICT_VIOLATION || o.violation_count() > 0 || o.violations_size() > 0;
 }
 
-// "pass", "violation", "infra-failure", ...
-std::string verdict_key(int verdict) {
-  std::string name = v1::Verdict_IsValid(verdict)
-                         ? v1::Verdict_Name(static_cast<v1::Verdict>(verdict))
-                         : "VERDICT_" + std::to_string(verdict);
-  name = name.substr(std::string("VERDICT_").size());
-  for (char& c : name) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
-  return name;
-}
-
-v1::JobState job_state(const std::string& s) {
-  if (s == "queued") return v1::JOB_STATE_QUEUED;
-  if (s == "leased") return v1::JOB_STATE_LEASED;
-  if (s == "done") return v1::JOB_STATE_DONE;
-  if (s == "waiting") return v1::JOB_STATE_WAITING;
-  return v1::JOB_STATE_UNSPECIFIED;
-}
-
 // OutcomeRecords of outcome rows (job_id, attempt, campaign_id, spec,
-// kernel_label, agent_id, outcome, reported_at, superseded), with their violations.
-std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::result& rows) {
+// kernel_label, agent_id, outcome, reported_at, superseded), with their
+// violations unless `with_violations` is false.
+std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::result& rows,
+                                               bool with_violations = true) {
   std::vector<v1::OutcomeRecord> out;
   std::map<std::pair<int64_t, uint32_t>, size_t> index;
   std::vector<int64_t> job_ids;
@@ -412,7 +359,7 @@ std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::resu
     attempts.push_back(o.attempt());
     out.push_back(std::move(o));
   }
-  if (out.empty()) return out;
+  if (out.empty() || !with_violations) return out;
   for (const auto& r :
        txn.exec_prepared("outcome_violations", number_array(job_ids), number_array(attempts))) {
     auto* v = out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})]
@@ -502,6 +449,11 @@ int64_t insert_campaign(pqxx::work& txn, const v1::CampaignSpec& spec,
     spdlog::info("build_job_created campaign={} job={} label={} waiting={}", id, build_id,
                  job.kernel_label, waiting.affected_rows());
   }
+  // The campaign's cells, counted once; their verdict counts follow the jobs.
+  txn.exec_params(
+      "INSERT INTO cells SELECT campaign_id, scenario, kernel_label, fs, count(*) FROM jobs"
+      " WHERE campaign_id = $1 GROUP BY 1, 2, 3, 4",
+      id);
   spdlog::info("campaign_created id={} name=\"{}\" jobs={} schedule={}", id, spec.name(),
                jobs.size(), schedule_id);
   return id;
@@ -510,8 +462,6 @@ int64_t insert_campaign(pqxx::work& txn, const v1::CampaignSpec& spec,
 // Campaign rows (id, spec, schedule_id, job_count, created_at) with their counters.
 std::vector<v1::Campaign> campaigns_with_counts(pqxx::work& txn, const pqxx::result& rows) {
   std::vector<v1::Campaign> out;
-  std::map<int64_t, size_t> index;
-  std::vector<int64_t> ids;
   for (const auto& r : rows) {
     v1::Campaign c;
     c.set_id(r[0].as<int64_t>());
@@ -519,27 +469,9 @@ std::vector<v1::Campaign> campaigns_with_counts(pqxx::work& txn, const pqxx::res
     c.set_schedule_id(r[2].as<int64_t>());
     c.set_jobs(r[3].as<uint32_t>());
     set_timestamp(c.mutable_created_at(), r[4].as<int64_t>());
-    for (const char* state : {"queued", "leased", "done"}) (*c.mutable_by_state())[state] = 0;
-    index[c.id()] = out.size();
-    ids.push_back(c.id());
     out.push_back(std::move(c));
   }
-  if (ids.empty()) return out;
-  std::string id_array = number_array(ids);
-  for (const auto& r : txn.exec_prepared("campaign_job_counts", id_array)) {
-    v1::Campaign& c = out[index.at(r[0].as<int64_t>())];
-    std::string state = r[1].as<std::string>();
-    auto n = r[3].as<uint32_t>();
-    (*c.mutable_by_state())[state] += n;
-    if (state == "done") (*c.mutable_by_verdict())[verdict_key(r[2].as<int>())] += n;
-  }
-  for (const auto& r : txn.exec_prepared("campaign_violations", id_array)) {
-    if (!r[1].is_null()) out[index.at(r[0].as<int64_t>())].set_violations(r[1].as<uint64_t>());
-  }
-  for (auto& c : out) {
-    c.set_state(c.by_state().at("done") == c.jobs() ? v1::CAMPAIGN_STATE_DONE
-                                                    : v1::CAMPAIGN_STATE_RUNNING);
-  }
+  add_campaign_counts(txn, out);  // from the summaries
   return out;
 }
 
@@ -613,6 +545,7 @@ struct LockedJob {
   int64_t campaign_id;
   int verdict;
   std::string holder;  // the agent holding the lease while state is "leased"
+  CellKey cell;        // where its counts go in the summaries
 };
 
 // Set while `state` is "leased" and the report comes from another agent than
@@ -725,11 +658,18 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   std::map<int64_t, LockedJob> jobs;
   for (const auto& r : txn.exec_prepared("lock_jobs", number_array(ids))) {
-    jobs[r[0].as<int64_t>()] = {r[1].as<std::string>(), r[2].as<uint32_t>(), r[3].as<int64_t>(),
-                                r[4].as<int>(), r[5].as<std::string>()};
+    jobs[r[0].as<int64_t>()] = {r[1].as<std::string>(),
+                                r[2].as<uint32_t>(),
+                                r[3].as<int64_t>(),
+                                r[4].as<int>(),
+                                r[5].as<std::string>(),
+                                CellKey{r[3].as<int64_t>(), r[6].as<std::string>(),
+                                        r[7].as<std::string>(), r[8].as<std::string>()}};
   }
 
   std::vector<ReportDecision> decisions(batch.size());
+  // The verdict a stored report replaces (a done job's INFRA_FAILURE), or -1.
+  std::vector<int> replaces(batch.size(), -1);
   // Accepted, and judged superseded: either may turn out to be a duplicate
   // of an outcome stored before, which store_outcomes tells.
   std::vector<size_t> accepted, superseded;
@@ -777,6 +717,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     decisions[i].result = ReportResult::Stored;
     accepted.push_back(i);
     accepted_keys.emplace(report.job_id, report.attempt);
+    if (j.state == "done") replaces[i] = j.verdict;
     j.state = "done";
     j.verdict = static_cast<int>(report.outcome.verdict());
   }
@@ -829,12 +770,20 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
                  r.attempt, j.attempt, j.state, r.agent_id);
   }
   std::optional<ViolationCopy> copy;
+  SummaryDelta summary;
   for (size_t i : accepted) {
     const PgReport& r = batch[i]->request;
     // Not inserted: its outcome was stored before (an agent-reported INFRA_FAILURE).
     if (!stored.count({r.job_id, r.attempt})) {
       decisions[i].result = ReportResult::Duplicate;
       continue;
+    }
+    const CellKey& cell = jobs.at(r.job_id).cell;
+    const int verdict = static_cast<int>(r.outcome.verdict());
+    summary.outcome(cell, verdict, static_cast<int64_t>(r.outcome.violation_count()));
+    if (decisions[i].result == ReportResult::Stored) {  // its job is done (store_outcomes)
+      summary.job_done(cell, verdict);
+      if (replaces[i] >= 0) summary.job_done(cell, replaces[i], -1);
     }
     if (decisions[i].result == ReportResult::KeptSuperseded) {
       const LockedJob& j = jobs.at(r.job_id);
@@ -852,6 +801,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     }
   }
   if (copy) copy->complete();
+  summary.apply(txn);  // last: its row locks are held until commit
   return decisions;
 }
 
@@ -911,6 +861,7 @@ void write_reports(PgPool& pool, ReportBatch& batch) {
 
 std::vector<PgStatement> all_statements() {
   std::vector<PgStatement> out(std::begin(kStatements), std::end(kStatements));
+  for (auto& st : summary_statements()) out.push_back(std::move(st));
   for (bool by_campaign : {false, true}) {
     for (bool failed : {false, true}) {
       out.push_back({outcomes_statement(by_campaign, failed), outcomes_query(by_campaign, failed)});
@@ -1081,6 +1032,55 @@ std::vector<v1::Campaign> PgStore::list_campaigns(uint32_t limit) {
   });
 }
 
+std::vector<CellSummary> PgStore::campaign_cells(int64_t campaign_id) {
+  return run_transaction(*pool_, "campaign_cells",
+                         [&](pqxx::work& txn) { return read_cells(txn, campaign_id); });
+}
+
+Page<v1::Campaign> PgStore::page_campaigns(const CampaignQuery& q) {
+  const uint32_t limit = kCampaignPage.resolve(q.limit);
+  const auto after = parse_page_token("campaigns", 1, q.page_token);
+  return run_transaction(*pool_, "page_campaigns", [&](pqxx::work& txn) {
+    // The filters before the LIMIT; one more row than the page says whether
+    // more follow. Running: fewer jobs done than it has, by the summaries.
+    pqxx::result rows = txn.exec_params(
+        "SELECT id, spec, schedule_id, job_count, lf_us(created_at) FROM campaigns c"
+        " WHERE ($2::bigint = 0 OR id < $2::bigint) AND (NOT $3::bool OR schedule_id <> 0)"
+        "  AND (NOT $4::bool OR job_count > coalesce((SELECT sum(done) FROM campaign_verdicts v"
+        "   WHERE v.campaign_id = c.id), 0))"
+        " ORDER BY id DESC LIMIT $1",
+        static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0], q.scheduled_only,
+        q.running_only);
+    Page<v1::Campaign> page;
+    page.items = campaigns_with_counts(txn, rows);
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      page.next_page_token = make_page_token("campaigns", {page.items.back().id()});
+    }
+    return page;
+  });
+}
+
+Page<v1::JobInfo> PgStore::page_jobs(int64_t campaign_id, uint32_t limit,
+                                     const std::string& page_token) {
+  limit = kJobPage.resolve(limit);
+  const auto after = parse_page_token("jobs", 1, page_token);
+  return run_transaction(*pool_, "page_jobs", [&](pqxx::work& txn) {
+    Page<v1::JobInfo> page;
+    for (const auto& r : txn.exec_params(
+             "SELECT id, campaign_id, spec, kernel_label, state, attempt, coalesce(agent_id, ''),"
+             "  coalesce(verdict, 0), coalesce(reason, ''), build, coalesce(release, '')"
+             " FROM jobs WHERE campaign_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+             campaign_id, after.empty() ? int64_t{0} : after[0], static_cast<int64_t>(limit) + 1))
+      page.items.push_back(job_info_from_row(r));
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      page.next_page_token = make_page_token("jobs", {page.items.back().job_id()});
+    }
+    return page;
+  });
+}
+
 std::vector<v1::JobInfo> PgStore::list_jobs(int64_t campaign_id) {
   return run_transaction(*pool_, "list_jobs", [&](pqxx::work& txn) {
     std::vector<v1::JobInfo> out;
@@ -1156,8 +1156,8 @@ v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r
 ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, int64_t job_id,
                                 uint32_t attempt, const v1::Outcome& outcome, TimePoint now) {
   auto row = txn.exec_params(
-      "SELECT state, attempt, campaign_id, coalesce(verdict, 0), build, coalesce(agent_id, '')"
-      " FROM jobs WHERE id = $1 FOR UPDATE",
+      "SELECT state, attempt, campaign_id, coalesce(verdict, 0), build, coalesce(agent_id, ''),"
+      "  scenario, kernel_label, fs FROM jobs WHERE id = $1 FOR UPDATE",
       job_id);
   if (row.empty()) throw StoreError("report outcome: unknown job " + std::to_string(job_id), false);
   if (row[0][4].is_null())
@@ -1188,6 +1188,12 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
   }
   const v1::KernelBuildResult& r = outcome.build();
   const std::string error = r.ok() ? "" : clean(r.failed_stage() + " failed: " + r.error());
+  SummaryDelta summary;
+  const CellKey cell{campaign_id, row[0][6].as<std::string>(), row[0][7].as<std::string>(),
+                     row[0][8].as<std::string>()};
+  summary.outcome(cell, static_cast<int>(outcome.verdict()), 0);
+  summary.job_done(cell, static_cast<int>(outcome.verdict()));
+  if (state == "done") summary.job_done(cell, verdict, -1);  // its INFRA_FAILURE, replaced
   txn.exec_params(
       "INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked,"
       " offsets_checked, violation_count, race_window_hits, error, outcome, reported_at)"
@@ -1209,14 +1215,20 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
   } else {
     auto ended = txn.exec_params(
         "UPDATE jobs SET state = 'done', verdict = $2, reason = $3, finished_at = lf_ts($4),"
-        " wait_build = NULL WHERE wait_build = $1 AND state = 'waiting'",
+        " wait_build = NULL WHERE wait_build = $1 AND state = 'waiting'"
+        " RETURNING campaign_id, scenario, kernel_label, fs",
         job_id, static_cast<int>(v1::VERDICT_BUILD_FAILURE),
         clean("kernel " + build.label() + " did not build (build job " + std::to_string(job_id) +
               ", " + error + ")"),
         us(now));
+    for (const auto& e : ended)
+      summary.job_done(CellKey{e[0].as<int64_t>(), e[1].as<std::string>(), e[2].as<std::string>(),
+                               e[3].as<std::string>()},
+                       v1::VERDICT_BUILD_FAILURE);
     spdlog::warn("kernel_build_failed job={} label={} stage={} ended={}", job_id, build.label(),
                  r.failed_stage(), ended.affected_rows());
   }
+  summary.apply(txn);  // last: its row locks are held until commit
   return ReportResult::Stored;
 }
 
@@ -1269,9 +1281,19 @@ int PgStore::expire_leases(TimePoint now) {
   return run_transaction(*pool_, "expire_leases", [&](pqxx::work& txn) {
     auto r = txn.exec_prepared("expire_leases", us(now));
     auto settled = txn.exec_prepared("settle_waiting", us(now));
-    for (const auto& row : settled)
+    SummaryDelta summary;
+    auto cell_of = [](const pqxx::row& row, int at) {
+      return CellKey{row[at].as<int64_t>(), row[at + 1].as<std::string>(),
+                     row[at + 2].as<std::string>(), row[at + 3].as<std::string>()};
+    };
+    for (const auto& row : settled) {
       spdlog::warn("job_build_failure job={} reason=\"build job ended without a kernel\"",
                    row[0].as<int64_t>());
+      summary.job_done(cell_of(row, 1), v1::VERDICT_BUILD_FAILURE);
+    }
+    for (const auto& row : r)
+      if (row[2].as<bool>()) summary.job_done(cell_of(row, 4), kInfraVerdict);
+    summary.apply(txn);
     for (const auto& row : r) {
       if (row[2].as<bool>()) {
         spdlog::warn("job_infra_failure job={} attempts={} last_agent={}", row[0].as<int64_t>(),
@@ -1334,6 +1356,43 @@ std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
             " ORDER BY o.seq DESC LIMIT $1",
         limit, f.campaign_id, f.job_id, clean(f.scenario), f.failed_only);
     return outcome_records(txn, rows);
+  });
+}
+
+Page<v1::OutcomeRecord> PgStore::page_outcomes(const OutcomeQuery& q) {
+  const uint32_t limit =
+      (q.with_violations ? kOutcomePageWithViolations : kOutcomePage).resolve(q.limit);
+  const auto after = parse_page_token("outcomes", 1, q.page_token);
+  return run_transaction(*pool_, "page_outcomes", [&](pqxx::work& txn) {
+    // Not prepared: an unnamed statement is planned with its values, so the
+    // filters left out fold away and each shape gets its own plan. Every
+    // filter is in the WHERE clause, before the LIMIT; one row more than the
+    // page says whether more follow.
+    pqxx::result rows = txn.exec_params(
+        "SELECT o.job_id, o.attempt, o.campaign_id, j.spec, j.kernel_label, o.agent_id,"
+        "  o.outcome, lf_us(o.reported_at), o.superseded, o.seq"
+        " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
+        " WHERE ($2::bigint = 0 OR o.campaign_id = $2::bigint)"
+        "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)"
+        "  AND ($4::text = '' OR j.scenario = $4::text)"
+        "  AND ($5::text = '' OR j.kernel_label = $5::text)"
+        "  AND (NOT $6::bool OR o.verdict <> " +
+            std::to_string(kPassVerdict) +
+            ")"
+            "  AND ($7::bigint = 0 OR o.seq < $7::bigint)"
+            " ORDER BY o.seq DESC LIMIT $1",
+        static_cast<int64_t>(limit) + 1, q.campaign_id, q.job_id, clean(q.scenario),
+        clean(q.kernel_label), q.failed_only, after.empty() ? int64_t{0} : after[0]);
+    Page<v1::OutcomeRecord> page;
+    const bool more = rows.size() > limit;
+    int64_t last_seq = 0;
+    if (more) last_seq = rows[static_cast<pqxx::result::size_type>(limit) - 1][9].as<int64_t>();
+    page.items = outcome_records(txn, rows, q.with_violations);
+    if (more) {
+      page.items.resize(limit);
+      page.next_page_token = make_page_token("outcomes", {last_seq});
+    }
+    return page;
   });
 }
 

@@ -79,6 +79,10 @@ class PgStore : public Store {
   std::optional<v1::Campaign> get_campaign(int64_t id) override;
   std::vector<v1::Campaign> list_campaigns(uint32_t limit) override;
   std::vector<v1::JobInfo> list_jobs(int64_t campaign_id) override;
+  std::vector<CellSummary> campaign_cells(int64_t campaign_id) override;
+  Page<v1::Campaign> page_campaigns(const CampaignQuery& query) override;
+  Page<v1::JobInfo> page_jobs(int64_t campaign_id, uint32_t limit,
+                              const std::string& page_token) override;
 
   std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
                                    TimePoint now, Duration lease) override;
@@ -98,6 +102,7 @@ class PgStore : public Store {
   std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
                                                uint32_t limit) override;
   std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override;
+  Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override;
   std::optional<v1::JobInfo> get_job(int64_t id) override;
 
   v1::Schedule add_schedule(const std::string& name, const std::string& cron,

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "coordinator/clock.h"
+#include "coordinator/store/page.h"
 #include "leapfrog/v1/agent.pb.h"
 #include "leapfrog/v1/control.pb.h"
 
@@ -54,6 +56,47 @@ struct OutcomeFilter {
   std::string scenario;
   bool failed_only = false;
   uint32_t limit = 0;  // 0 means 200
+};
+
+// One page of outcomes (Store::page_outcomes): filters are applied before the
+// limit; zero or empty fields do not filter.
+struct OutcomeQuery {
+  int64_t campaign_id = 0;
+  int64_t job_id = 0;
+  std::string scenario;
+  std::string kernel_label;
+  bool failed_only = false;
+  // Each outcome with its violations; without, Outcome.violations is empty.
+  bool with_violations = false;
+  uint32_t limit = 0;  // kOutcomePage (kOutcomePageWithViolations) resolves it
+  std::string page_token;
+};
+
+// One page of campaigns (Store::page_campaigns); filters before the limit.
+struct CampaignQuery {
+  bool scheduled_only = false;  // made by a schedule
+  bool running_only = false;    // some job not done yet (by the summaries)
+  uint32_t limit = 0;           // kCampaignPage resolves it
+  std::string page_token;
+};
+
+// Page sizes of the lists: the default (limit 0) and the most a page holds.
+inline constexpr PageLimits kOutcomePage{100, 1000};
+inline constexpr PageLimits kOutcomePageWithViolations{100, 100};
+inline constexpr PageLimits kCampaignPage{50, 500};
+inline constexpr PageLimits kJobPage{1000, 10000};
+
+// One (scenario, kernel, file system) cell of a campaign's matrix, from the
+// summaries kept as outcomes arrive (Store::campaign_cells).
+struct CellSummary {
+  std::string scenario;
+  std::string kernel_label;
+  std::string fs;
+  uint32_t jobs = 0;
+  std::map<v1::Verdict, uint32_t> done;      // jobs done, by verdict
+  std::map<v1::JobState, uint32_t> pending;  // jobs not done, by state
+  uint64_t outcomes = 0;                     // stored, extra outcomes included
+  uint64_t violations = 0;                   // found by those outcomes
 };
 
 enum class ReportResult {
@@ -106,6 +149,25 @@ class Store {
   // Most recent first; limit 0 means 50.
   virtual std::vector<v1::Campaign> list_campaigns(uint32_t limit) = 0;
   virtual std::vector<v1::JobInfo> list_jobs(int64_t campaign_id) = 0;
+  // The cells of a campaign with their counts, in (scenario, kernel, file
+  // system) order; empty for an unknown campaign.
+  virtual std::vector<CellSummary> campaign_cells(int64_t campaign_id) {
+    (void)campaign_id;
+    throw StoreError("this store keeps no summaries", false);
+  }
+  // Pages of list_campaigns (most recent first) and of list_jobs (in id
+  // order). Throws BadPageToken for a token of another list.
+  virtual Page<v1::Campaign> page_campaigns(const CampaignQuery& query) {
+    (void)query;
+    throw StoreError("this store cannot page campaigns", false);
+  }
+  virtual Page<v1::JobInfo> page_jobs(int64_t campaign_id, uint32_t limit,
+                                      const std::string& page_token) {
+    (void)campaign_id;
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page jobs", false);
+  }
 
   // ---- leases ----
   // Leases the oldest queued job whose kernel label equals caps.kernel_label
@@ -181,6 +243,12 @@ class Store {
   // Outcomes matching every set field of `filter`, most recent first, with
   // their violations (the dashboard's reads).
   virtual std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) = 0;
+  // One page of the outcomes matching `query`, most recent first (by report
+  // order). Throws BadPageToken for a token of another list.
+  virtual Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) {
+    (void)query;
+    throw StoreError("this store cannot page outcomes", false);
+  }
   // The job `id` with its state and verdict; nullopt if unknown.
   virtual std::optional<v1::JobInfo> get_job(int64_t id) = 0;
 

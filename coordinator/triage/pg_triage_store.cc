@@ -274,6 +274,43 @@ std::vector<v1::Issue> PgTriageStore::list_issues(const std::vector<v1::IssueSta
   });
 }
 
+Page<v1::Issue> PgTriageStore::page_issues(const IssueQuery& q) {
+  const uint32_t limit = kIssuePage.resolve(q.limit);
+  const auto after = parse_page_token("issues", 2, q.page_token);
+  return run_transaction(*pool_, "page_issues", [&](pqxx::work& txn) {
+    std::vector<int64_t> st;
+    for (auto s : q.statuses) st.push_back(s);
+    Page<v1::Issue> page;
+    // The filters before the LIMIT; one row more says whether more follow.
+    // The key (last_seen, id) is the order's, so a page starts where the
+    // last one ended.
+    for (const auto& r : txn.exec_params(
+             std::string("SELECT ") + kIssueColumns +
+                 " FROM issues i WHERE (cardinality($1::int[]) = 0 OR i.status = ANY($1::int[]))"
+                 "  AND ($3::text = '' OR i.scenario = $3::text)"
+                 "  AND ($4::text = '' OR i.kind = $4::text)"
+                 "  AND ($5::text = '' OR EXISTS (SELECT 1 FROM issue_kernels k"
+                 "   WHERE k.issue_id = i.id AND k.kernel_label = $5::text))"
+                 "  AND (NOT $6::bool OR (i.last_seen, i.id) < (lf_ts($7::bigint), $8::bigint))"
+                 " ORDER BY i.last_seen DESC, i.id DESC LIMIT $2",
+             id_array(st), static_cast<int64_t>(limit) + 1, clean(q.scenario), clean(q.kind),
+             clean(q.kernel_label), !after.empty(), after.empty() ? int64_t{0} : after[0],
+             after.empty() ? int64_t{0} : after[1])) {
+      page.items.push_back(issue_from_row(r));
+      page.items.back().clear_example_violation();  // lists carry no violation details
+    }
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      const v1::Issue& last = page.items.back();
+      page.next_page_token = make_page_token(
+          "issues",
+          {last.last_seen().seconds() * 1000000 + last.last_seen().nanos() / 1000, last.id()});
+    }
+    add_kernels(txn, page.items);
+    return page;
+  });
+}
+
 std::optional<v1::Issue> PgTriageStore::get_issue(int64_t id) {
   return run_transaction(*pool_, "get_issue", [&](pqxx::work& txn) -> std::optional<v1::Issue> {
     const auto rows = txn.exec_params(
@@ -402,6 +439,25 @@ std::vector<v1::Action> PgTriageStore::list_actions(int64_t issue_id, uint32_t l
              issue_id, limit))
       out.push_back(action_from_row(r[0]));
     return out;
+  });
+}
+
+Page<v1::Action> PgTriageStore::page_actions(int64_t issue_id, uint32_t limit,
+                                             const std::string& page_token) {
+  limit = kActionPage.resolve(limit);
+  const auto after = parse_page_token("actions", 1, page_token);
+  return run_transaction(*pool_, "page_actions", [&](pqxx::work& txn) {
+    Page<v1::Action> page;
+    for (const auto& r : txn.exec_params(
+             "SELECT action FROM triage_actions WHERE ($1::bigint = 0 OR issue_id = $1::bigint)"
+             " AND ($3::bigint = 0 OR id < $3::bigint) ORDER BY id DESC LIMIT $2",
+             issue_id, static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0]))
+      page.items.push_back(action_from_row(r[0]));
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      page.next_page_token = make_page_token("actions", {page.items.back().id()});
+    }
+    return page;
   });
 }
 

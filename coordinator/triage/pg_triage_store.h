@@ -22,6 +22,7 @@ class PgTriageStore : public TriageStore {
   IngestResult ingest_failures(const SignatureFn& signatures, uint32_t batch) override;
   std::vector<v1::Issue> list_issues(const std::vector<v1::IssueStatus>& statuses,
                                      uint32_t limit) override;
+  Page<v1::Issue> page_issues(const IssueQuery& query) override;
   std::optional<v1::Issue> get_issue(int64_t id) override;
   std::optional<int64_t> find_issue(const std::string& signature) override;
   std::optional<v1::Issue> set_issue_status(int64_t id, v1::IssueStatus status,
@@ -33,6 +34,8 @@ class PgTriageStore : public TriageStore {
                            TimePoint now) override;
   std::optional<v1::Action> get_action(int64_t id) override;
   std::vector<v1::Action> list_actions(int64_t issue_id, uint32_t limit) override;
+  Page<v1::Action> page_actions(int64_t issue_id, uint32_t limit,
+                                const std::string& page_token) override;
   std::vector<int64_t> running_actions(int64_t issue_id, v1::ActionKind kind) override;
   std::vector<int64_t> all_running_actions() override;
   bool advance_action(int64_t id, TimePoint now,

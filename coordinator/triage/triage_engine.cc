@@ -17,6 +17,20 @@ namespace leapfrog::coord::triage {
 
 using Code = TriageError::Code;
 
+namespace {
+
+// `read()`, with a bad page token as the caller's InvalidArgument.
+template <class Read>
+auto page_or_invalid(Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const BadPageToken& e) {
+    throw TriageError(Code::InvalidArgument, e.what());
+  }
+}
+
+}  // namespace
+
 struct TriageEngine::Impl {
   Store& store;
   TriageStore& triage;
@@ -90,11 +104,17 @@ void TriageEngine::advance_actions() {
 }
 
 v1::ListIssuesResponse TriageEngine::list_issues(const v1::ListIssuesRequest& req) {
-  std::vector<v1::IssueStatus> statuses;
-  for (int s : req.statuses()) statuses.push_back(static_cast<v1::IssueStatus>(s));
+  IssueQuery q;
+  for (int s : req.statuses()) q.statuses.push_back(static_cast<v1::IssueStatus>(s));
+  q.scenario = req.scenario();
+  q.kind = req.kind();
+  q.kernel_label = req.kernel_label();
+  q.limit = req.limit();
+  q.page_token = req.page_token();
+  Page<v1::Issue> page = page_or_invalid([&] { return impl_->triage.page_issues(q); });
   v1::ListIssuesResponse resp;
-  for (auto& i : impl_->triage.list_issues(statuses, req.limit() ? req.limit() : 100))
-    *resp.add_issues() = std::move(i);
+  for (auto& i : page.items) *resp.add_issues() = std::move(i);
+  resp.set_next_page_token(page.next_page_token);
   return resp;
 }
 
@@ -223,9 +243,11 @@ v1::Action TriageEngine::get_action(int64_t id) {
 
 v1::ListActionsResponse TriageEngine::list_actions(const v1::ListActionsRequest& req) {
   if (req.issue_id() != 0) impl_->need_issue(req.issue_id());
+  Page<v1::Action> page = page_or_invalid(
+      [&] { return impl_->triage.page_actions(req.issue_id(), req.limit(), req.page_token()); });
   v1::ListActionsResponse resp;
-  for (auto& a : impl_->triage.list_actions(req.issue_id(), req.limit() ? req.limit() : 50))
-    *resp.add_actions() = std::move(a);
+  for (auto& a : page.items) *resp.add_actions() = std::move(a);
+  resp.set_next_page_token(page.next_page_token);
   return resp;
 }
 

@@ -36,6 +36,20 @@ struct IngestResult {
   uint32_t regressions = 0;  // FIXED issues reopened
 };
 
+// One page of issues (TriageStore::page_issues): every filter is applied
+// before the limit; empty fields do not filter.
+struct IssueQuery {
+  std::vector<v1::IssueStatus> statuses;
+  std::string scenario;
+  std::string kind;
+  std::string kernel_label;  // found on this kernel
+  uint32_t limit = 0;        // kIssuePage resolves it
+  std::string page_token;
+};
+
+inline constexpr PageLimits kIssuePage{100, 1000};
+inline constexpr PageLimits kActionPage{50, 500};
+
 class TriageStore {
  public:
   virtual ~TriageStore() = default;
@@ -54,6 +68,10 @@ class TriageStore {
   // Most recently seen first; empty statuses: all. Without rates and actions.
   virtual std::vector<v1::Issue> list_issues(const std::vector<v1::IssueStatus>& statuses,
                                              uint32_t limit) = 0;
+  // One page of the issues matching `query`, most recently seen first (then
+  // by id), with their kernels; no example violation, notes, rates or
+  // actions. Throws BadPageToken for a token of another list.
+  virtual Page<v1::Issue> page_issues(const IssueQuery& query) = 0;
   // With kernels, notes and rates (not actions); nullopt if unknown.
   virtual std::optional<v1::Issue> get_issue(int64_t id) = 0;
   // The issue with that signature key, if any.
@@ -79,6 +97,9 @@ class TriageStore {
   virtual std::optional<v1::Action> get_action(int64_t id) = 0;
   // Most recent first; issue 0: all.
   virtual std::vector<v1::Action> list_actions(int64_t issue_id, uint32_t limit) = 0;
+  // One page of list_actions. Throws BadPageToken for a token of another list.
+  virtual Page<v1::Action> page_actions(int64_t issue_id, uint32_t limit,
+                                        const std::string& page_token) = 0;
   // RUNNING actions of an issue of one kind.
   virtual std::vector<int64_t> running_actions(int64_t issue_id, v1::ActionKind kind) = 0;
   // Ids of every RUNNING action, oldest first.

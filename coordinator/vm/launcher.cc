@@ -1,4 +1,5 @@
 #include "coordinator/vm/launcher.h"
+#include "coordinator/channel.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -133,7 +134,7 @@ int64_t wall_micros(Wall::time_point t) {
 class Coordinator {
  public:
   Coordinator(const std::string& address, std::string token) : token_(std::move(token)) {
-    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    auto channel = coord::coordinator_channel(address);
     control_ = v1::ControlService::NewStub(channel);
     agent_ = v1::AgentService::NewStub(channel);
   }

@@ -334,12 +334,19 @@ export interface Kernel {
   build_log_path: string;
 }
 
-// GET /api/kernels/{label}.
+// One page of a list: `next_page` (null when nothing follows) asks for the next.
+export interface Paged {
+  next_page: string | null;
+}
+
+// GET /api/kernels/{label}: the first page of its outcomes and issues.
 export interface KernelDetail {
   kernel: Kernel;
   build_log: { path: string; readable: boolean; size: number; truncated: boolean; text: string; error: string } | null;
   outcomes: { job_id: number; attempt: number; campaign_id: number; scenario: string; fs: string; seed: number; verdict: string; violation_count: number; error: string; reported_at: string }[];
+  outcomes_next_page: string | null;
   issues: { id: number; title: string; kind: string; scenario: string; count: number; first_seen: string; last_seen: string }[];
+  issues_next_page: string | null;
 }
 
 // The `kernels` map of finding views: null for a label no kernel was registered under.

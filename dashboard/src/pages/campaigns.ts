@@ -39,7 +39,7 @@ export const campaignPage: Page = async (root, [id]) => {
   const jobs = h('div', {});
   root.append(h('h1', {}, `Campaign #${id}`), head, h('h2', {}, 'Matrix'), matrix, h('h2', {}, 'Jobs'), jobs);
   const refresh = async () => {
-    const d = await get<{ campaign: Campaign; matrix: Matrix; jobs: Job[]; warnings: string[] }>(`/api/campaigns/${id}`);
+    const d = await get<{ campaign: Campaign; matrix: Matrix; jobs: Job[]; jobs_next_page: string | null; warnings: string[] }>(`/api/campaigns/${id}`);
     const c = d.campaign;
     head.replaceChildren(
       h('p', {}, `${c.name}, created ${when(c.created_at)}, ${c.state}; `, c.schedule_id ? `schedule #${c.schedule_id}` : 'made by hand'),
@@ -64,6 +64,8 @@ export const campaignPage: Page = async (root, [id]) => {
         ]),
         { id: 'jobs' },
       ),
+      // A page of the jobs: say so rather than look complete.
+      ...(d.jobs_next_page ? [h('p', { class: 'muted', id: 'jobs-more' }, `The first ${d.jobs.length} of ${c.jobs} jobs; the matrix counts them all.`)] : []),
     );
     return c.state;
   };

@@ -1,4 +1,4 @@
-import { get, ISSUE_STATUSES, type Issue } from '../api';
+import { get, ISSUE_STATUSES, type Issue, type Paged } from '../api';
 import { ago, h, link, table, when } from '../dom';
 import type { Page } from '../router';
 
@@ -27,8 +27,18 @@ export const issuesPage: Page = async (root, _p, query) => {
     const q = new URLSearchParams();
     for (const [k, s] of Object.entries(filters)) if (s.value) q.set(k, s.value);
     history.replaceState(null, '', `#/issues${q.toString() ? `?${q}` : ''}`);
-    const { issues } = await get<{ issues: Issue[] }>(`/api/issues?${q}`);
-    body.replaceChildren(
+    // Page by page: "More issues" asks for the next one.
+    let issues: Issue[] = [];
+    let next: string | null = null;
+    const more = async () => {
+      const page = new URLSearchParams(q);
+      if (next) page.set('page', next);
+      const d = await get<{ issues: Issue[] } & Paged>(`/api/issues?${page}`);
+      issues = issues.concat(d.issues);
+      next = d.next_page;
+      render();
+    };
+    const render = () => body.replaceChildren(
       issues.length
         ? table(
             ['id', 'status', 'kind', 'scenario', 'title', 'count', 'first seen', 'last seen', 'kernels', 'reproduction rate'],
@@ -47,7 +57,9 @@ export const issuesPage: Page = async (root, _p, query) => {
             { id: 'issues' },
           )
         : h('p', {}, 'No issue matches.'),
+      ...(next ? [h('button', { id: 'issues-more', onclick: () => more() }, 'More issues')] : []),
     );
+    await more();
   };
   for (const s of Object.values(filters)) s.addEventListener('change', () => refresh());
   await refresh();

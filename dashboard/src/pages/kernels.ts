@@ -1,7 +1,7 @@
 // Kernels: the registered kernels with their build status, one kernel's patch
 // series, build record and log, and the card that finding views show for the
 // kernel a finding was made on.
-import { get, type Kernel, type KernelDetail } from '../api';
+import { get, type Kernel, type KernelDetail, type Outcome, type Paged } from '../api';
 import { h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 
@@ -86,6 +86,7 @@ export const kernelPage: Page = async (root, [raw]) => {
   const label = decodeURIComponent(raw);
   const d = await get<KernelDetail>(`/api/kernels/${encodeURIComponent(label)}`);
   const k = d.kernel;
+  const outcomes = h('div', {});
   const facts: [string, Node | string][] = [
     ['status', kernelStatusBadge(k)],
     ['release', k.release || '—'],
@@ -132,13 +133,37 @@ export const kernelPage: Page = async (root, [raw]) => {
           { id: 'kernel-issues' },
         )
       : h('p', { class: 'muted' }, 'None.'),
+    ...(d.issues_next_page ? [link(`#/issues?kernel=${encodeURIComponent(label)}`, 'All issues found on it')] : []),
     h('h2', {}, 'Recent outcomes on it'),
-    d.outcomes.length
-      ? table(
-          ['job', 'campaign', 'scenario', 'fs', 'seed', 'verdict', 'violations', 'reported'],
-          d.outcomes.map((o) => [link(`#/jobs/${o.job_id}`, `#${o.job_id}`), link(`#/campaigns/${o.campaign_id}`, `#${o.campaign_id}`), o.scenario, o.fs, o.seed, verdictBadge(o.verdict), o.violation_count, when(o.reported_at)]),
-          { id: 'kernel-outcomes' },
-        )
-      : h('p', { class: 'muted' }, k.status === 'build-failure' ? 'None: campaigns cannot run on a kernel that did not build.' : 'None yet.'),
+    outcomes,
   );
+  // Page by page: "More outcomes" asks for the next page of this kernel's.
+  let rows = d.outcomes;
+  let next = d.outcomes_next_page;
+  const render = () =>
+    outcomes.replaceChildren(
+      rows.length
+        ? table(
+            ['job', 'campaign', 'scenario', 'fs', 'seed', 'verdict', 'violations', 'reported'],
+            rows.map((o) => [link(`#/jobs/${o.job_id}`, `#${o.job_id}`), link(`#/campaigns/${o.campaign_id}`, `#${o.campaign_id}`), o.scenario, o.fs, o.seed, verdictBadge(o.verdict), o.violation_count, when(o.reported_at)]),
+            { id: 'kernel-outcomes' },
+          )
+        : h('p', { class: 'muted' }, k.status === 'build-failure' ? 'None: campaigns cannot run on a kernel that did not build.' : 'None yet.'),
+      ...(next
+        ? [h('button', {
+            id: 'kernel-outcomes-more',
+            onclick: async () => {
+              // The same list and order as the kernel's own: its token goes on.
+              const q = new URLSearchParams({ kernel: label, limit: '50', page: next ?? '' });
+              const more = await get<{ outcomes: Outcome[] } & Paged>(`/api/outcomes?${q}`);
+              rows = rows.concat(
+                more.outcomes.map((o) => ({ ...o, scenario: o.spec.scenario, fs: o.spec.fs, seed: o.spec.seed })),
+              );
+              next = more.next_page;
+              render();
+            },
+          }, 'More outcomes')]
+        : []),
+    );
+  render();
 };

@@ -1,0 +1,73 @@
+#pragma once
+// Pages of a list, cut by key (keyset paging, never OFFSET): a page holds up
+// to `limit` items in the list's fixed order, and the token of the page after
+// it, set exactly when more items follow. A token is the key of the page's
+// last item, prefixed with the list's name ("o:1234" for outcomes by seq), so
+// a token from another list is refused rather than misread. Header-only: the
+// triage store uses it too.
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace leapfrog::coord {
+
+// A page token that does not parse, or belongs to another list: the
+// caller's mistake (INVALID_ARGUMENT, HTTP 400).
+class BadPageToken : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+template <class T>
+struct Page {
+  std::vector<T> items;
+  std::string next_page_token;  // "" when no item follows
+};
+
+// Limits of one list: what 0 means, and the most one page holds.
+struct PageLimits {
+  uint32_t fallback;
+  uint32_t max;
+  uint32_t resolve(uint32_t asked) const { return asked == 0 ? fallback : std::min(asked, max); }
+};
+
+// "<list>:<k1>.<k2>..." of a key.
+inline std::string make_page_token(const std::string& list, const std::vector<int64_t>& key) {
+  std::string out = list + ":";
+  for (size_t i = 0; i < key.size(); ++i) out += (i ? "." : "") + std::to_string(key[i]);
+  return out;
+}
+
+// The key of a token of `list` with `parts` numbers; empty for an empty
+// token (the first page). Throws BadPageToken.
+inline std::vector<int64_t> parse_page_token(const std::string& list, size_t parts,
+                                             const std::string& token) {
+  if (token.empty()) return {};
+  auto bad = [&] {
+    return BadPageToken("bad page token \"" + token.substr(0, 64) + "\" for the " + list +
+                        " list: pass the next_page_token of its previous page");
+  };
+  if (token.compare(0, list.size() + 1, list + ":") != 0) throw bad();
+  std::vector<int64_t> key;
+  const char* p = token.data() + list.size() + 1;
+  const char* const end = token.data() + token.size();
+  while (key.size() < parts) {
+    int64_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || next == p) throw bad();
+    key.push_back(v);
+    p = next;
+    if (key.size() < parts) {
+      if (p == end || *p != '.') throw bad();
+      ++p;
+    }
+  }
+  if (p != end) throw bad();
+  return key;
+}
+
+}  // namespace leapfrog::coord
