@@ -14,6 +14,9 @@ echo
 echo "== oracle throughput (one core) =="
 "$build/bin/leapfrog_oracle_bench" --benchmark_counters_tabular=true 2>/dev/null
 echo
+echo "== leapfrog-agent check end to end vs judging alone (one history, side by side) =="
+"$build/bin/leapfrog_check_bench"
+echo
 echo "== coordinator: lease throughput and ingest =="
 "$build/bin/leapfrog_coordinator_bench"
 echo

@@ -1,29 +1,13 @@
 #include "coordinator/agent_service.h"
 
 #include "coordinator/bounds.h"
+#include "coordinator/report_check.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
 
 using grpc::Status;
 using grpc::StatusCode;
-
-namespace {
-
-// Why an agent's outcome cannot be stored as it is ("" if it can): values a
-// reader could not name, or a size no list of outcomes could carry.
-std::string outcome_problem(const v1::Outcome& o) {
-  if (!v1::Verdict_IsValid(o.verdict()))
-    return "outcome.verdict " + std::to_string(o.verdict()) + " is not a known verdict";
-  const size_t bytes = o.ByteSizeLong();
-  if (bytes > kMaxOutcomeBytes)
-    return "outcome is " + std::to_string(bytes) + " bytes, want at most " +
-           std::to_string(kMaxOutcomeBytes) + " (" + std::to_string(o.violations_size()) +
-           " violations, error of " + std::to_string(o.error().size()) + " bytes)";
-  return "";
-}
-
-}  // namespace
 
 bool AgentServiceImpl::capabilities_of(const std::string& agent_id, v1::Capabilities& out) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -127,16 +111,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
                                                           v1::ReportOutcomeResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   Status refused = auth_.check(*ctx);
-  if (refused.ok() && (req->job_id() <= 0 || req->attempt() == 0))
-    refused = Status(StatusCode::INVALID_ARGUMENT, "job_id and attempt are required");
-  if (refused.ok() && (!req->has_outcome() || req->outcome().verdict() == v1::VERDICT_UNSPECIFIED))
-    refused = Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict is required");
   if (refused.ok()) {
-    if (auto why = outcome_problem(req->outcome()); !why.empty())
-      refused = Status(StatusCode::INVALID_ARGUMENT, why);
-  }
-  if (refused.ok() && req->outcome().has_build()) {
-    if (auto why = build_result_problem(req->outcome().build()); !why.empty())
+    if (auto why = report_problem(*req); !why.empty())
       refused = Status(StatusCode::INVALID_ARGUMENT, why);
   }
   if (!refused.ok()) {

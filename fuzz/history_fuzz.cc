@@ -1,7 +1,8 @@
 // libFuzzer target: `leapfrog-agent check` on arbitrary bytes. The parser
 // either refuses the input (HistoryFormatError) or returns a history that the
 // oracle judges or refuses (HistoryError); a history written back and read
-// again gets the same verdict.
+// again gets the same verdict. The fast reader (simdjson) and the reference
+// reader (nlohmann) give the same history or the same error message.
 
 #include <cstdint>
 #include <cstdio>
@@ -29,12 +30,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ReadLimits limits;
   limits.max_line_bytes = 1 << 16;
   limits.max_bytes = 1 << 20;
-  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  std::string ref_text;
+  try {
+    std::istringstream ref_in(input);
+    std::stringstream out;
+    write_history(read_history_reference(ref_in, limits), out);
+    ref_text = out.str();
+  } catch (const HistoryFormatError& e) {
+    ref_text = std::string("error: ") + e.what();
+  }
+  std::istringstream in(input);
   History h;
   try {
     h = read_history(in, limits);
-  } catch (const HistoryFormatError&) {
+  } catch (const HistoryFormatError& e) {
+    const std::string fast = std::string("error: ") + e.what();
+    if (fast != ref_text) {
+      std::fprintf(stderr, "fast reader: %s\nreference: %s\n", fast.c_str(), ref_text.c_str());
+      std::abort();
+    }
     return 0;
+  }
+  {
+    std::stringstream out;
+    write_history(h, out);
+    if (out.str() != ref_text) {
+      std::fprintf(stderr, "fast reader:\n%s\nreference:\n%s\n", out.str().c_str(),
+                   ref_text.c_str());
+      std::abort();
+    }
   }
   CheckOptions opts;
   opts.max_expansions = 1 << 12;

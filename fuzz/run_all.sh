@@ -9,7 +9,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-fuzz}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(history_fuzz differential_fuzz console_fuzz)
+[ ${#targets[@]} -eq 0 ] && targets=(history_fuzz differential_fuzz console_fuzz campaign_fuzz http_request_fuzz report_outcome_fuzz)
 runs=${FUZZ_RUNS:-10000000}
 seconds=${FUZZ_SECONDS:-0}
 jobs=${FUZZ_JOBS:-$(nproc)}

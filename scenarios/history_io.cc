@@ -1,4 +1,5 @@
 #include "scenarios/history_io.h"
+#include "scenarios/history_reader.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -482,60 +483,46 @@ void write_history(const History& h, std::ostream& out) {
   }
 }
 
+namespace history_detail {
+
+bool LineReader::next(std::string& line, size_t lineno) {
+  line.clear();
+  for (;;) {
+    if (pos_ == end_ && !fill()) return !line.empty();
+    const char* start = buf_.data() + pos_;
+    const void* nl = std::memchr(start, '\n', end_ - pos_);
+    const size_t n = nl ? static_cast<const char*>(nl) - start : end_ - pos_;
+    if (line.size() + n > limits_.max_line_bytes)
+      throw HistoryFormatError("line " + std::to_string(lineno) + ": longer than " +
+                               std::to_string(limits_.max_line_bytes) + " bytes (the line limit)");
+    line.append(start, n);
+    pos_ += n;
+    if (nl) {
+      ++pos_;
+      return true;
+    }
+  }
+}
+
+bool LineReader::fill() {
+  if (total_ >= limits_.max_bytes) {
+    // One more byte tells a file of exactly max_bytes from a longer one.
+    if (in_.rdbuf()->sgetc() == std::char_traits<char>::eof()) return false;
+    throw HistoryFormatError("input longer than " + std::to_string(limits_.max_bytes) +
+                             " bytes (the size limit)");
+  }
+  const auto want =
+      static_cast<std::streamsize>(std::min<uint64_t>(buf_.size(), limits_.max_bytes - total_));
+  in_.read(buf_.data(), want);
+  const auto got = in_.gcount();
+  if (got <= 0) return false;
+  pos_ = 0;
+  end_ = static_cast<size_t>(got);
+  total_ += static_cast<uint64_t>(got);
+  return true;
+}
+
 namespace {
-
-// Reads lines of at most max_line_bytes from a stream of at most max_bytes.
-class LineReader {
- public:
-  LineReader(std::istream& in, const ReadLimits& limits)
-      : in_(in), limits_(limits), buf_(1 << 16) {}
-
-  // The next line without its newline; false at the end of the input.
-  bool next(std::string& line, size_t lineno) {
-    line.clear();
-    for (;;) {
-      if (pos_ == end_ && !fill()) return !line.empty();
-      const char* start = buf_.data() + pos_;
-      const void* nl = std::memchr(start, '\n', end_ - pos_);
-      const size_t n = nl ? static_cast<const char*>(nl) - start : end_ - pos_;
-      if (line.size() + n > limits_.max_line_bytes)
-        throw HistoryFormatError("line " + std::to_string(lineno) + ": longer than " +
-                                 std::to_string(limits_.max_line_bytes) +
-                                 " bytes (the line limit)");
-      line.append(start, n);
-      pos_ += n;
-      if (nl) {
-        ++pos_;
-        return true;
-      }
-    }
-  }
-
- private:
-  bool fill() {
-    if (total_ >= limits_.max_bytes) {
-      // One more byte tells a file of exactly max_bytes from a longer one.
-      if (in_.rdbuf()->sgetc() == std::char_traits<char>::eof()) return false;
-      throw HistoryFormatError("input longer than " + std::to_string(limits_.max_bytes) +
-                               " bytes (the size limit)");
-    }
-    const auto want =
-        static_cast<std::streamsize>(std::min<uint64_t>(buf_.size(), limits_.max_bytes - total_));
-    in_.read(buf_.data(), want);
-    const auto got = in_.gcount();
-    if (got <= 0) return false;
-    pos_ = 0;
-    end_ = static_cast<size_t>(got);
-    total_ += static_cast<uint64_t>(got);
-    return true;
-  }
-
-  std::istream& in_;
-  const ReadLimits& limits_;
-  std::vector<char> buf_;
-  size_t pos_ = 0, end_ = 0;
-  uint64_t total_ = 0;
-};
 
 // Refuses two successful mutations of one object whose windows overlap: the
 // oracle orders an object's versions by invoke, which is only sound when
@@ -575,138 +562,166 @@ void check_overlaps(const History& h, const std::vector<size_t>& lines) {
 
 }  // namespace
 
-History read_history(std::istream& in, const ReadLimits& limits) {
-  History h;
-  std::map<std::string, uint32_t> effect_ids, query_ids;
-  std::set<std::tuple<ObjectKind, NodeId>> initial_attr_parent;
-  std::vector<size_t> mutation_lines;
+void decode_line_reference(const std::string& line, size_t lineno, ReaderState& st) {
+  try {
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw HistoryFormatError(std::string("not valid JSON: ") + e.what());
+    }
+    if (!j.is_object()) throw HistoryFormatError("want a JSON object");
+    if (!st.have_header) {
+      st.h.header = header_from_json(j);
+      for (const auto& s : st.h.header.initial)
+        if (s.key.kind == ObjectKind::Attr || s.key.kind == ObjectKind::Parent)
+          st.initial_attr_parent.emplace(s.key.kind, s.key.node);
+      st.have_header = true;
+      return;
+    }
+    const auto type = get<std::string>(j, "type");
+    const int err = errno_from_name(get<std::string>(j, "result"));
+    const TimeNs invoke = get_time(j, "invoke");
+    const TimeNs complete = get_time(j, "complete");
+    if (complete < invoke) throw HistoryFormatError("\"complete\" is before \"invoke\"");
+    const uint32_t actor = get<uint32_t>(j, "actor");
+    if (actor >= st.h.header.actors.size())
+      throw HistoryFormatError("actor " + std::to_string(actor) + " is not declared in the header");
+    if (type == "mutate") {
+      if (!j.contains("sets") || !j.at("sets").is_array())
+        throw HistoryFormatError("missing array \"sets\"");
+      const std::string key = get<std::string>(j, "op") + j.at("sets").dump();
+      auto [it, inserted] =
+          st.effect_ids.try_emplace(key, static_cast<uint32_t>(st.h.effects.size()));
+      if (inserted) {
+        Effect e;
+        e.op = get<std::string>(j, "op");
+        for (const auto& s : j.at("sets")) {
+          const std::string where = "sets[" + std::to_string(e.sets.size()) + "]";
+          ObjectSet set;
+          try {
+            set = set_from_json(s);
+          } catch (const HistoryFormatError& e) {
+            throw HistoryFormatError(where + ": " + e.what());
+          }
+          check_set_nodes(set, st.h.header.nodes.size(), where);
+          if ((set.key.kind == ObjectKind::Attr || set.key.kind == ObjectKind::Parent) &&
+              !st.initial_attr_parent.count({set.key.kind, set.key.node}))
+            throw HistoryFormatError(where + ": " + object_text(set.key) +
+                                     " has no initial value in the header");
+          e.sets.push_back(std::move(set));
+        }
+        st.h.effects.push_back(std::move(e));
+      }
+      MutationRecord m;
+      m.actor = actor;
+      m.effect = it->second;
+      m.invoke = invoke;
+      m.complete = complete;
+      m.err = err;
+      m.round = get_or<uint32_t>(j, "round", 0);
+      st.h.mutations.push_back(m);
+      st.mutation_lines.push_back(lineno);
+    } else if (type == "lookup") {
+      Query q;
+      q.op = get<std::string>(j, "op");
+      q.start = get<NodeId>(j, "start");
+      if (q.start >= st.h.header.nodes.size())
+        throw HistoryFormatError("start node " + std::to_string(q.start) +
+                                 " is not declared in the header");
+      const std::string path = get<std::string>(j, "path");
+      if (!path.empty() && path[0] == '/')
+        throw HistoryFormatError("path \"" + path +
+                                 "\" is absolute, want one relative to \"start\"");
+      q.path = split(path);
+      q.final_access = get_or<uint8_t>(j, "access", 0);
+      if (q.final_access > 7) throw HistoryFormatError("\"access\" must be rwx bits 0..7");
+      q.follow_final = get_or<bool>(j, "follow", true);
+      if (j.contains("resolve")) {
+        q.openat2 = true;
+        q.resolve = resolve_from_json(j.at("resolve"));
+      }
+      const std::string key = q.op + '\0' + std::to_string(q.start) + '\0' + join_path(q.path) +
+                              '\0' + std::to_string(q.final_access) + (q.follow_final ? "f" : "n") +
+                              (q.openat2 ? "r" + std::to_string(q.resolve) : "");
+      auto [it, inserted] =
+          st.query_ids.try_emplace(key, static_cast<uint32_t>(st.h.queries.size()));
+      if (inserted) st.h.queries.push_back(std::move(q));
+      LookupRecord l;
+      l.actor = actor;
+      l.query = it->second;
+      l.invoke = invoke;
+      l.complete = complete;
+      l.err = err;
+      l.round = get_or<uint32_t>(j, "round", 0);
+      l.dev = get_or<uint64_t>(j, "dev", 0);
+      l.ino = get_or<uint64_t>(j, "ino", 0);
+      if (j.contains("euid") || j.contains("egid")) {
+        l.has_ids = true;
+        l.euid = get<uint32_t>(j, "euid");
+        l.egid = get<uint32_t>(j, "egid");
+      }
+      st.h.lookups.push_back(l);
+    } else if (type == "read" || type == "seek") {
+      OffsetRecord o;
+      o.kind = type == "read" ? OffsetRecord::Kind::Read : OffsetRecord::Kind::Seek;
+      o.actor = actor;
+      o.epoch = get_or<uint32_t>(j, "epoch", 0);
+      o.invoke = invoke;
+      o.complete = complete;
+      o.err = err;
+      o.offset = get<int64_t>(j, "offset");
+      if (o.offset < -2) throw HistoryFormatError("\"offset\" must be -2, -1 or a byte offset");
+      o.length = get_or<uint32_t>(j, "length", 0);
+      st.h.offsets.push_back(o);
+    } else {
+      throw HistoryFormatError("unknown record type \"" + type +
+                               "\", want mutate|lookup|read|seek");
+    }
+  } catch (const HistoryFormatError& e) {
+    throw HistoryFormatError("line " + std::to_string(lineno) + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw HistoryFormatError("line " + std::to_string(lineno) + ": " + e.what());
+  }
+}
+
+void finish(ReaderState& st) {
+  if (!st.have_header) throw HistoryFormatError("line 1: empty history, want a header line");
+  check_overlaps(st.h, st.mutation_lines);
+}
+
+}  // namespace history_detail
+
+namespace {
+
+History read(std::istream& in, const ReadLimits& limits, bool fast) {
+  using namespace history_detail;
+  ReaderState st;
+  std::unique_ptr<FastDecoder> decoder = fast ? make_fast_decoder() : nullptr;
   LineReader reader(in, limits);
   std::string line;
   size_t lineno = 0;
-  bool have_header = false;
   while (reader.next(line, lineno + 1)) {
     ++lineno;
     if (line.empty() || line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      json j;
-      try {
-        j = json::parse(line);
-      } catch (const json::parse_error& e) {
-        throw HistoryFormatError(std::string("not valid JSON: ") + e.what());
-      }
-      if (!j.is_object()) throw HistoryFormatError("want a JSON object");
-      if (!have_header) {
-        h.header = header_from_json(j);
-        for (const auto& s : h.header.initial)
-          if (s.key.kind == ObjectKind::Attr || s.key.kind == ObjectKind::Parent)
-            initial_attr_parent.emplace(s.key.kind, s.key.node);
-        have_header = true;
-        continue;
-      }
-      const auto type = get<std::string>(j, "type");
-      const int err = errno_from_name(get<std::string>(j, "result"));
-      const TimeNs invoke = get_time(j, "invoke");
-      const TimeNs complete = get_time(j, "complete");
-      if (complete < invoke) throw HistoryFormatError("\"complete\" is before \"invoke\"");
-      const uint32_t actor = get<uint32_t>(j, "actor");
-      if (actor >= h.header.actors.size())
-        throw HistoryFormatError("actor " + std::to_string(actor) + " is not declared in the header");
-      if (type == "mutate") {
-        if (!j.contains("sets") || !j.at("sets").is_array()) throw HistoryFormatError("missing array \"sets\"");
-        const std::string key = get<std::string>(j, "op") + j.at("sets").dump();
-        auto [it, inserted] = effect_ids.try_emplace(key, static_cast<uint32_t>(h.effects.size()));
-        if (inserted) {
-          Effect e;
-          e.op = get<std::string>(j, "op");
-          for (const auto& s : j.at("sets")) {
-            const std::string where = "sets[" + std::to_string(e.sets.size()) + "]";
-            ObjectSet set;
-            try {
-              set = set_from_json(s);
-            } catch (const HistoryFormatError& e) {
-              throw HistoryFormatError(where + ": " + e.what());
-            }
-            check_set_nodes(set, h.header.nodes.size(), where);
-            if ((set.key.kind == ObjectKind::Attr || set.key.kind == ObjectKind::Parent) &&
-                !initial_attr_parent.count({set.key.kind, set.key.node}))
-              throw HistoryFormatError(where + ": " + object_text(set.key) +
-                                       " has no initial value in the header");
-            e.sets.push_back(std::move(set));
-          }
-          h.effects.push_back(std::move(e));
-        }
-        MutationRecord m;
-        m.actor = actor;
-        m.effect = it->second;
-        m.invoke = invoke;
-        m.complete = complete;
-        m.err = err;
-        m.round = get_or<uint32_t>(j, "round", 0);
-        h.mutations.push_back(m);
-        mutation_lines.push_back(lineno);
-      } else if (type == "lookup") {
-        Query q;
-        q.op = get<std::string>(j, "op");
-        q.start = get<NodeId>(j, "start");
-        if (q.start >= h.header.nodes.size())
-          throw HistoryFormatError("start node " + std::to_string(q.start) + " is not declared in the header");
-        const std::string path = get<std::string>(j, "path");
-        if (!path.empty() && path[0] == '/')
-          throw HistoryFormatError("path \"" + path +
-                                   "\" is absolute, want one relative to \"start\"");
-        q.path = split(path);
-        q.final_access = get_or<uint8_t>(j, "access", 0);
-        if (q.final_access > 7) throw HistoryFormatError("\"access\" must be rwx bits 0..7");
-        q.follow_final = get_or<bool>(j, "follow", true);
-        if (j.contains("resolve")) {
-          q.openat2 = true;
-          q.resolve = resolve_from_json(j.at("resolve"));
-        }
-        const std::string key = q.op + '\0' + std::to_string(q.start) + '\0' + join_path(q.path) +
-                                '\0' + std::to_string(q.final_access) +
-                                (q.follow_final ? "f" : "n") +
-                                (q.openat2 ? "r" + std::to_string(q.resolve) : "");
-        auto [it, inserted] = query_ids.try_emplace(key, static_cast<uint32_t>(h.queries.size()));
-        if (inserted) h.queries.push_back(std::move(q));
-        LookupRecord l;
-        l.actor = actor;
-        l.query = it->second;
-        l.invoke = invoke;
-        l.complete = complete;
-        l.err = err;
-        l.round = get_or<uint32_t>(j, "round", 0);
-        l.dev = get_or<uint64_t>(j, "dev", 0);
-        l.ino = get_or<uint64_t>(j, "ino", 0);
-        if (j.contains("euid") || j.contains("egid")) {
-          l.has_ids = true;
-          l.euid = get<uint32_t>(j, "euid");
-          l.egid = get<uint32_t>(j, "egid");
-        }
-        h.lookups.push_back(l);
-      } else if (type == "read" || type == "seek") {
-        OffsetRecord o;
-        o.kind = type == "read" ? OffsetRecord::Kind::Read : OffsetRecord::Kind::Seek;
-        o.actor = actor;
-        o.epoch = get_or<uint32_t>(j, "epoch", 0);
-        o.invoke = invoke;
-        o.complete = complete;
-        o.err = err;
-        o.offset = get<int64_t>(j, "offset");
-        if (o.offset < -2) throw HistoryFormatError("\"offset\" must be -2, -1 or a byte offset");
-        o.length = get_or<uint32_t>(j, "length", 0);
-        h.offsets.push_back(o);
-      } else {
-        throw HistoryFormatError("unknown record type \"" + type + "\", want mutate|lookup|read|seek");
-      }
-    } catch (const HistoryFormatError& e) {
-      throw HistoryFormatError("line " + std::to_string(lineno) + ": " + e.what());
-    } catch (const json::exception& e) {
-      throw HistoryFormatError("line " + std::to_string(lineno) + ": " + e.what());
-    }
+    // The header and every line the fast decoder refuses go to the reference.
+    const bool tried = decoder && st.have_header;
+    if (tried && decoder->decode(line, lineno, st)) continue;
+    decode_line_reference(line, lineno, st);
+    if (tried) decoder->learn(st);
   }
-  if (!have_header) throw HistoryFormatError("line 1: empty history, want a header line");
-  check_overlaps(h, mutation_lines);
-  return h;
+  finish(st);
+  return std::move(st.h);
+}
+
+}  // namespace
+
+History read_history(std::istream& in, const ReadLimits& limits) {
+  return read(in, limits, true);
+}
+
+History read_history_reference(std::istream& in, const ReadLimits& limits) {
+  return read(in, limits, false);
 }
 
 }  // namespace leapfrog

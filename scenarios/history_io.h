@@ -29,7 +29,14 @@ struct ReadLimits {
 // Reads a history and checks what the oracle relies on (node and actor ids,
 // initial values, time ranges, no overlapping mutations of one object);
 // throws HistoryFormatError("line N: ...") on malformed input.
+// Operation lines of the usual shape are decoded with simdjson; the first
+// line of each effect or query template, anything unusual and every error
+// take the reference path, so the result and every message are the same.
 History read_history(std::istream& in, const ReadLimits& limits = {});
+
+// read_history with nlohmann for every line: the reference the fast decoder
+// is tested against (history_fast_test.cc, fuzz/history_fuzz.cc).
+History read_history_reference(std::istream& in, const ReadLimits& limits = {});
 
 // errno <-> portable name ("EACCES"); 0 <-> "ok". Unknown names map to -1.
 std::string errno_name(int err);

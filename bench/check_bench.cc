@@ -1,0 +1,138 @@
+// `leapfrog-agent check` end to end against judging alone (issue 19 §3): one
+// legal history (bench/legal_history.h) written to a file, then, side by side
+// in one run,
+//   judge     check_history on the history in memory;
+//   read      read_history of the file alone;
+//   in-proc   read_history + check_history (what `check` does in process);
+//   agent     the leapfrog-agent binary: `check FILE --json`, its peak RSS;
+// best of three each, in lookups per second, and the ratio of end to end to
+// judging alone (target >= 0.5).
+//   leapfrog_check_bench [--ops N] [--dir DIR]
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/legal_history.h"
+#include "scenarios/history_io.h"
+#include "scenarios/oracle.h"
+
+extern char** environ;
+
+namespace leapfrog {
+namespace {
+
+double seconds_of(const std::function<void()>& f) {
+  double best = 1e300;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+History read_file(const std::string& path, bool fast) {
+  std::ifstream in(path, std::ios::binary);
+  return fast ? read_history(in) : read_history_reference(in);
+}
+
+// Runs the agent's check on `path`; returns its exit status and peak RSS (KiB).
+int run_agent(const std::string& path, long& max_rss_kib) {
+  const std::string agent = LEAPFROG_AGENT;
+  std::vector<std::string> args = {agent, "check", path, "--json"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, agent.c_str(), &fa, nullptr, argv.data(), environ) != 0) {
+    std::perror("posix_spawn");
+    std::exit(2);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  max_rss_kib = std::max(max_rss_kib, ru.ru_maxrss);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int main_(int argc, char** argv) {
+  int64_t ops = 2'000'000;
+  std::string dir = "/var/tmp";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--ops")
+      ops = std::atoll(argv[i + 1]);
+    else if (a == "--dir")
+      dir = argv[i + 1];
+  }
+  const std::unique_ptr<History> h = bench::make_history(ops);
+  const std::string path = dir + "/leapfrog-check-bench-" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream out(path, std::ios::binary);
+    write_history(*h, out);
+  }
+  const double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
+  const double lookups = static_cast<double>(h->lookups.size());
+
+  uint64_t violations = 0;
+  const double judge = seconds_of([&] { violations += check_history(*h).violation_count; });
+  size_t read_lookups = 0;
+  const double read = seconds_of([&] { read_lookups = read_file(path, true).lookups.size(); });
+  const double in_proc =
+      seconds_of([&] { violations += check_history(read_file(path, true)).violation_count; });
+  long rss = 0;
+  int rc = 0;
+  const double agent = seconds_of([&] { rc |= run_agent(path, rss); });
+  // The nlohmann reader once, for comparison (it is slow).
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t ref_lookups = read_file(path, false).lookups.size();
+  const double reference =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::filesystem::remove(path);
+  if (violations || rc != 0 || read_lookups != h->lookups.size() || ref_lookups != read_lookups) {
+    std::fprintf(stderr,
+                 "the legal history was misjudged or misread (violations %llu, agent exit %d)\n",
+                 static_cast<unsigned long long>(violations), rc);
+    return 1;
+  }
+  std::printf("history: %.0f lookups, %zu mutations, %.0f MB\n", lookups, h->mutations.size(), mb);
+  std::printf("%-34s %9s %14s\n", "", "seconds", "lookups/s");
+  auto row = [&](const char* name, double s) {
+    std::printf("%-34s %9.3f %14.0f\n", name, s, lookups / s);
+  };
+  row("judge alone (in memory)", judge);
+  row("read alone (simdjson)", read);
+  row("read alone (nlohmann reference)", reference);
+  row("read + judge (in process)", in_proc);
+  row("leapfrog-agent check (end to end)", agent);
+  std::printf("ratio end to end / judge alone: %.2f (in process %.2f; target >= 0.5)\n",
+              judge / agent, judge / in_proc);
+  std::printf("leapfrog-agent check peak RSS: %.0f MB\n", static_cast<double>(rss) / 1024);
+  return 0;
+}
+
+}  // namespace
+}  // namespace leapfrog
+
+int main(int argc, char** argv) {
+  return leapfrog::main_(argc, argv);
+}

@@ -1,0 +1,60 @@
+// libFuzzer target: the HTTP API's request decoding. The bytes are a query
+// string, a newline, and a body. The query goes through cpp-httplib's own
+// parser into a Request, then query_uint() and path_id() as the routes call
+// them; the body through json_body(), body_string() and
+// campaign_spec_from_json() then normalize(), as POST /api/campaigns and
+// /api/schedules do. Every failure must be an HttpError (400) or a
+// SpecError, never a crash, UB or another exception.
+
+#include <httplib.h>
+
+#include <cstdint>
+#include <regex>
+#include <string>
+
+#include "coordinator/campaign.h"
+#include "coordinator/http/api.h"
+#include "coordinator/http/api_json.h"
+
+using namespace leapfrog;
+using namespace leapfrog::coord;
+
+namespace {
+
+template <typename F>
+void refused_or_ok(F f) {
+  try {
+    f();
+  } catch (const HttpError& e) {
+    if (e.status() != 400) __builtin_trap();
+  } catch (const SpecError&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  const size_t nl = input.find('\n');
+  const std::string query = input.substr(0, nl);
+  httplib::Request req;
+  httplib::detail::parse_query_text(query, req.params);
+  if (nl != std::string::npos) req.body = input.substr(nl + 1);
+
+  refused_or_ok([&] { (void)query_uint(req, "limit", 50, 1, 1000); });
+  refused_or_ok([&] { (void)query_uint(req, "campaign", 0, 1, UINT32_MAX); });
+  // A path capture, as the router's regex makes it.
+  static const std::regex route("/api/campaigns/([^/]+)");
+  const std::string path = "/api/campaigns/" + query;
+  if (std::regex_match(path, req.matches, route)) refused_or_ok([&] { (void)path_id(req, 1); });
+
+  refused_or_ok([&] {
+    const nlohmann::json body = json_body(req);
+    (void)body_string(body, "name", false);
+    (void)body_string(body, "status", false);
+    const nlohmann::json& spec_json = body.contains("campaign") ? body.at("campaign") : body;
+    const v1::CampaignSpec spec = normalize(campaign_spec_from_json(spec_json));
+    (void)to_json(spec).dump();
+  });
+  return 0;
+}

@@ -1,0 +1,139 @@
+// read_history's fast decoder (simdjson) against the reference reader
+// (nlohmann on every line): the same history, or the same error message, for
+// the golden files, random histories, and lines with each field replaced by
+// odd values.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "scenarios/history_io.h"
+#include "scenarios/oracle_brute.h"
+
+namespace leapfrog {
+namespace {
+
+// What a reader makes of `text`: the history written back, or "error: ...".
+std::string outcome(const std::string& text, bool fast) {
+  std::istringstream in(text);
+  try {
+    const History h = fast ? read_history(in) : read_history_reference(in);
+    std::ostringstream out;
+    write_history(h, out);
+    return out.str();
+  } catch (const HistoryFormatError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+#define EXPECT_SAME_READ(text)                              \
+  do {                                                      \
+    const std::string t_ = (text);                          \
+    EXPECT_EQ(outcome(t_, true), outcome(t_, false)) << t_; \
+  } while (0)
+
+std::string history_text(const History& h) {
+  std::ostringstream out;
+  write_history(h, out);
+  return out.str();
+}
+
+TEST(HistoryFast, GoldenFilesReadAlike) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(LEAPFROG_TESTDATA)) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(outcome(text.str(), true).rfind("error", 0), std::string::npos) << entry.path();
+    EXPECT_SAME_READ(text.str());
+    ++files;
+  }
+  EXPECT_GE(files, 10);
+}
+
+TEST(HistoryFast, RandomHistoriesReadAlike) {
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
+    const std::string text = history_text(brute::random_history(seed));
+    // Every template twice, so the second copy takes the cached path.
+    const auto nl = text.find('\n');
+    EXPECT_SAME_READ(text + text.substr(nl + 1));
+  }
+}
+
+// Every operation line of `base` with one field replaced by each odd value,
+// removed, or given twice; each variant must read alike (mostly: the same
+// error).
+TEST(HistoryFast, OddFieldsReadAlike) {
+  const std::string base = history_text(brute::random_history(7));
+  std::vector<std::string> lines;
+  std::istringstream in(base);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_GT(lines.size(), 3u);
+  // A read and a seek line and an openat2 lookup, which random_history lacks.
+  lines.push_back(
+      R"({"type":"read","actor":0,"epoch":1,"invoke":5,"complete":9,"result":"ok","offset":64,"length":64})");
+  lines.push_back(R"({"type":"seek","actor":0,"invoke":5,"complete":9,"result":"ok","offset":-1})");
+  lines.push_back(
+      R"({"type":"lookup","actor":0,"op":"openat2","start":0,"path":"a/../b","access":4,"follow":false,"resolve":["beneath","cached"],"invoke":1,"complete":2,"result":"EXDEV"})");
+  const std::vector<std::string> odd = {"1.5",
+                                        "-0",
+                                        "1e3",
+                                        "-1",
+                                        "-3",
+                                        "4294967296",
+                                        "9223372036854775808",
+                                        "18446744073709551615",
+                                        "18446744073709551616",
+                                        "1152921504606846977",
+                                        "-1152921504606846977",
+                                        "1152921504606846976",
+                                        "null",
+                                        "true",
+                                        "\"x\"",
+                                        "\"ok\"",
+                                        "\"/a\"",
+                                        "\"\"",
+                                        "[]",
+                                        "[\"beneath\",\"nope\"]",
+                                        "[1]",
+                                        "{}",
+                                        "[{}]",
+                                        "8",
+                                        "7",
+                                        "0"};
+  size_t variants = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const nlohmann::json j = nlohmann::json::parse(lines[i]);
+    auto with = [&](const std::string& line) {
+      std::string text = lines[0] + "\n";
+      // The line twice: first through the reference, then (cached) fast.
+      for (size_t k = 1; k < lines.size(); ++k) text += (k == i ? line : lines[k]) + "\n";
+      text += line + "\n";
+      EXPECT_SAME_READ(text);
+      ++variants;
+    };
+    for (const auto& [key, value] : j.items()) {
+      for (const auto& o : odd) {
+        nlohmann::json v = j;
+        v.erase(key);
+        std::string line = v.dump();
+        line.insert(line.size() - 1, std::string(v.empty() ? "" : ",") + "\"" + key + "\":" + o);
+        with(line);
+      }
+      nlohmann::json v = j;
+      v.erase(key);
+      with(v.dump());
+      std::string dup = j.dump();
+      dup.insert(dup.size() - 1, ",\"" + key + "\":" + value.dump());
+      with(dup);
+    }
+  }
+  EXPECT_GT(variants, 1000u);
+}
+
+}  // namespace
+}  // namespace leapfrog

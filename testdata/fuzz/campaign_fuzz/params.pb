@@ -1,0 +1,4 @@
+
+paramssetattr-lookup(R	
+depthR
+nopeÿÿÿÿÿÿÿÿÿ

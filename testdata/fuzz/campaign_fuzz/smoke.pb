@@ -1,0 +1,2 @@
+
+smokesetattr-lookup"tmpfs(:

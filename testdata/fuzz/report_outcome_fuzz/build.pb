@@ -1,0 +1,2 @@
+
+b	"þŠø@0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef6.1.0*@0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdefJi/var/cache/leapfrog/kbuild/out/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef/build.log
