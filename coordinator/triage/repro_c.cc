@@ -135,6 +135,18 @@ static void widen(int on) {
   }
 }
 
+/* A lookup's result as the judgements name it. */
+static inline const char *errname(int err) {
+  switch (err) {
+    case 0: return "success";
+    case EACCES: return "EACCES";
+    case ENOENT: return "ENOENT";
+    case ENOTDIR: return "ENOTDIR";
+    case ELOOP: return "ELOOP";
+    default: return strerror(err);
+  }
+}
+
 /* ---- the scenario: @SCENARIO@ ---- */
 @SCENARIO_CODE@
 
@@ -299,16 +311,6 @@ static int mutate(int state) {
   if (rename(n, d) != 0) return errno;
   return link(f, n) == 0 ? 0 : errno;
 }
-static const char *errname(int err) {
-  switch (err) {
-    case 0: return "success";
-    case EACCES: return "EACCES";
-    case ENOENT: return "ENOENT";
-    case ENOTDIR: return "ENOTDIR";
-    case ELOOP: return "ELOOP";
-    default: return strerror(err);
-  }
-}
 static int judge(int state, int err, char *why, size_t n) {
   int want = state ? 0 : ENOTDIR;
   if (err == want) return 1;
@@ -360,14 +362,6 @@ static int mutate(int state) {
   mpath(a, "staging/l");
   mpath(b, "l");
   return rename(a, b) == 0 ? 0 : errno;
-}
-static const char *errname(int err) {
-  switch (err) {
-    case 0: return "success";
-    case EACCES: return "EACCES";
-    case ENOENT: return "ENOENT";
-    default: return strerror(err);
-  }
 }
 static int never(int err, char *why, size_t n) {
   if (err == 0 || err == EACCES) return 0;
