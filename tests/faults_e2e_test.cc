@@ -104,22 +104,22 @@ TEST_F(FaultsE2E, OutcomesSpooledThroughAnOutageLongerThanTheLeaseAreStored) {
   // A spooled outcome whose job is already done was stored just before the
   // kill, its answer lost with the connection: it is a duplicate, not the run
   // this test holds back, so wait for one whose job is still leased.
-  std::string held, file;
+  std::string held, job;  // the held agent, and the job of its spooled run
   Proc* held_proc = nullptr;
   ASSERT_TRUE(poll_until(
       [&] {
         for (auto [name, proc] : {std::pair{"agent-a", a}, std::pair{"agent-b", b}}) {
           std::error_code ec;
-          file.clear();
+          job.clear();
           for (const auto& e : stdfs::directory_iterator(spool_of(name), ec)) {
             if (e.path().extension() != ".outcome") continue;
             const std::string id = std::to_string(std::stoll(e.path().filename().string().substr(0, 12)));
             if (sql_int(url(), "SELECT count(*) FROM jobs WHERE id = " + id + " AND state = 'leased'") == 1) {
-              file = e.path();
+              job = id;
               break;
             }
           }
-          if (!file.empty()) {
+          if (!job.empty()) {
             held = name;
             held_proc = proc;
             return true;
@@ -130,8 +130,6 @@ TEST_F(FaultsE2E, OutcomesSpooledThroughAnOutageLongerThanTheLeaseAreStored) {
       30s))
       << "no agent spooled an outcome during the outage";
   held_proc->signal(SIGSTOP);
-  const int64_t spooled_job = std::stoll(stdfs::path(file).filename().string().substr(0, 12));
-  const std::string job = std::to_string(spooled_job);
   ASSERT_TRUE(poll_until(
       [&] {
         return sql_int(url(), "SELECT count(*) FROM jobs WHERE id = " + job +
