@@ -69,7 +69,7 @@ cp "$units/leapfrog-vm@.service" "$work/units/leapfrog-vm@debian.service"
 sed -i "s|/usr/bin/|$root/usr/bin/|g; s|/etc/leapfrog/|$root/etc/leapfrog/|g" "$work"/units/*.service
 SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no "$work"/units/leapfrog-*.service > "$work/verify.out" 2>&1 ||
   { cat "$work/verify.out"; fail "systemd-analyze verify refused the units"; }
-if grep -v "Failed to .*bus\|is not executable\|Unit is bound to inactive" "$work/verify.out" | grep -q .; then
+if grep -v "Failed to .*bus" "$work/verify.out" | grep -q .; then
   cat "$work/verify.out"
   fail "systemd-analyze verify complains"
 fi
