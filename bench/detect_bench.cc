@@ -11,7 +11,9 @@
 //     finding's diagnostic patch) with the same seeds: clean or not, and
 //     over how many lookups; with --twin-lookups N, for each bug the row
 //     detected, more seeds (each one's own widening) until its twin judged
-//     at least N lookups;
+//     at least N lookups (--twin-iterations sets those jobs' rounds,
+//     --twin-minutes caps a row's twin wall time; a row that stops short
+//     says so in a note);
 //   - the host's load average over the row: under TCG the rates fall when
 //     the host is busy, so a row measured under load says so.
 // "Off" seeds are those whose widening choice is empty (one in four); "on"
@@ -19,7 +21,8 @@
 // agent sets exactly what it sets in a campaign.
 //
 //   leapfrog_detect_bench [--seeds K] [--iterations N] [--only BUG]
-//                         [--twin-lookups N] [--out FILE]
+//                         [--twin-lookups N] [--twin-iterations N]
+//                         [--twin-minutes M] [--out FILE]
 //
 // Builds come from the kernel build cache (LEAPFROG_KBUILD_CACHE, default
 // /var/cache/leapfrog; a series switch rebuilds in about a minute). Needs
@@ -201,13 +204,14 @@ struct Bench {
   }
 
   // One job of `bug` on `label` with `seed`, waited for, into `t`.
-  void job(const Bug& bug, const std::string& label, uint64_t seed, Tally& t) {
+  // `rounds` overrides --iterations (the twin's extra jobs).
+  void job(const Bug& bug, const std::string& label, uint64_t seed, Tally& t, const std::string& rounds = "") {
     std::vector<std::string> args = {"campaign",     "run",
                                      "--name",       "detect",
                                      "--scenario",   bug.scenario,
                                      "--fs",         bug.fs,
                                      "--kernel",     label,
-                                     "--iterations", iterations,
+                                     "--iterations", rounds.empty() ? iterations : rounds,
                                      "--first-seed", std::to_string(seed),
                                      "--seeds",      "1",
                                      "--align",      bug.align,
@@ -261,7 +265,8 @@ std::string cell(const Tally& t) {
 int main(int argc, char** argv) {
   size_t seeds = 3;
   uint64_t twin_lookups = 0;
-  std::string only, out_file, iterations = "2000";
+  std::string only, out_file, iterations = "2000", twin_iterations;
+  double twin_minutes = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--seeds") seeds = std::stoul(v);
@@ -270,10 +275,14 @@ int main(int argc, char** argv) {
     else if (a == "--out") out_file = v;
     else if (a == "--twin-lookups")
       twin_lookups = std::stoull(v);
+    else if (a == "--twin-iterations")
+      twin_iterations = v;
+    else if (a == "--twin-minutes")
+      twin_minutes = std::stod(v);
     else {
       std::fprintf(
           stderr,
-          "usage: %s [--seeds K] [--iterations N] [--only BUG] [--twin-lookups N] [--out FILE]\n",
+          "usage: %s [--seeds K] [--iterations N] [--only BUG] [--twin-lookups N] [--twin-iterations N] [--twin-minutes M] [--out FILE]\n",
           argv[0]);
       return 2;
     }
@@ -335,8 +344,13 @@ int main(int argc, char** argv) {
     const bool detected = off.detected + on.detected > 0;
     for (uint64_t seed = 1; detected && twin_t.lookups < twin_lookups && twin_t.runs < 2000; ++seed) {
       if (std::find(used.begin(), used.end(), seed) != used.end()) continue;
+      if (twin_minutes > 0 && twin_t.wall_min >= twin_minutes) {
+        twin_t.notes = "the twin's " + std::to_string(static_cast<int>(twin_minutes)) +
+                       " minutes ran out before --twin-lookups";
+        break;
+      }
       const uint64_t before = twin_t.lookups;
-      b.job(bug, twin, seed, twin_t);
+      b.job(bug, twin, seed, twin_t, twin_iterations);
       empty_in_a_row = twin_t.lookups == before ? empty_in_a_row + 1 : 0;
       if (empty_in_a_row == 3) {
         twin_t.notes = "three twin jobs in a row judged no lookup: --twin-lookups stopped";
@@ -380,7 +394,9 @@ int main(int argc, char** argv) {
       std::string("Measured ") + date + " on " + u.nodename + " (" + u.machine + ", " +
       std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs), VMs under QEMU TCG with 2 vCPUs; " +
       std::to_string(seeds) + " seeds per cell, " + iterations + " rounds per job" +
-      (twin_lookups ? ", twins raced to " + std::to_string(twin_lookups) + " lookups" : "") +
+      (twin_lookups ? ", twins raced to " + std::to_string(twin_lookups) + " lookups" +
+                          (twin_iterations.empty() ? "" : " in jobs of " + twin_iterations + " rounds")
+                    : "") +
       "; load: the host's 1-minute load average before and after the row.\n\n";
   std::printf("\n%s%s", head.c_str(), table.c_str());
   if (!out_file.empty()) std::ofstream(out_file) << head << table;
