@@ -205,7 +205,8 @@ struct Bench {
 
   // One job of `bug` on `label` with `seed`, waited for, into `t`.
   // `rounds` overrides --iterations (the twin's extra jobs).
-  void job(const Bug& bug, const std::string& label, uint64_t seed, Tally& t, const std::string& rounds = "") {
+  void job(const Bug& bug, const std::string& label, uint64_t seed, Tally& t,
+           const std::string& rounds = "") {
     std::vector<std::string> args = {"campaign",     "run",
                                      "--name",       "detect",
                                      "--scenario",   bug.scenario,
@@ -280,10 +281,10 @@ int main(int argc, char** argv) {
     else if (a == "--twin-minutes")
       twin_minutes = std::stod(v);
     else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--seeds K] [--iterations N] [--only BUG] [--twin-lookups N] [--twin-iterations N] [--twin-minutes M] [--out FILE]\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--seeds K] [--iterations N] [--only BUG] [--twin-lookups N] "
+                   "[--twin-iterations N] [--twin-minutes M] [--out FILE]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -394,9 +395,10 @@ int main(int argc, char** argv) {
       std::string("Measured ") + date + " on " + u.nodename + " (" + u.machine + ", " +
       std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs), VMs under QEMU TCG with 2 vCPUs; " +
       std::to_string(seeds) + " seeds per cell, " + iterations + " rounds per job" +
-      (twin_lookups ? ", twins raced to " + std::to_string(twin_lookups) + " lookups" +
-                          (twin_iterations.empty() ? "" : " in jobs of " + twin_iterations + " rounds")
-                    : "") +
+      (twin_lookups
+           ? ", twins raced to " + std::to_string(twin_lookups) + " lookups" +
+                 (twin_iterations.empty() ? "" : " in jobs of " + twin_iterations + " rounds")
+           : "") +
       "; load: the host's 1-minute load average before and after the row.\n\n";
   std::printf("\n%s%s", head.c_str(), table.c_str());
   if (!out_file.empty()) std::ofstream(out_file) << head << table;
