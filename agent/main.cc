@@ -147,10 +147,6 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
   });
 }
 
-// Exit code of `check` when nothing contradicts the history but the check did
-// not earn a pass (nothing judged, or the search budget hit).
-constexpr int kExitInconclusive = 3;
-
 int cmd_check(const std::string& file, bool json_out, const ReadLimits& limits) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) throw UsageError("cannot read history file \"" + file + "\"");
@@ -178,14 +174,10 @@ int cmd_check(const std::string& file, bool json_out, const ReadLimits& limits) 
     throw UsageError("\"" + file + "\": " + e.what());
   }
   o.notes = o.check.notes;
-  o.verdict = o.check.violation_count ? "violation" : "pass";
-  const std::string unearned = unearned_pass_reason(o.check);
-  if (!o.check.violation_count && !unearned.empty()) {
-    o.verdict = "inconclusive";
-    o.error = unearned;
-  }
-  const int rc = print_outcome(o, json_out);
-  return o.verdict == "inconclusive" ? kExitInconclusive : rc;
+  std::string unearned;
+  o.verdict = earned_verdict(o.check, unearned);
+  if (!unearned.empty()) o.error = unearned;
+  return print_outcome(o, json_out);
 }
 
 // A VM started from a saved VM (coordinator/vm/launcher.h) starts its agent

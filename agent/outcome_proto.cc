@@ -14,6 +14,7 @@ static v1::Verdict verdict_from(const std::string& v) {
   if (v == "pass") return v1::VERDICT_PASS;
   if (v == "violation") return v1::VERDICT_VIOLATION;
   if (v == "error") return v1::VERDICT_ERROR;
+  if (v == "inconclusive") return v1::VERDICT_INCONCLUSIVE;
   throw std::runtime_error("unknown verdict \"" + v + "\"");
 }
 

@@ -94,7 +94,11 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
   if (out.check.unjudged)
     out.notes.push_back(std::to_string(out.check.unjudged) +
                         " records had results outside the model and were not judged");
-  out.verdict = out.check.violation_count ? "violation" : "pass";
+  // A live run earns "pass" as `check` does: a race that judged nothing, or
+  // whose lookups ran out of search budget, is inconclusive, never clean.
+  std::string why;
+  out.verdict = earned_verdict(out.check, why);
+  if (!why.empty()) out.error = why;
 }
 
 namespace {

@@ -308,6 +308,12 @@ std::string unearned_pass_reason(const CheckResult& r) {
   return "";
 }
 
+std::string earned_verdict(const CheckResult& r, std::string& why) {
+  if (r.violation_count) return "violation";
+  why = unearned_pass_reason(r);
+  return why.empty() ? "pass" : "inconclusive";
+}
+
 CheckResult check_history(const History& h, const CheckOptions& opts) {
   CheckResult out;
   oracle_detail::Checker(h, opts, out).run();

@@ -117,6 +117,10 @@ CheckResult check_history(const History& h, const CheckOptions& opts = {});
 // or some lookups exceeded the search budget); empty if it has.
 std::string unearned_pass_reason(const CheckResult& r);
 
+// The verdict a check earned: "violation", "pass", or "inconclusive" (no
+// violation, and unearned_pass_reason is not empty; `why` then holds it).
+std::string earned_verdict(const CheckResult& r, std::string& why);
+
 // The torn-offset check alone (used by check_history).
 void check_offsets(const History& h, CheckResult& out, const CheckOptions& opts);
 

@@ -266,6 +266,21 @@ TEST(OracleEdges, NothingJudgedIsNoPassAndEndlessInputIsRefused) {
   EXPECT_EQ(
       unearned_pass_reason(check_history(parse(header() + "\n" + lookup("1", "2", "ok") + "\n"))),
       "");
+  // The verdict live runs and `check` both take from it.
+  std::string why;
+  EXPECT_EQ(earned_verdict(empty, why), "inconclusive");
+  EXPECT_EQ(why, "the history holds no lookup or offset operation to judge");
+  why.clear();
+  EXPECT_EQ(
+      earned_verdict(check_history(parse(header() + "\n" + lookup("1", "2", "ok") + "\n")), why),
+      "pass");
+  EXPECT_EQ(why, "");
+  CheckResult budget = unjudged;
+  budget.lookups_checked = 5;
+  budget.over_budget = 1;
+  EXPECT_EQ(earned_verdict(budget, why), "inconclusive");
+  budget.violation_count = 1;  // a violation found stands, whatever else went unjudged
+  EXPECT_EQ(earned_verdict(budget, why), "violation");
 
   ReadLimits limits;
   limits.max_line_bytes = 1 << 20;

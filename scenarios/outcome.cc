@@ -267,6 +267,7 @@ std::string to_text(const Outcome& o) {
 int exit_code(const Outcome& o) {
   if (o.verdict == "error") return 2;
   if (o.verdict == "violation") return 1;
+  if (o.verdict == "inconclusive") return 3;
   return 0;
 }
 

@@ -65,7 +65,7 @@ struct Outcome {
   std::string scenario;
   uint64_t seed = 0;
   std::string fs;
-  std::string verdict = "pass";  // pass | violation | error
+  std::string verdict = "pass";  // pass | violation | inconclusive | error
   std::string error;
   std::map<std::string, int64_t> params;
   uint32_t observers = 0;
@@ -113,7 +113,8 @@ ScalePoint scale_point_from_json(const nlohmann::json& j);
 std::string summary(const Widening& w);
 // A few lines for a terminal.
 std::string to_text(const Outcome& o);
-// Exit code of `leapfrog-agent run`: 0 clean, 1 violations, 2 error.
+// Exit code of `leapfrog-agent run` and `check`: 0 clean, 1 violations,
+// 2 error, 3 inconclusive (nothing judged, or the search budget ran out).
 int exit_code(const Outcome& o);
 
 }  // namespace leapfrog

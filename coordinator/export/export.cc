@@ -96,7 +96,8 @@ std::string to_ktap(const CampaignData& d, const ExportOptions& o) {
       l.why_not = "not run yet (" + v1::JobState_Name(job->state()) + ")";
     }
     const ktap::Result r = ktap::result_of(l.verdict);
-    failed = failed || (r != ktap::Result::Pass && r != ktap::Result::Skip);
+    failed = failed ||
+             (r != ktap::Result::Pass && r != ktap::Result::Skip && r != ktap::Result::Unjudged);
     out << ktap::job_lines(l);
   }
   out << (failed ? "not ok 1 " : "ok 1 ") << suite << "\n";

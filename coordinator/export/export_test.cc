@@ -25,6 +25,8 @@
 
 #include "coordinator/campaign.h"
 #include "coordinator/clock.h"
+#include "coordinator/export/kcidb.h"
+#include "coordinator/export/ktap.h"
 #include "coordinator/export/nightly.h"
 #include "coordinator/store/pg_store.h"
 #include "tests/e2e_util.h"
@@ -417,6 +419,29 @@ TEST_F(ExportTest, AgentRunPrintsOneJobAsKtap) {
     ASSERT_EQ(p["leaves"].size(), 1u);
     EXPECT_EQ(p["leaves"][0]["name"], "leapfrog.setattr-lookup." + fs);
   }
+}
+
+// An inconclusive run (finished, judged nothing or hit the search budget) is
+// neither a pass nor a failure to the kernel's parser: a skip, with the why.
+TEST_F(ExportTest, InconclusiveRunIsASkipToTheKernelsParserAndDoneToKcidb) {
+  v1::ScenarioSpec spec;
+  spec.set_scenario("setattr-lookup");
+  spec.set_fs("tmpfs");
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_INCONCLUSIVE);
+  o.set_error("the history holds no lookup or offset operation to judge");
+  const std::string text = leapfrog::ktap::run_document(spec, "k", o);
+  const json p = ktap_parse(text);
+  EXPECT_EQ(p["skipped"], 1) << p.dump() << text;
+  EXPECT_EQ(p["passed"], 0) << p.dump();
+  EXPECT_EQ(p["failed"], 0) << p.dump();
+  EXPECT_EQ(p["errors"], 0) << p.dump() << text;
+  EXPECT_NE(text.find("# SKIP inconclusive: the history holds no lookup"), std::string::npos)
+      << text;
+  EXPECT_EQ(leapfrog::coord::exports::kcidb_status(v1::VERDICT_INCONCLUSIVE), "DONE");
+  // Control: the same outcome as a pass is counted as passed, not skipped.
+  o.set_verdict(v1::VERDICT_PASS);
+  EXPECT_EQ(ktap_parse(leapfrog::ktap::run_document(spec, "k", o))["passed"], 1);
 }
 
 // ---- HTTP and the nightly folder -------------------------------------------

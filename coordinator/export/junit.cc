@@ -117,6 +117,11 @@ std::string to_junit(const CampaignData& d, const ExportOptions& o) {
       ++skipped;
       cases << "      <skipped message=\"not run yet ("
             << xml_escape(v1::JobState_Name(job.state())) << ")\"/>\n";
+    } else if (result == ktap::Result::Unjudged) {
+      ++skipped;
+      const std::string why = rec ? rec->outcome().error() : "";
+      cases << "      <skipped message=\"inconclusive"
+            << (why.empty() ? "" : ": " + xml_escape(why)) << "\"/>\n";
     }
     if (rec && !rec->outcome().console_tail().empty()) {
       std::string tail = rec->outcome().console_tail();

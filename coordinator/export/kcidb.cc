@@ -156,6 +156,8 @@ std::string kcidb_status(v1::Verdict v) {
     case v1::VERDICT_INFRA_FAILURE:
     case v1::VERDICT_BUILD_FAILURE:
       return "MISS";
+    case v1::VERDICT_INCONCLUSIVE:  // finished, neither passed nor failed
+      return "DONE";
     default:
       return "";
   }

@@ -31,6 +31,8 @@ Result result_of(v1::Verdict verdict) {
       return Result::Hang;
     case v1::VERDICT_UNSPECIFIED:
       return Result::Skip;
+    case v1::VERDICT_INCONCLUSIVE:
+      return Result::Unjudged;
     default:
       return Result::Error;
   }
@@ -121,6 +123,12 @@ std::string job_lines(const JobLines& job) {
       out << pad << "ok " << num << " " << name << " # SKIP "
           << safe_text(job.why_not.empty() ? "not run" : job.why_not) << "\n";
       break;
+    case Result::Unjudged: {
+      const std::string why = job.outcome ? job.outcome->error() : "";
+      out << pad << "ok " << num << " " << name << " # SKIP inconclusive"
+          << (why.empty() ? "" : ": " + safe_text(why)) << "\n";
+      break;
+    }
   }
   return out.str();
 }

@@ -14,11 +14,12 @@ namespace leapfrog::ktap {
 
 // What a job's result line says, from its verdict.
 enum class Result {
-  Pass,   // ok
-  Fail,   // not ok (a violation, a kernel crash or a boot failure)
-  Error,  // not ok # ERROR (the run, the build or the infrastructure failed)
-  Hang,   // not ok # TIMEOUT
-  Skip,   // ok # SKIP (not run yet)
+  Pass,      // ok
+  Fail,      // not ok (a violation, a kernel crash or a boot failure)
+  Error,     // not ok # ERROR (the run, the build or the infrastructure failed)
+  Hang,      // not ok # TIMEOUT
+  Skip,      // ok # SKIP (not run yet)
+  Unjudged,  // ok # SKIP inconclusive: why (ran, but earned no pass)
 };
 
 Result result_of(v1::Verdict verdict);

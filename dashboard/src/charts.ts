@@ -29,6 +29,7 @@ export const verdictColors: Record<string, string> = {
   'kernel-crash': '#7b2cbf',
   hang: '#c77d00',
   'boot-failure': '#444',
+  inconclusive: '#b8b07a',
   queued: '#cfd8e3',
   leased: '#6fa8dc',
 };

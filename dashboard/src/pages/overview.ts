@@ -12,7 +12,7 @@ interface Overview {
   warnings: string[];
 }
 
-const FAILURES = ['violation', 'kernel-crash', 'hang', 'boot-failure', 'error', 'infra-failure'];
+const FAILURES = ['violation', 'kernel-crash', 'hang', 'boot-failure', 'error', 'infra-failure', 'inconclusive'];
 const ORDER = ['pass', ...FAILURES, 'leased', 'queued'];
 
 // The cell's worst state, which colours it.
