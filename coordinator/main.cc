@@ -90,6 +90,12 @@ int main(int argc, char** argv) {
     cmd->add_option("--build-cache", serve_opts.build_caches,
                     "a kernel build cache (`kernel build --cache-dir`) whose build logs the dashboard "
                     "shows (repeatable; $LEAPFROG_CACHE or /var/cache/leapfrog always)");
+    cmd->add_option(
+           "--retain-days", serve_opts.retain_days,
+           "retention: outcomes older than N days drop their history excerpts, and passing "
+           "ones their details; verdicts, counts, violations, summaries and issue examples "
+           "stay (default 0: keep everything)")
+        ->check(CLI::Range(0, 100'000));
     cmd->add_option("--http-allow-host", serve_opts.http_allowed_hosts,
                     "also answer HTTP requests whose Host header is NAME or NAME:PORT (repeatable; "
                     "default: only 127.0.0.1, localhost and the --http host)");

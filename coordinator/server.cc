@@ -97,11 +97,35 @@ void CoordinatorServer::maintenance_pass() {
     if (clock_.now() >= expire_from_ && store_.expire_leases(clock_.now()) > 0) work_.notify();
     scheduler_.tick();
     if (triage_) triage_->tick();
+    if (opts_.retain_for > Duration::zero() && clock_.now() >= next_retention_) {
+      next_retention_ = clock_.now() + opts_.retention_every;
+      retain();
+    }
   } catch (const StoreError& e) {
     spdlog::warn("maintenance.store_error unavailable={} error=\"{}\"", e.unavailable(), e.what());
   } catch (const std::exception& e) {
     spdlog::error("maintenance.error error=\"{}\"", e.what());
   }
+}
+
+// Batches of 500 until the backlog is done or 20 batches ran: a first pass
+// over a year of nightlies takes several maintenance rounds, not one long one.
+void CoordinatorServer::retain() {
+  RetentionPass total;
+  for (int i = 0; i < 20; ++i) {
+    const RetentionPass p = store_.apply_retention(clock_.now() - opts_.retain_for, 500);
+    total.outcomes += p.outcomes;
+    total.outcomes_trimmed += p.outcomes_trimmed;
+    total.excerpts_dropped += p.excerpts_dropped;
+    total.examples_kept += p.examples_kept;
+    total.bytes_freed += p.bytes_freed;
+    if (p.outcomes < 500) break;
+  }
+  if (total.outcomes > 0)
+    spdlog::info(
+        "retention.pass outcomes={} trimmed={} excerpts_dropped={} examples_kept={} bytes_freed={}",
+        total.outcomes, total.outcomes_trimmed, total.excerpts_dropped, total.examples_kept,
+        total.bytes_freed);
 }
 
 void CoordinatorServer::maintenance_loop() {

@@ -42,6 +42,11 @@ struct ServerOptions {
   // nullopt: lease + heartbeat + the agents' longest reconnect backoff
   // (kAgentMaxBackoff).
   std::optional<Duration> expire_grace;
+  // Retention (Store::apply_retention): outcomes older than this lose what
+  // only their own page shows, checked every retention_every. Zero keeps
+  // everything (the default).
+  Duration retain_for = Duration::zero();
+  Duration retention_every = std::chrono::minutes(10);
 };
 
 // The longest pause between an agent's reconnection attempts (agent/connect.cc).
@@ -89,6 +94,8 @@ class CoordinatorServer {
   Duration grace_{};  // expire_grace as resolved
   // No lease is expired before this: the start, or the database's return, + grace_.
   TimePoint expire_from_;
+  TimePoint next_retention_{};
+  void retain();
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

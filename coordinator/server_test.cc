@@ -1306,5 +1306,39 @@ TEST_F(CoordinatorServerTest, ConcurrentReportsEachGetTheirOwnAnswer) {
   EXPECT_EQ(get_campaign(c.id()).state(), v1::CAMPAIGN_STATE_DONE);
 }
 
+// Retention runs from the maintenance loop: an outcome reported more than
+// retain_for ago loses its agent JSON once the loop reaches it, and not before.
+TEST_F(CoordinatorServerTest, MaintenanceAppliesRetentionOnceOutcomesAreOldEnough) {
+  ServerOptions opts;
+  opts.token = kToken;
+  opts.maintenance_every = 5ms;
+  opts.expire_grace = Duration(0);
+  opts.retain_for = 24h * 30;
+  opts.retention_every = 1ms;
+  server_ = std::make_unique<CoordinatorServer>(*store_, clock_, opts);
+  agent_ = v1::AgentService::NewStub(channel(*server_));
+  control_ = v1::ControlService::NewStub(channel(*server_));
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto j = lease(a);
+  ASSERT_TRUE(j);
+  v1::Outcome o = outcome(v1::VERDICT_PASS);
+  o.set_outcome_json(R"({"notes":["kept until retention"]})");
+  ASSERT_TRUE(report(a, j->job_id(), j->attempt(), o).status.ok());
+  auto untrimmed = [&] {
+    pqxx::connection conn(url_);
+    return pqxx::work(conn).exec("SELECT count(*) FROM outcomes WHERE NOT trimmed")[0][0].as<int>();
+  };
+  const uint64_t passes = server_->maintenance_passes();
+  ASSERT_TRUE(poll_until([&] { return server_->maintenance_passes() >= passes + 3; }, 30s));
+  EXPECT_EQ(untrimmed(), 1) << "a fresh outcome was trimmed";
+  clock_.advance(24h * 31);
+  ASSERT_TRUE(poll_until([&] { return untrimmed() == 0; }, 30s));
+  const auto stored = store_->list_outcomes(c.id(), false, 10);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_TRUE(stored[0].outcome().outcome_json().empty());
+  EXPECT_EQ(stored[0].outcome().ops(), o.ops());
+}
+
 }  // namespace
 }  // namespace leapfrog::coord

@@ -292,6 +292,7 @@ int serve(const ServeOptions& opts) {
   so.listen = opts.listen;
   so.token = token;
   so.service.lease_duration = std::chrono::milliseconds(opts.lease_ms);
+  so.retain_for = std::chrono::hours(24) * opts.retain_days;
   so.service.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_ms);
   // Port 0 (`up` without --port): the port of the last run in this folder
   // while it is free, so agents and waiting clients find it again.

@@ -17,6 +17,7 @@ struct ServeOptions {
   int vms = 0;             // VMs to boot (`up --vms`), with vm_kernel
   std::string vm_kernel;
   int lease_ms = 10000;    // lease length without a heartbeat
+  int retain_days = 0;     // retention: trim outcomes older than this (0 keeps all)
   int heartbeat_ms = 2000; // how often agents heartbeat
   // Dashboard and JSON API (HOST:PORT, port 0: a free one); written to <data_dir>/http.
   std::string http_listen = "127.0.0.1:0";

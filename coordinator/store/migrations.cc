@@ -280,7 +280,17 @@ INSERT INTO cells
 
 }  // namespace
 
+// Retention (pg_retention.cc) looks at each outcome once, oldest first; a
+// column added with a constant default rewrites nothing.
+const char* const kRetention = R"sql(
+ALTER TABLE outcomes ADD COLUMN trimmed boolean NOT NULL DEFAULT false;
+CREATE INDEX outcomes_untrimmed ON outcomes (reported_at) WHERE NOT trimmed;
+CREATE INDEX issues_example ON issues (example_job, example_attempt);
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
+  // Versions 7 and 8 are taken by work on other branches; a gap is harmless
+  // (each version is applied once, in order).
   static const std::vector<Migration> all = {
       {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
       {2, "triage: issues, notes, rates, actions", kTriageSchema},
@@ -290,6 +300,7 @@ const std::vector<Migration>& schema_migrations() {
       {6, "summaries by verdict per campaign and per cell",
        std::string(kSummariesSchema) + "INSERT INTO cell_verdicts " + kRecountCellVerdicts +
            ";\nINSERT INTO campaign_verdicts " + kRecountCampaignVerdicts + ";\n"},
+      {9, "retention: outcomes looked at by apply_retention", kRetention},
   };
   return all;
 }

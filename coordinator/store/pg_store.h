@@ -114,6 +114,8 @@ class PgStore : public Store {
   std::optional<int64_t> fire_schedule(int64_t id, TimePoint due, TimePoint next,
                                        const std::vector<NewJob>& jobs, TimePoint now) override;
 
+  RetentionPass apply_retention(TimePoint cutoff, uint32_t batch) override;
+
   // The SQL of one of the store's prepared statements ("lease_job"), for
   // benchmarks that run it directly. Throws std::out_of_range for other names.
   static std::string statement_sql(const std::string& name);

@@ -112,6 +112,15 @@ enum class ReportResult {
 // would have thrown (`error` set; `result` then means nothing).
 using ReportDone = std::function<void(ReportResult result, std::exception_ptr error)>;
 
+// What one retention pass (Store::apply_retention) did.
+struct RetentionPass {
+  int outcomes = 0;          // looked at, and marked so they are not looked at again
+  int outcomes_trimmed = 0;  // whose stored outcome got smaller
+  int excerpts_dropped = 0;  // violation rows that lost their history excerpt
+  int examples_kept = 0;     // issue examples, kept whole
+  uint64_t bytes_freed = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -266,6 +275,16 @@ class Store {
   // id, or nullopt if another caller fired it first (or it was disabled).
   virtual std::optional<int64_t> fire_schedule(int64_t id, TimePoint due, TimePoint next,
                                                const std::vector<NewJob>& jobs, TimePoint now) = 0;
+
+  // Retention: up to `batch` outcomes reported before `cutoff`, oldest
+  // first, each looked at once, drop what only their own page shows
+  // (pg_retention.cc says what). Verdicts, counters, violation rows,
+  // summaries and issue examples stay. A store without it keeps everything.
+  virtual RetentionPass apply_retention(TimePoint cutoff, uint32_t batch) {
+    (void)cutoff;
+    (void)batch;
+    return {};
+  }
 };
 
 }  // namespace leapfrog::coord

@@ -1,0 +1,113 @@
+// Retention (PgStore::apply_retention): outcomes older than a cutoff lose
+// what only their own page ever shows, in batches, oldest first:
+//   - a passing outcome drops its agent JSON (outcome_json: notes, timing,
+//     the agent's copy of everything) and its widening control checks;
+//     lookup-scale outcomes keep theirs, since their scaling points live there;
+//   - any other outcome keeps its JSON and every violation row, and loses
+//     the history excerpt of each violation (in the rows' detail and in the
+//     JSON's copy), which the timeline draws; the versions and steps stay;
+//   - an outcome that is an issue's example when retention reaches it is
+//     kept whole: the issue page draws its timeline.
+// Counters, verdicts, violation rows and the summaries are never touched.
+// Each outcome is looked at once (outcomes.trimmed, migration 9).
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "coordinator/store/pg_pool.h"
+#include "coordinator/store/pg_store.h"
+#include "coordinator/store/pg_util.h"
+
+namespace leapfrog::coord {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kPass = v1::VERDICT_PASS;
+
+// `text` as JSON without the "history" of each violation, or of itself
+// (a violation's detail); `text` unchanged when it is not JSON.
+std::string without_excerpts(const std::string& text, bool is_outcome) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return text;
+  if (is_outcome) {
+    auto v = j.find("violations");
+    if (v == j.end() || !v->is_array()) return text;
+    for (auto& one : *v)
+      if (one.is_object()) one.erase("history");
+  } else {
+    j.erase("history");
+  }
+  return j.dump();
+}
+
+}  // namespace
+
+RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
+  return run_transaction(*pool_, "apply_retention", [&](pqxx::work& txn) {
+    RetentionPass pass;
+    const auto rows = txn.exec_params(
+        "SELECT o.job_id, o.attempt, o.verdict, o.outcome, j.scenario,"
+        "  EXISTS (SELECT 1 FROM issues i"
+        "          WHERE i.example_job = o.job_id AND i.example_attempt = o.attempt)"
+        " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
+        " WHERE NOT o.trimmed AND o.reported_at < lf_ts($1)"
+        " ORDER BY o.reported_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED",
+        cutoff.time_since_epoch().count(), static_cast<int64_t>(batch));
+    for (const auto& r : rows) {
+      const int64_t job = r[0].as<int64_t>();
+      const int attempt = r[1].as<int>();
+      const int verdict = r[2].as<int>();
+      const bool scale = r[4].as<std::string>() == "lookup-scale";
+      const bool example = r[5].as<bool>();
+      ++pass.outcomes;
+      if (!example) {
+        v1::Outcome o;
+        const pqxx::binarystring blob(r[3]);
+        if (o.ParseFromString(blob.str())) {
+          const size_t before = blob.size();
+          bool changed = false;
+          if (verdict == kPass && !scale) {
+            changed = !o.outcome_json().empty() || o.widening().control_checks_size() > 0;
+            o.clear_outcome_json();
+            o.mutable_widening()->clear_control_checks();
+          } else if (verdict != kPass) {
+            std::string j = without_excerpts(o.outcome_json(), true);
+            changed = j != o.outcome_json();
+            o.set_outcome_json(std::move(j));
+          }
+          if (changed) {
+            const std::string after = o.SerializeAsString();
+            txn.exec_params("UPDATE outcomes SET outcome = $3 WHERE job_id = $1 AND attempt = $2",
+                            job, attempt, pqxx::binarystring(after));
+            pass.bytes_freed += before > after.size() ? before - after.size() : 0;
+            ++pass.outcomes_trimmed;
+          }
+        }
+        if (verdict != kPass) {
+          for (const auto& v : txn.exec_params(
+                   "SELECT idx, detail FROM violations WHERE job_id = $1 AND attempt = $2", job,
+                   attempt)) {
+            const std::string detail = v[1].as<std::string>();
+            const std::string kept = without_excerpts(detail, false);
+            if (kept == detail) continue;
+            txn.exec_params(
+                "UPDATE violations SET detail = $4 WHERE job_id = $1 AND attempt = $2 AND idx = $3",
+                job, attempt, v[0].as<int>(), kept);
+            pass.bytes_freed += detail.size() - std::min(detail.size(), kept.size());
+            ++pass.excerpts_dropped;
+          }
+        }
+      } else {
+        ++pass.examples_kept;
+      }
+      txn.exec_params("UPDATE outcomes SET trimmed = true WHERE job_id = $1 AND attempt = $2", job,
+                      attempt);
+    }
+    return pass;
+  });
+}
+
+}  // namespace leapfrog::coord
