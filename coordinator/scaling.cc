@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <set>
 
 namespace leapfrog::coord {
@@ -81,6 +82,54 @@ std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run) {
 json scale_host(const v1::OutcomeRecord& run) {
   const json j = parse_outcome(run);
   return j.contains("scale_host") ? j["scale_host"] : json(nullptr);
+}
+
+std::vector<ScalingRegression> scaling_regressions(Store& store) {
+  // The newest lookup-scale outcome names the state of the data: while it
+  // stays the same, so does the answer.
+  OutcomeFilter newest;
+  newest.scenario = kScaleScenario;
+  newest.limit = 1;
+  const auto head = store.find_outcomes(newest);
+  const std::string key = head.empty() ? ""
+                                       : std::to_string(head[0].job_id()) + "/" +
+                                             std::to_string(head[0].attempt()) + "@" +
+                                             std::to_string(head[0].reported_at().seconds()) + "." +
+                                             std::to_string(head[0].reported_at().nanos());
+  static std::mutex mu;
+  static std::map<const Store*, std::pair<std::string, std::vector<ScalingRegression>>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(&store);
+    if (it != cache.end() && it->second.first == key) return it->second.second;
+  }
+  std::vector<ScalingRegression> out;
+  if (!key.empty()) {
+    OutcomeFilter f;
+    f.scenario = kScaleScenario;
+    f.limit = kScaleScan;
+    std::map<std::string, std::vector<v1::OutcomeRecord>> last_two;  // newest first
+    for (auto& o : store.find_outcomes(f)) {
+      if (o.outcome().verdict() != v1::VERDICT_PASS || scale_points(o).empty()) continue;
+      auto& two = last_two[o.kernel_label()];
+      if (two.size() < 2) two.push_back(std::move(o));
+    }
+    for (auto& [kernel, two] : last_two) {
+      if (two.size() < 2) continue;
+      ScalingRegression r;
+      for (auto& c : compare_points(scale_points(two[1]), scale_points(two[0])))
+        if (c.change.significance == stats::Significance::Significant && c.change.change_pct < 0)
+          r.drops.push_back(std::move(c));
+      if (r.drops.empty()) continue;
+      r.kernel = kernel;
+      r.before = std::move(two[1]);
+      r.after = std::move(two[0]);
+      out.push_back(std::move(r));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  cache[&store] = {key, out};
+  return out;
 }
 
 json to_json(const PointChange& c) {

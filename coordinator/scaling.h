@@ -39,6 +39,18 @@ std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run);
 // Its "scale_host" object (null when the run predates it).
 nlohmann::json scale_host(const v1::OutcomeRecord& run);
 
+// A kernel whose latest passing run fell significantly below its previous
+// one (a nightly scaling run per kernel): the points that dropped.
+struct ScalingRegression {
+  std::string kernel;
+  v1::OutcomeRecord before, after;
+  std::vector<PointChange> drops;  // significant, change_pct < 0
+};
+// Every such kernel, by label. Reads the latest passing runs (as
+// latest_scaling_runs) once per new lookup-scale outcome, and answers from a
+// cache otherwise, so the overview can ask on every poll.
+std::vector<ScalingRegression> scaling_regressions(Store& store);
+
 // One compared point: {test, mode, tasks, before, after (each {n, mean,
 // stddev, ci95_low, ci95_high}), change_pct, ci95_low_pct, ci95_high_pct,
 // p_value, verdict ("significant" | "within noise" | "too few samples")}.

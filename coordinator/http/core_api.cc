@@ -106,6 +106,19 @@ json overview(ApiContext& ctx) {
   for (const auto& c : running_page.items) running.push_back(to_json(c));
   out["running"] = running;
   out["running_next_page"] = next_page(running_page.next_page_token);
+  // Nightly scaling runs: each kernel whose latest run dropped significantly
+  // below its previous one, with the points and both runs' jobs.
+  json scaling = json::array();
+  for (const auto& r : scaling_regressions(ctx.store)) {
+    json drops = json::array();
+    for (const auto& c : r.drops) drops.push_back(to_json(c));
+    scaling.push_back({{"kernel", r.kernel},
+                       {"before_job", r.before.job_id()},
+                       {"after_job", r.after.job_id()},
+                       {"after_campaign", r.after.campaign_id()},
+                       {"drops", drops}});
+  }
+  out["scaling_regressions"] = scaling;
   return out;
 }
 

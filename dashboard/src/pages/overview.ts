@@ -10,6 +10,44 @@ interface Overview {
   trend: Campaign[];
   running: Campaign[];
   warnings: string[];
+  scaling_regressions?: ScalingRegression[];
+}
+
+interface ScalingDrop {
+  test: string;
+  mode: string;
+  tasks: number;
+  change_pct: number | null;
+}
+
+// A kernel whose latest lookup-scale run fell significantly below its previous one.
+interface ScalingRegression {
+  kernel: string;
+  before_job: number;
+  after_job: number;
+  after_campaign: number;
+  drops: ScalingDrop[];
+}
+
+function scalingFlags(rs: ScalingRegression[]): HTMLElement[] {
+  if (!rs.length) return [];
+  return [
+    h(
+      'ul',
+      { id: 'scaling-regressions', class: 'warnings' },
+      ...rs.map((r) => {
+        const worst = r.drops.reduce((a, b) => ((b.change_pct ?? 0) < (a.change_pct ?? 0) ? b : a));
+        return h(
+          'li',
+          { 'data-kernel': r.kernel },
+          `Scaling regression on ${r.kernel}: ${r.drops.length} point${r.drops.length > 1 ? 's' : ''} significantly slower than the run before, worst ${worst.test} ${worst.mode} ${worst.tasks} tasks ${(worst.change_pct ?? 0).toFixed(1)} % — `,
+          link(`#/campaigns/${r.after_campaign}`, `campaign #${r.after_campaign}`),
+          ', ',
+          link(`#/scaling?kernel=${encodeURIComponent(r.kernel)}`, 'scaling'),
+        );
+      }),
+    ),
+  ];
 }
 
 const FAILURES = ['violation', 'kernel-crash', 'hang', 'boot-failure', 'error', 'infra-failure', 'inconclusive'];
@@ -87,6 +125,7 @@ export const overviewPage: Page = async (root) => {
           `, ${when(c.created_at)}, ${c.by_state.done ?? 0}/${c.jobs} jobs done`,
         ),
         ...warningList(o.warnings),
+        ...scalingFlags(o.scaling_regressions ?? []),
       );
     }
     matrix.replaceChildren(o.matrix && c ? matrixTable(o.matrix, c.id) : h('p', {}, '—'));

@@ -1,0 +1,93 @@
+// The overview's scaling flag (scaling_regressions) on a real PostgreSQL:
+// nightly lookup-scale runs stored through the store's report path, with
+// known samples. A significant drop against the run before is flagged with
+// its points; the same samples, a rise, a single run or a failed run are not.
+
+#include "coordinator/scaling.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/pg/test_postgres.h"
+#include "coordinator/store/pg_store.h"
+
+namespace leapfrog::coord {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+const TimePoint kT0 = TimePoint(Duration(1'800'000'000'000'000));
+
+// A lookup-scale outcome: lseek1 processes at 1 and 2 tasks, five samples
+// around `ops` each (2 % apart), as the agent writes them.
+v1::Outcome scale_outcome(double ops1, double ops2, v1::Verdict verdict = v1::VERDICT_PASS) {
+  json points = json::array();
+  for (const auto& [tasks, ops] : {std::pair{1, ops1}, std::pair{2, ops2}}) {
+    json samples = json::array();
+    for (double f : {0.98, 0.99, 1.0, 1.01, 1.02}) samples.push_back(ops * f);
+    points.push_back({{"test", "lseek1"},
+                      {"mode", "processes"},
+                      {"tasks", tasks},
+                      {"ops_per_sec", ops},
+                      {"samples", samples}});
+  }
+  v1::Outcome o;
+  o.set_verdict(verdict);
+  o.set_ops(100);
+  o.set_outcome_json(json{{"verdict", "pass"}, {"scale", points}}.dump());
+  return o;
+}
+
+class ScalingRegressionsTest : public testing::PostgresSuite<ScalingRegressionsTest> {
+ protected:
+  void SetUp() override { store_ = std::make_unique<PgStore>(pg_->url(fresh_database("scaling"))); }
+
+  // One nightly run on `kernel`, reported `night` days after kT0.
+  void night(const std::string& kernel, int day, const v1::Outcome& o) {
+    NewJob j;
+    j.spec.set_scenario("lookup-scale");
+    j.spec.set_fs("tmpfs");
+    j.kernel_label = kernel;
+    v1::CampaignSpec spec;
+    spec.set_name("scale-" + kernel);
+    spec.set_max_attempts(1);
+    const TimePoint at = kT0 + 24h * day;
+    store_->create_campaign(spec, {j}, 0, at);
+    v1::Capabilities caps;
+    caps.set_kernel_label(kernel);
+    caps.add_filesystems("tmpfs");
+    const auto leased = store_->lease_job("a", caps, at, 30s);
+    ASSERT_TRUE(leased);
+    ASSERT_EQ(store_->report_outcome("a", leased->job_id(), leased->attempt(), o, at),
+              ReportResult::Stored);
+  }
+  std::unique_ptr<PgStore> store_;
+};
+
+TEST_F(ScalingRegressionsTest, ASignificantDropAgainstTheNightBeforeIsFlagged) {
+  EXPECT_TRUE(scaling_regressions(*store_).empty());
+  night("steady", 0, scale_outcome(1e6, 2e6));
+  night("steady", 1, scale_outcome(1e6, 2e6));  // the same samples: within noise
+  night("faster", 0, scale_outcome(1e6, 2e6));
+  night("faster", 1, scale_outcome(1.3e6, 2.6e6));  // significant, but a rise
+  night("once", 0, scale_outcome(1e6, 2e6));        // one run: nothing to compare
+  night("slower", 0, scale_outcome(1e6, 2e6));
+  night("slower", 1, scale_outcome(1e6, 1.5e6));                     // 2 tasks: -25 %
+  night("slower", 2, scale_outcome(1e6, 1.5e6, v1::VERDICT_ERROR));  // not a passing run
+  const auto flagged = scaling_regressions(*store_);
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].kernel, "slower");
+  ASSERT_EQ(flagged[0].drops.size(), 1u);
+  EXPECT_EQ(flagged[0].drops[0].tasks, 2u);
+  EXPECT_NEAR(flagged[0].drops[0].change.change_pct, -25.0, 0.01);
+  EXPECT_LT(flagged[0].before.job_id(), flagged[0].after.job_id());
+
+  // The next night recovers: the flag goes, although the answer was cached.
+  night("slower", 3, scale_outcome(1e6, 2e6));
+  EXPECT_TRUE(scaling_regressions(*store_).empty());
+}
+
+}  // namespace
+}  // namespace leapfrog::coord
