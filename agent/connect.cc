@@ -32,6 +32,7 @@
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "scenarios/fs/view.h"
 #include "scenarios/fs/workspace.h"
+#include "scenarios/registry.h"
 
 extern char** environ;
 
@@ -96,6 +97,22 @@ std::vector<std::string> default_filesystems() {
 std::string sigabbrev_or_number(int sig) {
   const char* name = sigabbrev_np(sig);
   return name ? std::string("SIG") + name : std::to_string(sig);
+}
+
+// How long the job's scenario says a run with its parameters may take, in
+// ms (0 when it races for the spec's duration, or is unknown here: the run
+// child then reports the bad scenario itself).
+int64_t declared_run_ms(const v1::ScenarioSpec& spec) {
+  try {
+    const Scenario& s = find_scenario(spec.scenario());
+    std::map<std::string, int64_t> params;
+    for (const auto& p : s.params()) params[p.name] = p.def;
+    for (const auto& [name, value] : spec.params()) params[name] = value;
+    const auto t = s.run_time(params);
+    return t ? std::chrono::duration_cast<std::chrono::milliseconds>(*t).count() : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 std::string host_name() {
@@ -551,9 +568,11 @@ class Agent {
     }
     KernelLog kernel_log;  // from now: an oops during the run makes it a kernel crash
     const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    const int64_t run_ms = job.spec().iterations() > 0
-                               ? 30 * 60 * 1000
-                               : job.spec().duration().seconds() * 1000 + job.spec().duration().nanos() / 1'000'000;
+    const int64_t run_ms = std::max<int64_t>(
+        job.spec().iterations() > 0
+            ? 30 * 60 * 1000
+            : job.spec().duration().seconds() * 1000 + job.spec().duration().nanos() / 1'000'000,
+        declared_run_ms(job.spec()));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(run_ms) + std::chrono::minutes(2);
     bool abandoned = false, handed_back = false, overdue = false;
     auto next_beat = std::chrono::steady_clock::now() + heartbeat_;

@@ -2,6 +2,7 @@
 // A scenario: setup -> racing actors -> check -> metrics. Scenarios are
 // registered by name in one table (registry.cc).
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -83,6 +84,15 @@ class Scenario {
   // Whether it can race aligned and free-running observers in one run
   // (Alignment::Both).
   virtual bool mixed_alignment() const { return true; }
+  // The longest a run with `params` (defaults filled in) may take when its
+  // length is not the race's duration (a benchmark measuring point after
+  // point); nullopt for scenarios that race for the duration or iterations.
+  // The agent sets its job deadline from it.
+  virtual std::optional<std::chrono::nanoseconds> run_time(
+      const std::map<std::string, int64_t>& params) const {
+    (void)params;
+    return std::nullopt;
+  }
   // Builds the tree, races the actors, checks the history, fills the outcome.
   // Throws fs::SetupError or UsageError for expected failures.
   virtual Outcome run(RunContext& ctx) const = 0;

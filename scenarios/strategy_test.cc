@@ -180,5 +180,33 @@ TEST(Strategy, OutcomeJsonCarriesIt) {
   EXPECT_EQ(summary(off), "off (no /sys/kernel/leapfrog_widen)");
 }
 
+// The agent's job deadline comes from run_time: lookup-scale measures
+// point after point, so its run takes as long as its points, not the spec's
+// duration (a full default run once outlived the 2 s + 2 min deadline).
+TEST(RunTime, LookupScaleDeclaresItsPointsAndRacesDeclareNothing) {
+  auto defaults = [](const Scenario& s) {
+    std::map<std::string, int64_t> p;
+    for (const auto& spec : s.params()) p[spec.name] = spec.def;
+    return p;
+  };
+  const Scenario& scale = find_scenario("lookup-scale");
+  auto p = defaults(scale);
+  p["max_tasks"] = 2;
+  const auto full = scale.run_time(p);
+  ASSERT_TRUE(full);
+  // 17 tests x 2 modes x 2 task counts, each 1 s warm-up + 5 x 1 s samples
+  // and at most 12 s of starting and waiting.
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(*full).count(), 17 * 2 * 2 * 18);
+  EXPECT_GT(*full, std::chrono::minutes(7));  // docs/scaling.md: 7 minutes on 2 CPUs
+  p["test"] = 4;
+  p["mode"] = 0;
+  p["point_ms"] = 200;
+  p["warmup_ms"] = 100;
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(*scale.run_time(p)).count(),
+            2 * (100 + 5 * 200 + 12'000));
+  const Scenario& race = find_scenario("setattr-lookup");
+  EXPECT_FALSE(race.run_time(defaults(race)));
+}
+
 }  // namespace
 }  // namespace leapfrog

@@ -215,6 +215,16 @@ class LookupScale : public Scenario {
         {"depth", 2, 1, 16, "directories above the access/stat tests' file"},
         {"mutator", 0, 0, 1, "1: chmod a directory on the path (0755 <-> 0711) in the background"}};
   }
+  // Every point: its warm-up, its samples, up to 10 s waiting for tasks to
+  // start on a busy machine, and 2 s to start and stop the tasks.
+  std::optional<std::chrono::nanoseconds> run_time(
+      const std::map<std::string, int64_t>& p) const override {
+    using std::chrono::milliseconds;
+    const int64_t tests = p.at("test") >= 0 ? 1 : kTestcaseCount;
+    const int64_t modes = p.at("mode") == 2 ? 2 : 1;
+    const int64_t points = tests * modes * p.at("max_tasks");
+    return milliseconds(points * (p.at("warmup_ms") + p.at("samples") * p.at("point_ms") + 12'000));
+  }
   Outcome run(RunContext& ctx) const override {
     const uint32_t max_tasks = static_cast<uint32_t>(ctx.param("max_tasks"));
     const Timing tm{ctx.param("warmup_ms") * 1'000'000, ctx.param("point_ms") * 1'000'000,
