@@ -26,7 +26,7 @@
 #include "agent/options.h"
 #include "agent/outcome_proto.h"
 #include "agent/widen.h"
-#include "coordinator/auth.h"
+#include "common/token.h"
 #include "coordinator/export/ktap.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
@@ -316,7 +316,7 @@ int main(int argc, char** argv) {
         if (connect_opts.coordinator.empty()) throw UsageError("connect: --coordinator is required");
         if (token_file.empty()) throw UsageError("connect: --token-file is required");
         try {
-          connect_opts.token = coord::read_token_file(token_file);
+          connect_opts.token = read_token_file(token_file);
         } catch (const std::runtime_error& e) {
           throw UsageError(e.what());
         }

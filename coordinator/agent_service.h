@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "coordinator/auth.h"
+#include "common/token.h"
 #include "coordinator/rpc_util.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 

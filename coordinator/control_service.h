@@ -1,7 +1,7 @@
 #pragma once
 // The ControlService (proto/leapfrog/v1/control.proto), used by the CLI.
 
-#include "coordinator/auth.h"
+#include "common/token.h"
 #include "coordinator/rpc_util.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 

@@ -22,7 +22,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "coordinator/auth.h"
+#include "common/token.h"
 #include "coordinator/cli/vm_cmds.h"
 #include "coordinator/export/nightly.h"
 #include "coordinator/http/http_server.h"
@@ -59,8 +59,8 @@ void write_file(const std::string& path, const std::string& text, mode_t mode) {
 
 // The token in `path`, generated (mode 0600) if the file does not exist.
 std::string load_or_create_token(const std::string& path) {
-  if (access(path.c_str(), F_OK) == 0) return coord::read_token_file(path);
-  const std::string token = coord::generate_token();
+  if (access(path.c_str(), F_OK) == 0) return read_token_file(path);
+  const std::string token = generate_token();
   write_file(path, token, 0600);
   return token;
 }

@@ -1,11 +1,11 @@
-#include "coordinator/auth.h"
+#include "common/token.h"
 
 #include <sys/random.h>
 
 #include <fstream>
 #include <stdexcept>
 
-namespace leapfrog::coord {
+namespace leapfrog {
 
 grpc::Status TokenAuth::check(const grpc::ServerContextBase& ctx) const {
   const auto& md = ctx.client_metadata();
@@ -51,4 +51,4 @@ std::string generate_token() {
   return out;
 }
 
-}  // namespace leapfrog::coord
+}  // namespace leapfrog
