@@ -1,6 +1,6 @@
 #include "coordinator/agent_service.h"
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/report_check.h"
 #include "coordinator/wire_paths.h"
 

@@ -1,6 +1,6 @@
 #include "coordinator/control_service.h"
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/scaling.h"
 #include "coordinator/schedule/cron.h"
 #include "coordinator/wire_paths.h"

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/parse_error_interceptor.h"
 
 namespace leapfrog::coord {

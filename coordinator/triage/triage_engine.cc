@@ -9,7 +9,7 @@
 
 #include <set>
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/rpc_util.h"
 #include "coordinator/triage/actions.h"
 
