@@ -1,6 +1,8 @@
 #include "coordinator/agent_service.h"
 
 #include "common/bounds.h"
+#include "common/proto_time.h"
+#include "coordinator/rpc_status.h"
 #include "coordinator/report_check.h"
 #include "coordinator/wire_paths.h"
 

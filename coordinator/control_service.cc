@@ -1,6 +1,7 @@
 #include "coordinator/control_service.h"
 
 #include "common/bounds.h"
+#include "coordinator/rpc_status.h"
 #include "coordinator/scaling.h"
 #include "coordinator/schedule/cron.h"
 #include "coordinator/wire_paths.h"

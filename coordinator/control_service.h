@@ -2,7 +2,10 @@
 // The ControlService (proto/leapfrog/v1/control.proto), used by the CLI.
 
 #include "common/token.h"
-#include "coordinator/rpc_util.h"
+#include "coordinator/clock.h"
+#include "coordinator/service_config.h"
+#include "coordinator/store/store.h"
+#include "coordinator/work_signal.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 namespace leapfrog::coord {

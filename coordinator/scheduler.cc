@@ -1,5 +1,7 @@
 #include "coordinator/scheduler.h"
 
+#include "common/proto_time.h"
+#include "coordinator/campaign.h"
 #include "coordinator/control_service.h"
 
 namespace leapfrog::coord {

@@ -14,6 +14,8 @@
 #include <set>
 #include <thread>
 
+#include "common/proto_time.h"
+#include "coordinator/campaign.h"
 #include "coordinator/control_service.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_postgres.h"

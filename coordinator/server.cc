@@ -3,6 +3,7 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "coordinator/rpc_util.h"
+#include "common/proto_time.h"
+#include "coordinator/campaign.h"
+#include "coordinator/work_signal.h"
 #include "coordinator/triage/repro_c.h"
 #include "coordinator/triage/stats.h"
 #include "scenarios/registry.h"

@@ -10,7 +10,7 @@
 #include <set>
 
 #include "common/bounds.h"
-#include "coordinator/rpc_util.h"
+#include "coordinator/work_signal.h"
 #include "coordinator/triage/actions.h"
 
 namespace leapfrog::coord::triage {
