@@ -10,9 +10,6 @@
 
 namespace leapfrog::coord {
 
-// The next firing of a cron expression after `t`; throws SpecError if it does not parse.
-TimePoint next_firing(const std::string& cron, TimePoint t);
-
 class ControlServiceImpl final : public v1::ControlService::Service {
  public:
   ControlServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth, const ServiceConfig& cfg,
