@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "coordinator/kbuild/kernel_build.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_build.h"
+#include "common/kernel/kernel_image.h"
 
 namespace leapfrog {
 

@@ -21,7 +21,7 @@
 #include "agent/connect.h"
 #ifdef LEAPFROG_AGENT_BUILDER
 #include "agent/build_job.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 #endif
 #include "agent/options.h"
 #include "agent/outcome_proto.h"

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "coordinator/kbuild/kernel_build.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_build.h"
+#include "common/kernel/kernel_image.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 namespace leapfrog::cli {

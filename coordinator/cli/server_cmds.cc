@@ -30,7 +30,7 @@
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 
 extern char** environ;
 

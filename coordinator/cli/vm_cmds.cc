@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 extern char** environ;

@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "coordinator/console/console_parser.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 #include "coordinator/vm/qemu_process.h"
 #include "coordinator/vm/qmp.h"
 #include "leapfrog/v1/agent.grpc.pb.h"

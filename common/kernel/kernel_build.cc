@@ -1,4 +1,4 @@
-#include "coordinator/kbuild/kernel_build.h"
+#include "common/kernel/kernel_build.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

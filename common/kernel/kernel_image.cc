@@ -1,4 +1,4 @@
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

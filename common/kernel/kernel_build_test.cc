@@ -4,7 +4,7 @@
 // patch series, the input cache, failure records and config checks. The real
 // kernel is built in tests/planted_kernel_test.
 
-#include "coordinator/kbuild/kernel_build.h"
+#include "common/kernel/kernel_build.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
