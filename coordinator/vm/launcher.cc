@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "coordinator/console/console_parser.h"
+#include "common/console/console_parser.h"
 #include "common/kernel/kernel_image.h"
 #include "coordinator/vm/qemu_process.h"
 #include "coordinator/vm/qmp.h"
