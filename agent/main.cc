@@ -27,7 +27,7 @@
 #include "agent/outcome_proto.h"
 #include "agent/widen.h"
 #include "common/token.h"
-#include "coordinator/export/ktap.h"
+#include "common/ktap/ktap.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
 
@@ -70,7 +70,7 @@ std::string running_release() {
   return r.empty() ? "host" : r;
 }
 
-// The outcome as KTAP v1 (coordinator/export/ktap.h), as jobs are exported.
+// The outcome as KTAP v1 (common/ktap/ktap.h), as jobs are exported.
 int print_ktap(const Outcome& o) {
   const v1::Outcome wire = outcome_from_json(to_json(o).dump());
   v1::ScenarioSpec spec;

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "coordinator/export/ktap.h"
-#include "coordinator/export/words.h"
+#include "common/ktap/ktap.h"
+#include "common/ktap/words.h"
 
 namespace leapfrog::coord::exports {
 

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "coordinator/export/words.h"
+#include "common/ktap/words.h"
 
 namespace leapfrog::coord::exports {
 

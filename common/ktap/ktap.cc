@@ -1,10 +1,10 @@
 // KTAP v1 lines for jobs (ktap.h).
 
-#include "coordinator/export/ktap.h"
+#include "common/ktap/ktap.h"
 
 #include <sstream>
 
-#include "coordinator/export/words.h"
+#include "common/ktap/words.h"
 
 namespace leapfrog::ktap {
 

@@ -1,4 +1,4 @@
-#include "coordinator/export/words.h"
+#include "common/ktap/words.h"
 
 #include <cctype>
 
