@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/hex.h"
+
 namespace leapfrog::kbuild {
 
 namespace bp = boost::process;
@@ -41,13 +43,7 @@ class Sha256 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     EVP_DigestFinal_ex(ctx_.get(), md, &n);
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < n; ++i) {
-      out += digits[md[i] >> 4];
-      out += digits[md[i] & 15];
-    }
-    return out;
+    return hex_encode(md, n);
   }
 
  private:

@@ -17,6 +17,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/hex.h"
+
 extern char** environ;
 
 namespace leapfrog::vm {
@@ -139,13 +141,7 @@ std::string hex_digest(EVP_MD_CTX* ctx) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx, md, &len);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out.push_back(hex[md[i] >> 4]);
-    out.push_back(hex[md[i] & 15]);
-  }
-  return out;
+  return hex_encode(md, len);
 }
 
 using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;

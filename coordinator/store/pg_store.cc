@@ -24,6 +24,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/hex.h"
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_summaries.h"
@@ -270,22 +271,9 @@ pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
   return pqxx::binarystring(m.SerializeAsString());
 }
 
-// Lowercase hex of raw bytes (bytea's hex format, without its leading \x).
-std::string hex(const std::string& raw) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.resize(raw.size() * 2);
-  for (size_t i = 0; i < raw.size(); ++i) {
-    auto c = static_cast<unsigned char>(raw[i]);
-    out[2 * i] = digits[c >> 4];
-    out[2 * i + 1] = digits[c & 15];
-  }
-  return out;
-}
-
 // bytea in COPY text format (the stream escapes the backslash once more).
 std::string bytea_text(const google::protobuf::MessageLite& m) {
-  return "\\x" + hex(m.SerializeAsString());
+  return "\\x" + hex_encode(m.SerializeAsString());
 }
 
 // The outcome serialized without its violations (they are rows of their
@@ -743,7 +731,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     counts.push_back(static_cast<int64_t>(o.violation_count()));
     hits.push_back(static_cast<int64_t>(o.race_window_hits()));
     errors.push_back(o.error());
-    outcomes.push_back(hex(without_violations(o)));
+    outcomes.push_back(hex_encode(without_violations(o)));
     times.push_back(us(r.now));
   }
   for (size_t i : superseded) {
