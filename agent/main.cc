@@ -26,8 +26,8 @@
 #include "agent/options.h"
 #include "agent/outcome_proto.h"
 #include "agent/widen.h"
-#include "common/token.h"
 #include "common/ktap/ktap.h"
+#include "common/token.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
 

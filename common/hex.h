@@ -9,6 +9,8 @@ namespace leapfrog {
 
 // Two lowercase hex digits per byte, in order.
 std::string hex_encode(const void* data, size_t size);
-inline std::string hex_encode(std::string_view bytes) { return hex_encode(bytes.data(), bytes.size()); }
+inline std::string hex_encode(std::string_view bytes) {
+  return hex_encode(bytes.data(), bytes.size());
+}
 
 }  // namespace leapfrog

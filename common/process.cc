@@ -22,7 +22,8 @@ pid_t spawn_process(const std::vector<std::string>& argv, const SpawnOptions& op
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   const int out_flags = O_WRONLY | O_CREAT | (opts.append ? O_APPEND : O_TRUNC);
-  if (!opts.stdin_path.empty()) posix_spawn_file_actions_addopen(&fa, 0, opts.stdin_path.c_str(), O_RDONLY, 0);
+  if (!opts.stdin_path.empty())
+    posix_spawn_file_actions_addopen(&fa, 0, opts.stdin_path.c_str(), O_RDONLY, 0);
   if (opts.stdout_fd >= 0)
     posix_spawn_file_actions_adddup2(&fa, opts.stdout_fd, 1);
   else if (!opts.stdout_path.empty())
@@ -111,7 +112,8 @@ std::string find_in_path(const std::string& name) {
     start = end + 1;
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
     struct stat st {};
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0)
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0)
       return candidate;
   }
   return "";

@@ -2,8 +2,8 @@
 
 #include "common/bounds.h"
 #include "common/proto_time.h"
-#include "coordinator/rpc_status.h"
 #include "coordinator/report_check.h"
+#include "coordinator/rpc_status.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {

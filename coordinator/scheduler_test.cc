@@ -18,8 +18,8 @@
 #include "coordinator/campaign.h"
 #include "coordinator/control_service.h"
 #include "coordinator/pg/embedded_postgres.h"
-#include "coordinator/schedule/next_firing.h"
 #include "coordinator/pg/test_postgres.h"
+#include "coordinator/schedule/next_firing.h"
 #include "coordinator/store/pg_store.h"
 
 namespace leapfrog::coord {

@@ -107,8 +107,9 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
     if (json) {
       std::cout << to_json(added).dump(2) << std::endl;
     } else {
-      std::printf("kernel %s: %s%s\n  sha256  %s\n  patches %d\n  log     %s\n", added.label().c_str(),
-                  r.release().c_str(), r.cached() ? " (from the build cache)" : "", added.sha256().c_str(),
+      std::printf("kernel %s: %s%s\n  sha256  %s\n  patches %d\n  log     %s\n",
+                  added.label().c_str(), r.release().c_str(),
+                  r.cached() ? " (from the build cache)" : "", added.sha256().c_str(),
                   added.patches_size(), r.log_path().c_str());
     }
     return 0;
@@ -120,8 +121,9 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
     std::fprintf(stderr, "warning: %s\n", reg.what());
   }
   if (!r.log_tail().empty()) std::fprintf(stderr, "%s", r.log_tail().c_str());
-  std::fprintf(stderr, "error: kernel \"%s\": %s (%s stage%s%s)\n", label_.c_str(), r.error().c_str(),
-               r.failed_stage().c_str(), r.log_path().empty() ? "" : "; log: ", r.log_path().c_str());
+  std::fprintf(stderr, "error: kernel \"%s\": %s (%s stage%s%s)\n", label_.c_str(),
+               r.error().c_str(), r.failed_stage().c_str(),
+               r.log_path().empty() ? "" : "; log: ", r.log_path().c_str());
   return 2;
 }
 

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/kernel/kernel_image.h"
 #include "common/process.h"
 #include "common/token.h"
 #include "coordinator/cli/vm_cmds.h"
@@ -30,7 +31,6 @@
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
-#include "common/kernel/kernel_image.h"
 
 namespace leapfrog::cli {
 namespace {
@@ -160,7 +160,8 @@ class AgentFleet {
     opts.reset_signal_mask = true;
     int rc = 0;
     const pid_t pid = spawn_process(argv, opts, &rc);
-    if (pid < 0) throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
+    if (pid < 0)
+      throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
     pids_[i] = pid;
     spdlog::info("agent.spawn index={} pid={}", i, pid);
   }

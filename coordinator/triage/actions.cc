@@ -7,9 +7,9 @@
 
 #include "common/proto_time.h"
 #include "coordinator/campaign.h"
-#include "coordinator/work_signal.h"
 #include "coordinator/triage/repro_c.h"
 #include "coordinator/triage/stats.h"
+#include "coordinator/work_signal.h"
 #include "scenarios/registry.h"
 #include "scenarios/widen_request.h"
 

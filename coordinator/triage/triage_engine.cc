@@ -10,8 +10,8 @@
 #include <set>
 
 #include "common/bounds.h"
-#include "coordinator/work_signal.h"
 #include "coordinator/triage/actions.h"
+#include "coordinator/work_signal.h"
 
 namespace leapfrog::coord::triage {
 
