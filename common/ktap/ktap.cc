@@ -10,9 +10,6 @@ namespace leapfrog::ktap {
 
 namespace {
 
-using coord::exports::alignment_name;
-using coord::exports::verdict_word;
-
 // Lines the kernel's kunit_parser.py stops at wherever they appear (KTAP_END).
 constexpr const char* kStopPhrases[] = {
     "List of all partitions:", "Kernel panic - not syncing: VFS:", "reboot: System halted"};

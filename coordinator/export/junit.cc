@@ -10,6 +10,8 @@
 
 namespace leapfrog::coord::exports {
 
+using ktap::verdict_word;
+
 namespace {
 
 // Console lines kept in <system-out>.

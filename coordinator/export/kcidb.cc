@@ -11,6 +11,9 @@
 
 namespace leapfrog::coord::exports {
 
+using ktap::alignment_name;
+using ktap::verdict_word;
+
 using nlohmann::json;
 
 namespace {
