@@ -1,9 +1,8 @@
 #pragma once
 // Kernel build jobs on a builder agent (`leapfrog-agent connect --builder`):
-// build with the kbuild library (cached by inputs, so the same inputs never
-// build twice), store the vmlinux in the local kernel store as `leapfrog
-// kernel build` does, and describe the result as an Outcome for the
-// coordinator. Not part of the static VM agent.
+// build and store the kernel as `leapfrog kernel build` does
+// (common/kernel/build_and_store.h), and describe the result as an Outcome
+// for the coordinator. Not part of the static VM agent.
 
 #include <functional>
 #include <string>

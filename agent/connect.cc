@@ -28,7 +28,7 @@
 
 #include "agent/kernel_log.h"
 #include "agent/outcome_proto.h"
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "scenarios/fs/view.h"
 #include "scenarios/fs/workspace.h"
@@ -665,7 +665,7 @@ class Agent {
     }
     // The coordinator refuses an outcome over its cap: trim it here, saying
     // what went, rather than have the report refused and dropped.
-    if (const size_t bytes = outcome.ByteSizeLong(); fit_outcome(outcome, coord::kMaxOutcomeBytes))
+    if (const size_t bytes = outcome.ByteSizeLong(); fit_outcome(outcome, kMaxOutcomeBytes))
       spdlog::warn(
           "job.outcome_trimmed job={} bytes={} now={} violations_kept={} violation_count={}",
           job.job_id(), bytes, outcome.ByteSizeLong(), outcome.violations_size(),

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "coordinator/console/console_parser.h"
+#include "common/console/console_parser.h"
 
 namespace leapfrog {
 

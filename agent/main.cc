@@ -21,13 +21,13 @@
 #include "agent/connect.h"
 #ifdef LEAPFROG_AGENT_BUILDER
 #include "agent/build_job.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 #endif
 #include "agent/options.h"
 #include "agent/outcome_proto.h"
 #include "agent/widen.h"
-#include "coordinator/auth.h"
-#include "coordinator/export/ktap.h"
+#include "common/ktap/ktap.h"
+#include "common/token.h"
 #include "scenarios/history_io.h"
 #include "scenarios/registry.h"
 
@@ -70,7 +70,7 @@ std::string running_release() {
   return r.empty() ? "host" : r;
 }
 
-// The outcome as KTAP v1 (coordinator/export/ktap.h), as jobs are exported.
+// The outcome as KTAP v1 (common/ktap/ktap.h), as jobs are exported.
 int print_ktap(const Outcome& o) {
   const v1::Outcome wire = outcome_from_json(to_json(o).dump());
   v1::ScenarioSpec spec;
@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
         if (connect_opts.coordinator.empty()) throw UsageError("connect: --coordinator is required");
         if (token_file.empty()) throw UsageError("connect: --token-file is required");
         try {
-          connect_opts.token = coord::read_token_file(token_file);
+          connect_opts.token = read_token_file(token_file);
         } catch (const std::runtime_error& e) {
           throw UsageError(e.what());
         }

@@ -46,7 +46,4 @@ void add_run_flags(CLI::App& cmd, RunFlags& f);
 // Validates the flags; throws UsageError with a one-line reason.
 RunOptions to_run_options(const RunFlags& f);
 
-// "5s", "250ms", "2m", "1.5" (seconds) -> nanoseconds; throws UsageError.
-TimeNs parse_duration(const std::string& text);
-
 }  // namespace leapfrog

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/outcome_proto.h"
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 
 namespace leapfrog {
 namespace {
@@ -48,16 +48,16 @@ std::vector<std::string> notes_of(const v1::Outcome& o) {
 TEST(FitOutcome, AnOutcomeThatFitsIsLeftAlone) {
   v1::Outcome o = big(3, 100);
   const std::string before = o.SerializeAsString();
-  EXPECT_FALSE(fit_outcome(o, coord::kMaxOutcomeBytes));
+  EXPECT_FALSE(fit_outcome(o, kMaxOutcomeBytes));
   EXPECT_EQ(o.SerializeAsString(), before);
 }
 
 TEST(FitOutcome, HistoriesGoFirstAndEveryViolationStays) {
   // 50 violations of 12 KB each, twice over (outcome_json): ~1.2 MB.
   v1::Outcome o = big(50, 12 << 10);
-  ASSERT_GT(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
-  EXPECT_TRUE(fit_outcome(o, coord::kMaxOutcomeBytes));
-  EXPECT_LE(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  ASSERT_GT(o.ByteSizeLong(), kMaxOutcomeBytes);
+  EXPECT_TRUE(fit_outcome(o, kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_EQ(o.violations_size(), 50);
   EXPECT_EQ(o.verdict(), v1::VERDICT_VIOLATION);
   EXPECT_EQ(o.violation_count(), 5000u);
@@ -74,8 +74,8 @@ TEST(FitOutcome, HistoriesGoFirstAndEveryViolationStays) {
 TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
   // Each history alone is 40 KB: 50 of them do not fit even once.
   v1::Outcome o = big(50, 40 << 10);
-  EXPECT_TRUE(fit_outcome(o, coord::kMaxOutcomeBytes));
-  EXPECT_LE(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_TRUE(fit_outcome(o, kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_EQ(o.violations_size(), 50) << "dropping histories should have been enough";
   // The histories went from the last violation backwards: the first kept theirs.
   EXPECT_TRUE(json::parse(o.violations(0).detail_json()).contains("history"));
@@ -91,8 +91,8 @@ TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
     v->set_invoke_ns(i);
     v->set_detail_json(json{{"steps", std::string(8 << 10, 's')}}.dump());
   }
-  EXPECT_TRUE(fit_outcome(fat, coord::kMaxOutcomeBytes));
-  EXPECT_LE(fat.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_TRUE(fit_outcome(fat, kMaxOutcomeBytes));
+  EXPECT_LE(fat.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_GT(fat.violations_size(), 1);
   EXPECT_LT(fat.violations_size(), 300);
   EXPECT_EQ(fat.violations(0).invoke_ns(), 0) << "the first violations are the ones kept";
@@ -110,8 +110,8 @@ TEST(FitOutcome, AHugeErrorKeepsItsTail) {
   o.set_verdict(v1::VERDICT_ERROR);
   o.set_error(std::string(3 << 20, 'e') + "the end of the error");
   o.set_outcome_json("not json");
-  EXPECT_TRUE(fit_outcome(o, coord::kMaxOutcomeBytes));
-  EXPECT_LE(o.ByteSizeLong(), coord::kMaxOutcomeBytes);
+  EXPECT_TRUE(fit_outcome(o, kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_EQ(o.verdict(), v1::VERDICT_ERROR);
   EXPECT_NE(o.error().find("the end of the error"), std::string::npos);
   EXPECT_EQ(o.error().rfind("[", 0), 0u) << o.error().substr(0, 40);

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "bench/touch_every_lease_store.h"
+#include "common/hex.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
@@ -818,15 +819,7 @@ class Bench {
 
   // bytea in COPY text format, as the store writes it.
   static std::string bytea_text(const google::protobuf::MessageLite& m) {
-    static const char* digits = "0123456789abcdef";
-    std::string raw = m.SerializeAsString();
-    std::string out = "\\x";
-    out.reserve(2 + raw.size() * 2);
-    for (unsigned char c : raw) {
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    }
-    return out;
+    return "\\x" + hex_encode(m.SerializeAsString());
   }
 
   Options opts_;

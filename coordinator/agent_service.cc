@@ -1,7 +1,9 @@
 #include "coordinator/agent_service.h"
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
+#include "common/proto_time.h"
 #include "coordinator/report_check.h"
+#include "coordinator/rpc_status.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {

@@ -8,8 +8,11 @@
 #include <map>
 #include <mutex>
 
-#include "coordinator/auth.h"
-#include "coordinator/rpc_util.h"
+#include "common/token.h"
+#include "coordinator/clock.h"
+#include "coordinator/service_config.h"
+#include "coordinator/store/store.h"
+#include "coordinator/work_signal.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 
 namespace leapfrog::coord {

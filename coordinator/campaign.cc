@@ -4,7 +4,7 @@
 #include <optional>
 #include <set>
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "scenarios/fs/workspace.h"
 #include "scenarios/widen_request.h"
 #include "scenarios/registry.h"

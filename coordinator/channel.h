@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 
 namespace leapfrog::coord {
 

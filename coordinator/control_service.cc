@@ -1,24 +1,15 @@
 #include "coordinator/control_service.h"
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
+#include "coordinator/rpc_status.h"
 #include "coordinator/scaling.h"
-#include "coordinator/schedule/cron.h"
+#include "coordinator/schedule/next_firing.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
 
 using grpc::Status;
 using grpc::StatusCode;
-
-TimePoint next_firing(const std::string& cron, TimePoint t) {
-  try {
-    const CronExpr expr = CronExpr::parse(cron);
-    const auto secs = std::chrono::time_point_cast<std::chrono::seconds>(t);
-    return std::chrono::time_point_cast<Duration>(expr.next_after(std::chrono::sys_seconds(secs.time_since_epoch())));
-  } catch (const CronError& e) {
-    throw SpecError(e.what());
-  }
-}
 
 #define LEAPFROG_AUTH(ctx)                             \
   if (auto s = auth_.check(*(ctx)); !s.ok()) return s

@@ -1,14 +1,14 @@
 #pragma once
 // The ControlService (proto/leapfrog/v1/control.proto), used by the CLI.
 
-#include "coordinator/auth.h"
-#include "coordinator/rpc_util.h"
+#include "common/token.h"
+#include "coordinator/clock.h"
+#include "coordinator/service_config.h"
+#include "coordinator/store/store.h"
+#include "coordinator/work_signal.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 namespace leapfrog::coord {
-
-// The next firing of a cron expression after `t`; throws SpecError if it does not parse.
-TimePoint next_firing(const std::string& cron, TimePoint t);
 
 class ControlServiceImpl final : public v1::ControlService::Service {
  public:

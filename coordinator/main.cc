@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "agent/options.h"
+#include "common/duration.h"
 #include "coordinator/cli/client.h"
 #include "coordinator/cli/export_cmds.h"
 #include "coordinator/cli/kbuild_cmds.h"

@@ -1,6 +1,6 @@
 #include "coordinator/report_check.h"
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {

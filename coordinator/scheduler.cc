@@ -1,6 +1,10 @@
 #include "coordinator/scheduler.h"
 
-#include "coordinator/control_service.h"
+#include <spdlog/spdlog.h>
+
+#include "common/proto_time.h"
+#include "coordinator/campaign.h"
+#include "coordinator/schedule/next_firing.h"
 
 namespace leapfrog::coord {
 

@@ -3,7 +3,9 @@
 
 #include <vector>
 
-#include "coordinator/rpc_util.h"
+#include "coordinator/clock.h"
+#include "coordinator/store/store.h"
+#include "coordinator/work_signal.h"
 
 namespace leapfrog::coord {
 

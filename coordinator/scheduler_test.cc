@@ -14,9 +14,12 @@
 #include <set>
 #include <thread>
 
+#include "common/proto_time.h"
+#include "coordinator/campaign.h"
 #include "coordinator/control_service.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_postgres.h"
+#include "coordinator/schedule/next_firing.h"
 #include "coordinator/store/pg_store.h"
 
 namespace leapfrog::coord {

@@ -3,10 +3,11 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/parse_error_interceptor.h"
 
 namespace leapfrog::coord {

@@ -25,6 +25,7 @@
 #include <set>
 #include <thread>
 
+#include "common/proto_time.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/schedule/cron.h"

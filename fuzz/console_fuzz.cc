@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "coordinator/console/console_parser.h"
+#include "common/console/console_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -13,7 +13,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/message_differencer.h>
 
-#include "coordinator/bounds.h"
+#include "common/bounds.h"
 #include "coordinator/report_check.h"
 #include "coordinator/wire_paths.h"
 
@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!v1::Verdict_IsValid(req.outcome().verdict()) ||
       req.outcome().verdict() == v1::VERDICT_UNSPECIFIED)
     fail("has no known verdict");
-  if (req.outcome().ByteSizeLong() > coord::kMaxOutcomeBytes)
+  if (req.outcome().ByteSizeLong() > kMaxOutcomeBytes)
     fail("is over the outcome size limit");
   if (req.outcome().has_build() && !coord::build_result_problem(req.outcome().build()).empty())
     fail("has a bad build result");

@@ -2,7 +2,7 @@
 // a real PostgreSQL, real agents (`leapfrog-agent connect`, one with
 // --builder), real campaigns and schedules through the CLI. The kernel source
 // is a toy tree whose Makefile stands in for Kbuild (as in
-// coordinator/kbuild/kernel_build_test.cc) and "builds" by copying the
+// common/kernel/kernel_build_test.cc) and "builds" by copying the
 // Debian kernel from /boot, so the kernel store gets a real image; its
 // release carries kbuild's -lf<hash8> suffix like a real build's. Host agents
 // stand in for VMs booted with the built kernel through the test-only

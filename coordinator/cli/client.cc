@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "agent/options.h"
+#include "common/duration.h"
 
 namespace leapfrog::cli {
 

@@ -11,8 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "coordinator/kbuild/kernel_build.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/build_and_store.h"
+#include "common/kernel/built_kernel.h"
+#include "common/kernel/kernel_build.h"
+#include "common/kernel/kernel_image.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 namespace leapfrog::cli {
@@ -41,17 +43,6 @@ nlohmann::json to_json(const v1::Kernel& k) {
           {"cmdline", k.cmdline()},       {"inputs_hash", k.inputs_hash()}, {"patches", patches},
           {"build_seconds", k.build_seconds()}, {"build_log", k.build_log_path()},
           {"build_log_tail", k.build_log_tail()}};
-}
-
-// The "Subject:" header of a patch file before its first diff; "" if none.
-std::string patch_subject(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Subject: ", 0) == 0) return line.substr(9);
-    if (line.rfind("--- ", 0) == 0) break;
-  }
-  return "";
 }
 
 }  // namespace
@@ -96,70 +87,44 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
   spec.jobs = jobs_;
   spec.retry_failed = retry_;
 
-  v1::Kernel k;
-  k.set_label(label_);
-  k.set_cmdline(cmdline_);
-  std::string source = "build of " + spec.source;
-  for (const auto& p : patches_) source += " + " + std::filesystem::path(p).filename().string();
-  if (widen_) source += " + widen";
-  k.set_source(source);
+  // The build as a build job would carry it: the kernel record is then the
+  // one a builder agent's result registers.
+  v1::KernelBuild build;
+  build.set_label(label_);
+  build.set_source(spec.source);
+  for (const auto& p : patches_) build.add_patches(std::filesystem::absolute(p).string());
+  build.set_cmdline(cmdline_);
   auto progress = [&](const std::string& line) {
     if (!json) std::fprintf(stderr, "kernel build %s: %s\n", label_.c_str(), line.c_str());
   };
-  try {
-    auto r = kbuild::build_kernel(spec, progress);
-    for (const auto& p : r.patches) {
-      auto* kp = k.add_patches();
-      kp->set_name(p.name);
-      kp->set_sha256(p.sha256);
-      kp->set_subject(p.subject);
-    }
-    k.set_inputs_hash(r.inputs_hash);
-    k.set_release(r.release);
-    k.set_build_log_path(r.build_log);
-    k.set_build_seconds(r.seconds);
-    // Boot the ELF vmlinux directly (PVH): it has everything built in.
-    const auto stored = vm::store_kernel(spec.cache_dir, r.vmlinux, "");
-    k.set_sha256(stored.sha256);
-    k.set_version(stored.version);
-    k.set_status("ready");
+  const v1::KernelBuildResult r = kbuild::build_and_store(spec, progress);
+  // An image the store refuses is this host's problem, not the kernel's: no record.
+  if (r.failed_stage() == "store") throw std::runtime_error(r.error());
+  v1::Kernel k = kbuild::built_kernel(build, r);
+  if (widen_) k.set_source(k.source() + " + widen");
+  if (r.ok()) {
     const auto added = register_kernel(ep, k);
     if (json) {
       std::cout << to_json(added).dump(2) << std::endl;
     } else {
-      std::printf("kernel %s: %s%s\n  sha256  %s\n  patches %d\n  log     %s\n", added.label().c_str(),
-                  r.release.c_str(), r.cached ? " (from the build cache)" : "", added.sha256().c_str(),
-                  added.patches_size(), r.build_log.c_str());
+      std::printf("kernel %s: %s%s\n  sha256  %s\n  patches %d\n  log     %s\n",
+                  added.label().c_str(), r.release().c_str(),
+                  r.cached() ? " (from the build cache)" : "", added.sha256().c_str(),
+                  added.patches_size(), r.log_path().c_str());
     }
     return 0;
-  } catch (const kbuild::BuildError& e) {
-    for (const auto& p : spec.patches) {
-      auto* kp = k.add_patches();
-      kp->set_name(std::filesystem::path(p).filename().string());
-      // The series is recorded as fully as for a good build, so the failure can be read.
-      try {
-        kp->set_sha256(kbuild::sha256_of_file(p));
-      } catch (const std::exception&) {  // unreadable now: the name still says which
-      }
-      kp->set_subject(patch_subject(p));
-    }
-    k.set_status("build-failure");
-    k.set_version(std::string(e.stage()) + " failed: " + e.what());
-    k.set_build_log_tail(e.log_tail());
-    k.set_build_log_path(e.log_path());
-    try {
-      const auto added = register_kernel(ep, k);
-      if (json) std::cout << to_json(added).dump(2) << std::endl;
-    } catch (const std::exception& reg) {
-      std::fprintf(stderr, "warning: %s\n", reg.what());
-    }
-    if (!e.log_tail().empty()) std::fprintf(stderr, "%s", e.log_tail().c_str());
-    std::fprintf(stderr, "error: kernel \"%s\": %s (%s stage%s%s)\n", label_.c_str(), e.what(), e.stage().c_str(),
-                 e.log_path().empty() ? "" : "; log: ", e.log_path().c_str());
-    return 2;
-  } catch (const vm::ImageError& e) {
-    throw std::runtime_error(e.what());
   }
+  try {
+    const auto added = register_kernel(ep, k);
+    if (json) std::cout << to_json(added).dump(2) << std::endl;
+  } catch (const std::exception& reg) {
+    std::fprintf(stderr, "warning: %s\n", reg.what());
+  }
+  if (!r.log_tail().empty()) std::fprintf(stderr, "%s", r.log_tail().c_str());
+  std::fprintf(stderr, "error: kernel \"%s\": %s (%s stage%s%s)\n", label_.c_str(),
+               r.error().c_str(), r.failed_stage().c_str(),
+               r.log_path().empty() ? "" : "; log: ", r.log_path().c_str());
+  return 2;
 }
 
 }  // namespace leapfrog::cli

@@ -1,6 +1,6 @@
 #pragma once
 // `leapfrog kernel build LABEL --source DIR|TARBALL [--patch FILE]...
-// [--config FRAGMENT]... [--widen]`: builds a test kernel (coordinator/kbuild), puts it
+// [--config FRAGMENT]... [--widen]`: builds a test kernel (common/kernel), puts it
 // into the local kernel store the VM launcher boots from, and registers it.
 // A patch that does not apply or a failed build is registered too, as a
 // `build-failure` kernel carrying the log tail, and the verb exits 2.

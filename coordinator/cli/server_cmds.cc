@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -22,7 +21,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "coordinator/auth.h"
+#include "common/kernel/kernel_image.h"
+#include "common/process.h"
+#include "common/token.h"
 #include "coordinator/cli/vm_cmds.h"
 #include "coordinator/export/nightly.h"
 #include "coordinator/http/http_server.h"
@@ -30,9 +31,6 @@
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
-#include "coordinator/vm/kernel_image.h"
-
-extern char** environ;
 
 namespace leapfrog::cli {
 namespace {
@@ -59,8 +57,8 @@ void write_file(const std::string& path, const std::string& text, mode_t mode) {
 
 // The token in `path`, generated (mode 0600) if the file does not exist.
 std::string load_or_create_token(const std::string& path) {
-  if (access(path.c_str(), F_OK) == 0) return coord::read_token_file(path);
-  const std::string token = coord::generate_token();
+  if (access(path.c_str(), F_OK) == 0) return read_token_file(path);
+  const std::string token = generate_token();
   write_file(path, token, 0600);
   return token;
 }
@@ -158,19 +156,12 @@ class AgentFleet {
     std::vector<std::string> argv = {exe_,          "connect",           "--coordinator", address_,
                                      "--token-file", token_file_,         "--name",        name,
                                      "--spool",      data_dir_ + "/spool-" + name, "--die-with-parent"};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, exe_.c_str(), nullptr, &attr, args.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
+    SpawnOptions opts;
+    opts.reset_signal_mask = true;
+    int rc = 0;
+    const pid_t pid = spawn_process(argv, opts, &rc);
+    if (pid < 0)
+      throw std::runtime_error("cannot start agent \"" + exe_ + "\": " + std::strerror(rc));
     pids_[i] = pid;
     spdlog::info("agent.spawn index={} pid={}", i, pid);
   }

@@ -2,7 +2,6 @@
 #include "coordinator/channel.h"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -17,10 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
+#include "common/process.h"
 #include "leapfrog/v1/control.grpc.pb.h"
-
-extern char** environ;
 
 namespace leapfrog::cli {
 namespace {
@@ -243,19 +241,11 @@ pid_t spawn_vm_launcher(const std::string& address, const std::string& token_fil
                                    "--count",
                                    std::to_string(count),
                                    "--die-with-parent"};
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, exe.c_str(), nullptr, &attr, args.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0)
+  SpawnOptions opts;
+  opts.reset_signal_mask = true;
+  int rc = 0;
+  const pid_t pid = spawn_process(argv, opts, &rc);
+  if (pid < 0)
     throw std::runtime_error("cannot start the VM launcher: " + std::string(std::strerror(rc)));
   return pid;
 }

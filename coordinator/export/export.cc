@@ -7,7 +7,7 @@
 
 #include "coordinator/export/junit.h"
 #include "coordinator/export/kcidb.h"
-#include "coordinator/export/ktap.h"
+#include "common/ktap/ktap.h"
 #include "coordinator/triage/triage_engine.h"
 
 namespace leapfrog::coord::exports {

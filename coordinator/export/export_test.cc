@@ -26,7 +26,7 @@
 #include "coordinator/campaign.h"
 #include "coordinator/clock.h"
 #include "coordinator/export/kcidb.h"
-#include "coordinator/export/ktap.h"
+#include "common/ktap/ktap.h"
 #include "coordinator/export/nightly.h"
 #include "coordinator/store/pg_store.h"
 #include "tests/e2e_util.h"

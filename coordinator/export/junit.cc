@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <sstream>
 
-#include "coordinator/export/ktap.h"
-#include "coordinator/export/words.h"
+#include "common/ktap/ktap.h"
+#include "common/ktap/words.h"
 
 namespace leapfrog::coord::exports {
+
+using ktap::verdict_word;
 
 namespace {
 

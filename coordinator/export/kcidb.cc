@@ -6,9 +6,13 @@
 
 #include <cstdio>
 
-#include "coordinator/export/words.h"
+#include "common/hex.h"
+#include "common/ktap/words.h"
 
 namespace leapfrog::coord::exports {
+
+using ktap::alignment_name;
+using ktap::verdict_word;
 
 using nlohmann::json;
 
@@ -20,13 +24,7 @@ std::string sha256_hex(const std::string& bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  char buf[3];
-  for (unsigned int i = 0; i < len; ++i) {
-    std::snprintf(buf, sizeof buf, "%02x", md[i]);
-    hex += buf;
-  }
-  return hex;
+  return hex_encode(md, len);
 }
 
 // The last kExcerptCap bytes, cut at a line start, without NUL bytes.

@@ -15,6 +15,7 @@
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/scaling.h"
+#include "coordinator/schedule/next_firing.h"
 
 namespace leapfrog::coord {
 

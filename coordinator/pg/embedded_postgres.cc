@@ -27,6 +27,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/hex.h"
+
 namespace leapfrog::coord {
 
 namespace stdfs = std::filesystem;
@@ -116,13 +118,7 @@ std::string random_hex(size_t bytes) {
     if (n < 0) throw PostgresError(errno_text("getrandom", errno));
     got += static_cast<size_t>(n);
   }
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : buf) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
+  return hex_encode(buf.data(), buf.size());
 }
 
 // True if nothing listens on 127.0.0.1:port (postgres binds with SO_REUSEADDR too).

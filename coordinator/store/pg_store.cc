@@ -24,6 +24,8 @@
 #include <tuple>
 #include <utility>
 
+#include "common/hex.h"
+#include "common/kernel/built_kernel.h"
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_summaries.h"
@@ -270,22 +272,9 @@ pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
   return pqxx::binarystring(m.SerializeAsString());
 }
 
-// Lowercase hex of raw bytes (bytea's hex format, without its leading \x).
-std::string hex(const std::string& raw) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.resize(raw.size() * 2);
-  for (size_t i = 0; i < raw.size(); ++i) {
-    auto c = static_cast<unsigned char>(raw[i]);
-    out[2 * i] = digits[c >> 4];
-    out[2 * i + 1] = digits[c & 15];
-  }
-  return out;
-}
-
 // bytea in COPY text format (the stream escapes the backslash once more).
 std::string bytea_text(const google::protobuf::MessageLite& m) {
-  return "\\x" + hex(m.SerializeAsString());
+  return "\\x" + hex_encode(m.SerializeAsString());
 }
 
 // The outcome serialized without its violations (they are rows of their
@@ -743,7 +732,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     counts.push_back(static_cast<int64_t>(o.violation_count()));
     hits.push_back(static_cast<int64_t>(o.race_window_hits()));
     errors.push_back(o.error());
-    outcomes.push_back(hex(without_violations(o)));
+    outcomes.push_back(hex_encode(without_violations(o)));
     times.push_back(us(r.now));
   }
   for (size_t i : superseded) {
@@ -1116,39 +1105,6 @@ std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64
 
 namespace {
 
-// The kernel a build job's result registers, as `leapfrog kernel build` does.
-v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r) {
-  v1::Kernel k;
-  k.set_label(b.label());
-  k.set_cmdline(b.cmdline());
-  std::string source = "build of " + b.source();
-  for (const auto& p : b.patches()) source += " + " + p.substr(p.find_last_of('/') + 1);
-  k.set_source(source);
-  for (const auto& p : r.patches()) {
-    auto* kp = k.add_patches();
-    kp->set_name(p.name());
-    kp->set_sha256(p.sha256());
-    kp->set_subject(p.subject());
-  }
-  if (r.patches().empty()) {
-    for (const auto& p : b.patches()) k.add_patches()->set_name(p.substr(p.find_last_of('/') + 1));
-  }
-  k.set_inputs_hash(r.inputs_hash());
-  k.set_build_log_path(r.log_path());
-  k.set_build_log_tail(r.log_tail());
-  if (r.ok()) {
-    k.set_status("ready");
-    k.set_release(r.release());
-    k.set_sha256(r.vmlinux_sha256());
-    k.set_version(r.version());
-    k.set_build_seconds(r.build_seconds());
-  } else {
-    k.set_status("build-failure");
-    k.set_version(r.failed_stage() + " failed: " + r.error());
-  }
-  return k;
-}
-
 // report_outcome for a build job (the outcome has a build result): stores the
 // outcome as store_reports does, registers the kernel (ready or
 // build-failure), and queues the jobs waiting for it on the built release or
@@ -1204,7 +1160,7 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
       "UPDATE jobs SET state = 'done', verdict = $2, agent_id = $3, lease_deadline = NULL,"
       " reason = nullif($4, ''), finished_at = lf_ts($5) WHERE id = $1",
       job_id, static_cast<int>(outcome.verdict()), clean(agent_id), error, us(now));
-  const v1::Kernel k = store_kernel(txn, "put_kernel", built_kernel(build, r), now);
+  const v1::Kernel k = store_kernel(txn, "put_kernel", kbuild::built_kernel(build, r), now);
   if (r.ok()) {
     auto released = txn.exec_params(
         "UPDATE jobs SET state = 'queued', release = $2, wait_build = NULL"

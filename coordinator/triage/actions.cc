@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "coordinator/rpc_util.h"
+#include "common/proto_time.h"
+#include "coordinator/campaign.h"
 #include "coordinator/triage/repro_c.h"
 #include "coordinator/triage/stats.h"
+#include "coordinator/work_signal.h"
 #include "scenarios/registry.h"
 #include "scenarios/widen_request.h"
 

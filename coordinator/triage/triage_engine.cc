@@ -9,9 +9,9 @@
 
 #include <set>
 
-#include "coordinator/bounds.h"
-#include "coordinator/rpc_util.h"
+#include "common/bounds.h"
 #include "coordinator/triage/actions.h"
+#include "coordinator/work_signal.h"
 
 namespace leapfrog::coord::triage {
 

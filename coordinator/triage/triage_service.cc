@@ -1,6 +1,6 @@
 #include "coordinator/triage/triage_service.h"
 
-#include "coordinator/rpc_util.h"
+#include "coordinator/rpc_status.h"
 
 namespace leapfrog::coord::triage {
 

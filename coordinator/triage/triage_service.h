@@ -2,7 +2,7 @@
 // The TriageService (proto/leapfrog/v1/triage.proto): TriageEngine over gRPC,
 // with ControlService's token authentication.
 
-#include "coordinator/auth.h"
+#include "common/token.h"
 #include "coordinator/triage/triage_engine.h"
 #include "leapfrog/v1/triage.grpc.pb.h"
 

@@ -1,7 +1,7 @@
 // Kernel image inspection and vmlinux extraction on the real Debian kernel
 // (skipped without one), on a damaged copy, and on files that are no kernel.
 
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

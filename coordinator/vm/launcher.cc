@@ -2,7 +2,6 @@
 #include "coordinator/channel.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,14 +23,13 @@
 #include <stdexcept>
 #include <thread>
 
-#include "coordinator/console/console_parser.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/console/console_parser.h"
+#include "common/kernel/kernel_image.h"
+#include "common/process.h"
 #include "coordinator/vm/qemu_process.h"
 #include "coordinator/vm/qmp.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "leapfrog/v1/control.grpc.pb.h"
-
-extern char** environ;
 
 namespace leapfrog::vm {
 namespace {
@@ -98,22 +96,12 @@ uint64_t allocated_bytes(const std::string& path) {
 
 // Runs argv with stdout to `out` and stderr to `err`; returns the exit status.
 int run_tool(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  SpawnOptions opts;
+  opts.stdin_path = "/dev/null";
+  opts.stdout_path = out;
+  opts.stderr_path = err;
+  opts.search_path = true;
+  return run_process(argv, opts);
 }
 
 std::string trim(std::string s) {

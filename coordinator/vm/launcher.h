@@ -4,7 +4,7 @@
 // - the agent must register within the boot deadline, else the slot reports
 //   BOOT_FAILURE (on one queued job of that kernel, leased as the VM's agent)
 //   and stops: a kernel that does not boot is not booted again and again;
-// - a kernel report in the console (parsed by coordinator/console) ends the
+// - a kernel report in the console (parsed by common/console) ends the
 //   agent's job as KERNEL_CRASH with the report's title and the console tail,
 //   and the VM is replaced;
 // - no heartbeat (agent last_seen) and no console output past the hang

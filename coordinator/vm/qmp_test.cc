@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "coordinator/pg/test_dir.h"
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 #include "coordinator/vm/qemu_process.h"
 #include "tests/process_util.h"
 

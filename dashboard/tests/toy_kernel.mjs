@@ -1,7 +1,7 @@
 // Kernels with patch series for the browser test, made by the real
 // `leapfrog kernel build` (patch series, build cache, failure record,
 // registration) on a toy source tree whose Makefile stands in for Kbuild, as in
-// coordinator/kbuild/kernel_build_test.cc. Its "build" copies Debian's kernel
+// common/kernel/kernel_build_test.cc. Its "build" copies Debian's kernel
 // image, so the ready kernel goes through the real kernel store (inspect,
 // extract the ELF vmlinux) and registers as "ready"; a patch that makes the
 // toy compiler fail gives a real "build-failure" kernel with its log.

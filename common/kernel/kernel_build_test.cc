@@ -1,10 +1,11 @@
 // The build driver on a toy source tree: its Makefile stands in for Kbuild
 // (allnoconfig copies the fragment into .config, dropping one option, and
 // bzImage "builds" by copying fs/namei.c), so these tests check our own logic:
-// patch series, the input cache, failure records and config checks. The real
+// patch series, the input cache, failure records and config checks, and the
+// records a build's result becomes (build_and_store, built_kernel). The real
 // kernel is built in tests/planted_kernel_test.
 
-#include "coordinator/kbuild/kernel_build.h"
+#include "common/kernel/kernel_build.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "common/kernel/build_and_store.h"
+#include "common/kernel/built_kernel.h"
 
 namespace leapfrog::kbuild {
 namespace {
@@ -238,6 +242,94 @@ TEST_F(KernelBuildTest, TheWidenSeriesIsThePatchesOfItsFolderInOrder) {
     EXPECT_EQ(e.stage(), "patch");
     EXPECT_NE(std::string(e.what()).find("widening series"), std::string::npos) << e.what();
   }
+}
+
+// build_and_store never throws for a failed build: the result names the
+// stage and records the series as given, sha256 and subject included.
+TEST_F(KernelBuildTest, BuildAndStoreRecordsAFailedSeriesFully) {
+  spec_.patches = {dir_ + "/p2.patch", dir_ + "/p1.patch"};  // p2 needs p1 first
+  const v1::KernelBuildResult r = build_and_store(spec_);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.failed_stage(), "patch");
+  EXPECT_NE(r.error().find("\"p2.patch\" does not apply"), std::string::npos) << r.error();
+  EXPECT_NE(r.log_tail().find("FAILED"), std::string::npos) << r.log_tail();
+  ASSERT_EQ(r.patches_size(), 2);
+  EXPECT_EQ(r.patches(0).name(), "p2.patch");
+  EXPECT_EQ(r.patches(0).sha256(), sha256_of_file(dir_ + "/p2.patch"));
+  EXPECT_EQ(r.patches(1).subject(), "[PATCH] first");
+  EXPECT_TRUE(r.vmlinux_sha256().empty());
+}
+
+// The toy "vmlinux" is text, which the kernel store refuses: a failure of the
+// store stage, after a build that worked.
+TEST_F(KernelBuildTest, BuildAndStoreFailsAtTheStoreForWhatIsNoKernelImage) {
+  const v1::KernelBuildResult r = build_and_store(spec_);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.failed_stage(), "store");
+  EXPECT_FALSE(r.error().empty());
+  EXPECT_EQ(r.release(), "6.1.0-toy");
+  EXPECT_FALSE(r.inputs_hash().empty());
+  EXPECT_TRUE(r.vmlinux_sha256().empty());
+  EXPECT_EQ(builds(), 1);
+}
+
+v1::KernelBuild toy_build() {
+  v1::KernelBuild b;
+  b.set_label("toy");
+  b.set_source("/src/linux");
+  b.add_patches("/patches/0001-first.patch");
+  b.add_patches("0002-second.patch");
+  b.set_cmdline("leapfrog_planted=0");
+  return b;
+}
+
+TEST(BuiltKernel, AReadyKernelCarriesTheStoredImage) {
+  v1::KernelBuildResult r;
+  r.set_ok(true);
+  r.set_inputs_hash("abc");
+  r.set_release("6.1.0-lfabcdef01");
+  r.set_vmlinux_sha256("0123");
+  r.set_version("6.1.0-lfabcdef01 (gcc) #1");
+  r.set_build_seconds(12.5);
+  r.set_log_path("/cache/kbuild/out/abc/build.log");
+  auto* p = r.add_patches();
+  p->set_name("0001-first.patch");
+  p->set_sha256("ff");
+  p->set_subject("[PATCH] first");
+  const v1::Kernel k = built_kernel(toy_build(), r);
+  EXPECT_EQ(k.label(), "toy");
+  EXPECT_EQ(k.status(), "ready");
+  EXPECT_EQ(k.source(), "build of /src/linux + 0001-first.patch + 0002-second.patch");
+  EXPECT_EQ(k.cmdline(), "leapfrog_planted=0");
+  EXPECT_EQ(k.release(), "6.1.0-lfabcdef01");
+  EXPECT_EQ(k.sha256(), "0123");
+  EXPECT_EQ(k.version(), "6.1.0-lfabcdef01 (gcc) #1");
+  EXPECT_EQ(k.inputs_hash(), "abc");
+  EXPECT_EQ(k.build_seconds(), 12.5);
+  EXPECT_EQ(k.build_log_path(), "/cache/kbuild/out/abc/build.log");
+  ASSERT_EQ(k.patches_size(), 1);
+  EXPECT_EQ(k.patches(0).subject(), "[PATCH] first");
+  EXPECT_EQ(k.patches(0).sha256(), "ff");
+}
+
+TEST(BuiltKernel, AFailedBuildSaysWhichStageAndKeepsTheLog) {
+  v1::KernelBuildResult r;
+  r.set_failed_stage("patch");
+  r.set_error("patch \"0002-second.patch\" does not apply");
+  r.set_log_tail("Hunk #1 FAILED at 1.\n");
+  r.set_release("ignored on failure");
+  r.set_build_seconds(3);
+  const v1::Kernel k = built_kernel(toy_build(), r);
+  EXPECT_EQ(k.status(), "build-failure");
+  EXPECT_EQ(k.version(), "patch failed: patch \"0002-second.patch\" does not apply");
+  EXPECT_EQ(k.build_log_tail(), "Hunk #1 FAILED at 1.\n");
+  EXPECT_EQ(k.release(), "");
+  EXPECT_EQ(k.sha256(), "");
+  EXPECT_EQ(k.build_seconds(), 0);
+  // No series in the result (the agent failed before the build): the build's names.
+  ASSERT_EQ(k.patches_size(), 2);
+  EXPECT_EQ(k.patches(0).name(), "0001-first.patch");
+  EXPECT_EQ(k.patches(1).name(), "0002-second.patch");
 }
 
 }  // namespace

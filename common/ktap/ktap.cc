@@ -1,17 +1,14 @@
 // KTAP v1 lines for jobs (ktap.h).
 
-#include "coordinator/export/ktap.h"
+#include "common/ktap/ktap.h"
 
 #include <sstream>
 
-#include "coordinator/export/words.h"
+#include "common/ktap/words.h"
 
 namespace leapfrog::ktap {
 
 namespace {
-
-using coord::exports::alignment_name;
-using coord::exports::verdict_word;
 
 // Lines the kernel's kunit_parser.py stops at wherever they appear (KTAP_END).
 constexpr const char* kStopPhrases[] = {

@@ -1,4 +1,4 @@
-#include "coordinator/kbuild/kernel_build.h"
+#include "common/kernel/kernel_build.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/process.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,9 +16,11 @@
 #include <sstream>
 #include <thread>
 
+#include "common/hex.h"
+#include "common/process.h"
+
 namespace leapfrog::kbuild {
 
-namespace bp = boost::process;
 namespace sfs = std::filesystem;
 
 namespace {
@@ -41,13 +43,7 @@ class Sha256 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     EVP_DigestFinal_ex(ctx_.get(), md, &n);
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < n; ++i) {
-      out += digits[md[i] >> 4];
-      out += digits[md[i] & 15];
-    }
-    return out;
+    return hex_encode(md, n);
   }
 
  private:
@@ -81,9 +77,10 @@ std::string tail_of_file(const std::string& path) {
 
 // Runs argv with stdout and stderr appended to `log`; returns the exit code.
 int run_logged(const std::vector<std::string>& argv, const std::string& log) {
-  auto exe = bp::search_path(argv.front());
+  const std::string exe = find_in_path(argv.front());
   if (exe.empty()) throw BuildError("source", "\"" + argv.front() + "\" is not installed", "");
-  std::vector<std::string> args(argv.begin() + 1, argv.end());
+  std::vector<std::string> args = argv;
+  args.front() = exe;
   {
     std::ofstream out(log, std::ios::app);
     out << "$";
@@ -93,24 +90,21 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log) {
   // Appending: open the log ourselves and hand the descriptor to the child.
   FILE* f = std::fopen(log.c_str(), "a");
   if (!f) throw BuildError("source", "cannot open the build log \"" + log + "\"", "");
-  bp::child c(exe, bp::args(args), bp::std_out > f, bp::std_err > f, bp::std_in < bp::null);
-  c.wait();
+  SpawnOptions opts;
+  opts.stdin_path = "/dev/null";
+  opts.stdout_fd = fileno(f);
+  opts.stderr_to_stdout = true;
+  const int rc = run_process(args, opts);
   std::fclose(f);
-  return c.exit_code();
+  return rc;
 }
 
 // Runs argv and returns its stdout; "" if it fails.
 std::string capture(const std::vector<std::string>& argv) {
-  auto exe = bp::search_path(argv.front());
-  if (exe.empty()) return "";
-  bp::ipstream out;
-  std::vector<std::string> args(argv.begin() + 1, argv.end());
-  bp::child c(exe, bp::args(args), bp::std_out > out, bp::std_err > bp::null,
-              bp::std_in < bp::null);
-  std::string text, line;
-  while (std::getline(out, line)) text += line + "\n";
-  c.wait();
-  return c.exit_code() == 0 ? text : "";
+  std::string text = capture_output(argv).value_or("");
+  // Line by line, as the inputs hash has always taken it: the last line ends too.
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  return text;
 }
 
 bool is_tarball(const std::string& path) {

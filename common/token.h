@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace leapfrog::coord {
+namespace leapfrog {
 
 class TokenAuth {
  public:
@@ -23,4 +23,4 @@ std::string read_token_file(const std::string& path);
 // A new random token (32 bytes from getrandom, hex).
 std::string generate_token();
 
-}  // namespace leapfrog::coord
+}  // namespace leapfrog

@@ -1,4 +1,4 @@
-#include "coordinator/console/console_title.h"
+#include "common/console/console_title.h"
 
 #include <algorithm>
 #include <array>

@@ -7,11 +7,11 @@
 
 #include "leapfrog/v1/common.pb.h"
 
-namespace leapfrog::coord::exports {
+namespace leapfrog::ktap {
 
 // "pass", "violation", "kernel-crash", ...
 std::string verdict_word(v1::Verdict v);
 // "fuzzy", "free", "both", or "" when the outcome did not say.
 std::string alignment_name(v1::Alignment a);
 
-}  // namespace leapfrog::coord::exports
+}  // namespace leapfrog::ktap

@@ -1,11 +1,13 @@
-#include "coordinator/auth.h"
+#include "common/token.h"
 
 #include <sys/random.h>
 
 #include <fstream>
 #include <stdexcept>
 
-namespace leapfrog::coord {
+#include "common/hex.h"
+
+namespace leapfrog {
 
 grpc::Status TokenAuth::check(const grpc::ServerContextBase& ctx) const {
   const auto& md = ctx.client_metadata();
@@ -42,13 +44,7 @@ std::string generate_token() {
     if (n < 0) throw std::runtime_error("getrandom failed");
     got += static_cast<size_t>(n);
   }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
-  }
-  return out;
+  return hex_encode(raw, sizeof raw);
 }
 
-}  // namespace leapfrog::coord
+}  // namespace leapfrog

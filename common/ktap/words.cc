@@ -1,8 +1,8 @@
-#include "coordinator/export/words.h"
+#include "common/ktap/words.h"
 
 #include <cctype>
 
-namespace leapfrog::coord::exports {
+namespace leapfrog::ktap {
 
 std::string verdict_word(v1::Verdict v) {
   std::string n = v1::Verdict_Name(v);
@@ -24,4 +24,4 @@ std::string alignment_name(v1::Alignment a) {
   }
 }
 
-}  // namespace leapfrog::coord::exports
+}  // namespace leapfrog::ktap

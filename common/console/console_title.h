@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "coordinator/console/console_lines.h"
+#include "common/console/console_lines.h"
 
 namespace leapfrog::console::detail {
 

@@ -1,9 +1,9 @@
-#include "coordinator/console/console_parser.h"
+#include "common/console/console_parser.h"
 
 #include <optional>
 
-#include "coordinator/console/console_lines.h"
-#include "coordinator/console/console_title.h"
+#include "common/console/console_lines.h"
+#include "common/console/console_title.h"
 
 namespace leapfrog::console {
 namespace {

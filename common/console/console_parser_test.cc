@@ -1,4 +1,4 @@
-#include "coordinator/console/console_parser.h"
+#include "common/console/console_parser.h"
 
 #include <gtest/gtest.h>
 

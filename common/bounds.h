@@ -2,12 +2,13 @@
 // Limits on what clients and agents send, checked before anything is stored,
 // so that no stored value can make a later answer exceed the transport's
 // limits or break a reader. Messages about a bad value quote only its start.
-// Header-only: the triage library, below the coordinator's, uses it too.
+// Header-only: the triage library, below the coordinator's, and the agent
+// (which fits its outcomes under kMaxOutcomeBytes) use it too.
 
 #include <cstddef>
 #include <string>
 
-namespace leapfrog::coord {
+namespace leapfrog {
 
 // Campaign and schedule names.
 inline constexpr size_t kMaxNameBytes = 200;
@@ -45,4 +46,4 @@ inline std::string too_long(const std::string& what, const std::string& value, s
          " bytes) is too long, want at most " + std::to_string(max) + " bytes";
 }
 
-}  // namespace leapfrog::coord
+}  // namespace leapfrog

@@ -1,4 +1,4 @@
-#include "coordinator/console/console_lines.h"
+#include "common/console/console_lines.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,8 +1,7 @@
-#include "coordinator/vm/kernel_image.h"
+#include "common/kernel/kernel_image.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +16,8 @@
 #include <sstream>
 #include <vector>
 
-extern char** environ;
+#include "common/hex.h"
+#include "common/process.h"
 
 namespace leapfrog::vm {
 namespace {
@@ -73,22 +73,12 @@ std::string first_word(const std::string& s) {
 // (-1 if it could not start).
 int run_filter(const std::vector<std::string>& argv, const std::string& in,
                const std::string& out) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  SpawnOptions opts;
+  opts.stdin_path = in;
+  opts.stdout_path = out;
+  opts.stderr_path = "/dev/null";
+  opts.search_path = true;
+  return run_process(argv, opts);
 }
 
 struct Codec {
@@ -139,13 +129,7 @@ std::string hex_digest(EVP_MD_CTX* ctx) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx, md, &len);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out.push_back(hex[md[i] >> 4]);
-    out.push_back(hex[md[i] & 15]);
-  }
-  return out;
+  return hex_encode(md, len);
 }
 
 using DigestCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;

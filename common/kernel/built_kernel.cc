@@ -1,0 +1,37 @@
+#include "common/kernel/built_kernel.h"
+
+namespace leapfrog::kbuild {
+
+v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r) {
+  v1::Kernel k;
+  k.set_label(b.label());
+  k.set_cmdline(b.cmdline());
+  std::string source = "build of " + b.source();
+  for (const auto& p : b.patches()) source += " + " + p.substr(p.find_last_of('/') + 1);
+  k.set_source(source);
+  for (const auto& p : r.patches()) {
+    auto* kp = k.add_patches();
+    kp->set_name(p.name());
+    kp->set_sha256(p.sha256());
+    kp->set_subject(p.subject());
+  }
+  if (r.patches().empty()) {
+    for (const auto& p : b.patches()) k.add_patches()->set_name(p.substr(p.find_last_of('/') + 1));
+  }
+  k.set_inputs_hash(r.inputs_hash());
+  k.set_build_log_path(r.log_path());
+  k.set_build_log_tail(r.log_tail());
+  if (r.ok()) {
+    k.set_status("ready");
+    k.set_release(r.release());
+    k.set_sha256(r.vmlinux_sha256());
+    k.set_version(r.version());
+    k.set_build_seconds(r.build_seconds());
+  } else {
+    k.set_status("build-failure");
+    k.set_version(r.failed_stage() + " failed: " + r.error());
+  }
+  return k;
+}
+
+}  // namespace leapfrog::kbuild
