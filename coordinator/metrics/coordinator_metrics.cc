@@ -51,8 +51,9 @@ CoordinatorMetrics::CoordinatorMetrics(coord::PgStore* store, const coord::Clock
   leases_build_ = &leases.Add({{"kind", "build"}});
   auto& outcomes = prometheus::BuildCounter()
                        .Name("leapfrog_outcomes_total")
-                       .Help("Outcomes stored through this coordinator, by verdict (agents' "
-                             "reports and launchers' crash, hang and boot-failure ends)")
+                       .Help(
+                           "Outcomes stored through this coordinator, by verdict (agents' "
+                           "reports and launchers' crash, hang and boot-failure ends)")
                        .Register(registry_);
   for (int v : all_verdicts()) outcomes_[v] = &outcomes.Add({{"verdict", verdict_label(v)}});
   auto& reports = prometheus::BuildCounter()
@@ -62,21 +63,24 @@ CoordinatorMetrics::CoordinatorMetrics(coord::PgStore* store, const coord::Clock
   for (const char* r : kResults) reports_[r] = &reports.Add({{"result", r}});
   report_seconds_ = &prometheus::BuildHistogram()
                          .Name("leapfrog_report_store_seconds")
-                         .Help("Ingest latency: from a ReportOutcome's arrival to its batch "
-                               "committed (or failed) in the database")
+                         .Help(
+                             "Ingest latency: from a ReportOutcome's arrival to its batch "
+                             "committed (or failed) in the database")
                          .Register(registry_)
                          .Add({}, latency_buckets());
   auto& regs = prometheus::BuildCounter()
                    .Name("leapfrog_agent_registrations_total")
-                   .Help("Agent registrations; vm=\"true\": agents in launchers' VMs, one per "
-                         "VM that came up, and one per boot failure a launcher reports")
+                   .Help(
+                       "Agent registrations; vm=\"true\": agents in launchers' VMs, one per "
+                       "VM that came up, and one per boot failure a launcher reports")
                    .Register(registry_);
   registrations_host_ = &regs.Add({{"vm", "false"}});
   registrations_vm_ = &regs.Add({{"vm", "true"}});
   auto& failures = prometheus::BuildCounter()
                        .Name("leapfrog_vm_failures_total")
-                       .Help("VMs that launchers reported ending a job, by verdict "
-                             "(kernel-crash, hang, boot-failure)")
+                       .Help(
+                           "VMs that launchers reported ending a job, by verdict "
+                           "(kernel-crash, hang, boot-failure)")
                        .Register(registry_);
   for (int v : {v1::VERDICT_KERNEL_CRASH, v1::VERDICT_HANG, v1::VERDICT_BOOT_FAILURE})
     vm_failures_[v] = &failures.Add({{"verdict", verdict_label(v)}});
@@ -90,8 +94,8 @@ void CoordinatorMetrics::reported(int verdict, std::optional<coord::ReportResult
                                   Steady::time_point since) {
   report_seconds_->Observe(std::chrono::duration<double>(Steady::now() - since).count());
   reports_.at(result_label(result))->Increment();
-  const bool stored = result == coord::ReportResult::Stored ||
-                      result == coord::ReportResult::KeptSuperseded;
+  const bool stored =
+      result == coord::ReportResult::Stored || result == coord::ReportResult::KeptSuperseded;
   if (!stored) return;
   if (auto it = outcomes_.find(verdict); it != outcomes_.end()) it->second->Increment();
   // Only launchers report boot failures, as their VM's agent (the others
@@ -111,9 +115,11 @@ void CoordinatorMetrics::vm_failed(int verdict) {
 CoordinatorMetrics::Snapshot CoordinatorMetrics::snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Steady::now();
-  const auto max_age = snapshot_.ok ? opts_.cache_for
-                                    : std::min<std::chrono::milliseconds>(opts_.cache_for,
-                                                                          std::chrono::seconds(1));
+  auto max_age =
+      snapshot_.ok ? opts_.cache_for
+                   : std::min<std::chrono::milliseconds>(opts_.cache_for, std::chrono::seconds(1));
+  // The health check found the database away: what was read before is stale.
+  if (!serving()) max_age = std::chrono::milliseconds(0);
   if (store_ && (!snapshot_.read || now - snapshot_.read_at >= max_age)) {
     snapshot_.read = true;
     snapshot_.read_at = now;
@@ -154,15 +160,15 @@ std::string CoordinatorMetrics::render() {
 
   auto pool_size = family("leapfrog_db_pool_max_connections",
                           "Most PostgreSQL connections a pool opens", MetricType::Gauge);
-  auto pool_conns = family("leapfrog_db_pool_connections",
-                           "Open PostgreSQL connections of a pool, by state (in-use, idle)",
-                           MetricType::Gauge);
-  auto pool_waiting = family("leapfrog_db_pool_waiting_calls",
-                             "Store calls waiting now for a connection of a pool",
-                             MetricType::Gauge);
-  auto pool_waits = family("leapfrog_db_pool_waits_total",
-                           "Store calls that had to wait for a connection of a pool",
-                           MetricType::Counter);
+  auto pool_conns =
+      family("leapfrog_db_pool_connections",
+             "Open PostgreSQL connections of a pool, by state (in-use, idle)", MetricType::Gauge);
+  auto pool_waiting =
+      family("leapfrog_db_pool_waiting_calls", "Store calls waiting now for a connection of a pool",
+             MetricType::Gauge);
+  auto pool_waits =
+      family("leapfrog_db_pool_waits_total",
+             "Store calls that had to wait for a connection of a pool", MetricType::Counter);
   for (const auto& p : store_->pool_use()) {
     add_sample(pool_size, p.size, {{"pool", p.pool}});
     add_sample(pool_conns, p.open - p.idle, {{"pool", p.pool}, {"state", "in-use"}});
@@ -170,7 +176,8 @@ std::string CoordinatorMetrics::render() {
     add_sample(pool_waiting, p.waiting, {{"pool", p.pool}});
     add_sample(pool_waits, static_cast<double>(p.waits), {{"pool", p.pool}});
   }
-  for (auto* f : {&pool_size, &pool_conns, &pool_waiting, &pool_waits}) out.push_back(std::move(*f));
+  for (auto* f : {&pool_size, &pool_conns, &pool_waiting, &pool_waits})
+    out.push_back(std::move(*f));
 
   const Snapshot s = snapshot();
   auto up = family("leapfrog_database_up",
@@ -192,7 +199,8 @@ std::string CoordinatorMetrics::render() {
                        MetricType::Gauge);
   for (int v : all_verdicts()) {
     const auto it = s.stats.outcomes_by_verdict.find(v);
-    add_sample(stored, it == s.stats.outcomes_by_verdict.end() ? 0 : static_cast<double>(it->second),
+    add_sample(stored,
+               it == s.stats.outcomes_by_verdict.end() ? 0 : static_cast<double>(it->second),
                {{"verdict", verdict_label(v)}});
   }
   auto issues = family("leapfrog_issues", "Triage issues, by status", MetricType::Gauge);
@@ -202,14 +210,13 @@ std::string CoordinatorMetrics::render() {
     add_sample(issues, it == s.stats.issues_by_status.end() ? 0 : static_cast<double>(it->second),
                {{"status", issue_status_label(st)}});
   }
-  auto online = family("leapfrog_agents_online",
-                       "Agents seen within the last three heartbeats", MetricType::Gauge);
+  auto online = family("leapfrog_agents_online", "Agents seen within the last three heartbeats",
+                       MetricType::Gauge);
   add_sample(online, static_cast<double>(s.stats.agents_online));
-  auto agents = family("leapfrog_agents_registered", "Agents ever registered",
-                       MetricType::Gauge);
+  auto agents = family("leapfrog_agents_registered", "Agents ever registered", MetricType::Gauge);
   add_sample(agents, static_cast<double>(s.stats.agents));
-  auto schema = family("leapfrog_schema_version", "The newest schema migration applied",
-                       MetricType::Gauge);
+  auto schema =
+      family("leapfrog_schema_version", "The newest schema migration applied", MetricType::Gauge);
   add_sample(schema, s.stats.schema_version);
   for (auto* f : {&age, &jobs, &stored, &issues, &online, &agents, &schema})
     out.push_back(std::move(*f));

@@ -91,13 +91,13 @@ class CoordinatorMetrics {
   prometheus::Registry registry_;
   prometheus::Counter* leases_test_;
   prometheus::Counter* leases_build_;
-  std::map<int, prometheus::Counter*> outcomes_;       // by verdict
+  std::map<int, prometheus::Counter*> outcomes_;         // by verdict
   std::map<std::string, prometheus::Counter*> reports_;  // by result
   prometheus::Histogram* report_seconds_;
   prometheus::Counter* registrations_host_;
   prometheus::Counter* registrations_vm_;
   std::map<int, prometheus::Counter*> vm_failures_;  // by verdict
-  std::mutex mu_;  // snapshot_, and one database read at a time
+  std::mutex mu_;                                    // snapshot_, and one database read at a time
   Snapshot snapshot_;
 };
 

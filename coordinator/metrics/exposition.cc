@@ -15,7 +15,8 @@ namespace {
 // An enum value's name without its prefix, lowercase, '-' for '_'.
 std::string enum_label(const std::string& name, const std::string& prefix) {
   std::string out = name.substr(prefix.size());
-  for (char& c : out) c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out)
+    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 

@@ -59,7 +59,8 @@ MetricsEndpoint::MetricsEndpoint(const std::string& listen, std::string token,
     }
     res.set_content(render(), kContentType);
   });
-  port_ = port == 0 ? server_->bind_to_any_port(host_) : (server_->bind_to_port(host_, port) ? port : -1);
+  port_ = port == 0 ? server_->bind_to_any_port(host_)
+                    : (server_->bind_to_port(host_, port) ? port : -1);
   if (port_ <= 0) throw std::runtime_error("cannot listen on \"" + listen + "\" for metrics");
   thread_ = std::thread([this] {
     server_->listen_after_bind();

@@ -121,7 +121,9 @@ TEST(Promtool, RefusesAMalformedExposition) {
 }
 
 TEST(MetricsEndpoint, ServesTheExpositionOnLoopbackAndNothingElse) {
-  MetricsEndpoint e("127.0.0.1:0", "", [] { return std::string("# HELP x_total x\n# TYPE x_total counter\nx_total 7\n"); });
+  MetricsEndpoint e("127.0.0.1:0", "", [] {
+    return std::string("# HELP x_total x\n# TYPE x_total counter\nx_total 7\n");
+  });
   ASSERT_GT(e.port(), 0);
   EXPECT_EQ(e.url(), "http://127.0.0.1:" + std::to_string(e.port()) + "/metrics");
   httplib::Client c("127.0.0.1", e.port());

@@ -6,7 +6,9 @@ namespace leapfrog::metrics {
 
 namespace {
 
-std::vector<double> boot_buckets() { return {0.5, 1, 2, 3, 5, 10, 20, 30, 60, 90, 120}; }
+std::vector<double> boot_buckets() {
+  return {0.5, 1, 2, 3, 5, 10, 20, 30, 60, 90, 120};
+}
 
 }  // namespace
 
