@@ -42,6 +42,9 @@ struct ServerOptions {
   // nullopt: lease + heartbeat + the agents' longest reconnect backoff
   // (kAgentMaxBackoff).
   std::optional<Duration> expire_grace;
+  // Counts what the services do and says whether this replica serves
+  // (coordinator/metrics/); null: nothing is counted. Must outlive the server.
+  leapfrog::metrics::CoordinatorMetrics* metrics = nullptr;
 };
 
 // The longest pause between an agent's reconnection attempts (agent/connect.cc).
