@@ -125,12 +125,14 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
   }
   // The request and response live until Finish; `done` runs on a report
   // writer once the batch holding this report is committed (or failed).
-  store_.report_outcome_async(req->agent_id(), req->job_id(), req->attempt(), req->outcome(),
-                              clock_.now(),
-                              [reactor, req, resp, m = metrics_, t0 = std::chrono::steady_clock::now()](ReportResult result, std::exception_ptr error) {
-                                if (m) m->reported(req->outcome().verdict(), error ? std::nullopt : std::optional(result), t0);
-                                reactor->Finish(report_status(req, resp, result, error));
-                              });
+  store_.report_outcome_async(
+      req->agent_id(), req->job_id(), req->attempt(), req->outcome(), clock_.now(),
+      [reactor, req, resp, m = metrics_, t0 = std::chrono::steady_clock::now()](
+          ReportResult result, std::exception_ptr error) {
+        if (m)
+          m->reported(req->outcome().verdict(), error ? std::nullopt : std::optional(result), t0);
+        reactor->Finish(report_status(req, resp, result, error));
+      });
   return reactor;
 }
 

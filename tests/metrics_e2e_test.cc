@@ -44,8 +44,9 @@ class MetricsE2E : public CoordinatorE2E {
   // Waits until a scrape shows `series` at `want` (database counts are cached for seconds).
   void wait_sample(int port, const std::string& series, double want) {
     std::optional<double> got;
-    EXPECT_TRUE(poll_until(
-        [&] { return (got = sample(http_get(port, "/metrics").body, series)) == want; }, 30s, 200ms))
+    EXPECT_TRUE(
+        poll_until([&] { return (got = sample(http_get(port, "/metrics").body, series)) == want; },
+                   30s, 200ms))
         << series << " is " << (got ? std::to_string(*got) : "absent") << ", want " << want;
   }
 };
@@ -90,7 +91,8 @@ TEST_F(MetricsE2E, MetricsPassPromtoolAndMoveAsACampaignRuns) {
   wait_sample(port, "leapfrog_agents_online", 2);
   wait_sample(port, "leapfrog_agents_registered", 2);
   const std::string last = scrape(port);
-  EXPECT_GT(sample(last, R"(leapfrog_db_pool_connections{pool="store",state="idle"})").value_or(0), 0)
+  EXPECT_GT(sample(last, R"(leapfrog_db_pool_connections{pool="store",state="idle"})").value_or(0),
+            0)
       << last;
 
   // The positive control: the same exposition, broken, fails promtool.

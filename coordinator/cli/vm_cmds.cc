@@ -102,10 +102,11 @@ VmCommands::VmCommands(CLI::App& app) {
   vm_run_->add_flag(
       "--selftest", launch_.selftest,
       "let the agents run selftest-crash and selftest-hang jobs (for testing the launcher)");
-  vm_run_->add_option("--metrics-listen", metrics_listen_,
-                      "serve Prometheus metrics (VM boots, boot times, crashes) on GET "
-                      "http://HOST:PORT/metrics; port 0 picks a free one (logged as metrics.listen); "
-                      "beyond loopback the token is needed");
+  vm_run_->add_option(
+      "--metrics-listen", metrics_listen_,
+      "serve Prometheus metrics (VM boots, boot times, crashes) on GET "
+      "http://HOST:PORT/metrics; port 0 picks a free one (logged as metrics.listen); "
+      "beyond loopback the token is needed");
   vm_run_->add_flag("--die-with-parent", die_with_parent_,
                     "exit when the parent process dies (used by up)");
   for (auto* sub : {kernel_, kernel_add_, vm_, vm_run_}) sub->fallthrough();

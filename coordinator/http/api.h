@@ -92,7 +92,8 @@ void register_export_api(httplib::Server& server, Store& store, triage::TriageEn
                          const HttpOptions& options);
 // GET /healthz, /readyz and /metrics: text, not JSON (health_api.cc);
 // `metrics` may be null (/metrics is then 404, /readyz asks the store).
-void register_health_api(httplib::Server& server, Store& store, metrics::CoordinatorMetrics* metrics);
+void register_health_api(httplib::Server& server, Store& store,
+                         metrics::CoordinatorMetrics* metrics);
 // {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
 nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
 // The build log at `path`: {"path", "readable", "size", "truncated", "text",

@@ -18,7 +18,7 @@ void register_health_api(httplib::Server& server, Store& store,
     res.set_content("ok\n", "text/plain; charset=utf-8");
   });
   server.Get("/readyz", [&store, metrics](const httplib::Request&, httplib::Response& res) {
-    const std::string why = metrics ? metrics->not_ready()
+    const std::string why = metrics             ? metrics->not_ready()
                             : store.reachable() ? ""
                                                 : "the database does not answer";
     res.set_header("Cache-Control", "no-store");

@@ -63,7 +63,8 @@ TEST_F(HealthApiTest, MetricsAreAReadAndTheProbesNeedNoToken) {
   EXPECT_EQ(check.exit, 0) << check.output << r->body;
   EXPECT_EQ(metrics::testing::sample(r->body, "leapfrog_database_up"), 1) << r->body;
   EXPECT_EQ(metrics::testing::sample(r->body, R"(leapfrog_jobs{state="queued"})"), 0);
-  EXPECT_EQ(metrics::testing::sample(r->body, R"(leapfrog_db_pool_max_connections{pool="store"})"), 8);
+  EXPECT_EQ(metrics::testing::sample(r->body, R"(leapfrog_db_pool_max_connections{pool="store"})"),
+            8);
   for (const char* probe : {"/healthz", "/readyz"}) {
     r = get(probe);
     ASSERT_TRUE(r);

@@ -69,7 +69,8 @@ class HttpServer {
   // the triage endpoints answer 404; without `metrics` /metrics does, and
   // /readyz asks the store.
   HttpServer(Store& store, const Clock& clock, HttpOptions opts,
-             triage::TriageEngine* triage = nullptr, metrics::CoordinatorMetrics* metrics = nullptr);
+             triage::TriageEngine* triage = nullptr,
+             metrics::CoordinatorMetrics* metrics = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

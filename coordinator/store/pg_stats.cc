@@ -15,7 +15,8 @@ PgStoreStats PgStore::stats(TimePoint online_since) {
   return run_transaction(*pool_, "stats", [&](pqxx::work& txn) {
     PgStoreStats s;
     for (const char* state : {"queued", "leased", "waiting", "done"}) s.jobs_by_state[state] = 0;
-    for (const auto& r : txn.exec("SELECT state, count(*) FROM jobs WHERE state <> 'done' GROUP BY 1"))
+    for (const auto& r :
+         txn.exec("SELECT state, count(*) FROM jobs WHERE state <> 'done' GROUP BY 1"))
       s.jobs_by_state[r[0].as<std::string>()] = r[1].as<uint64_t>();
     for (const auto& r :
          txn.exec("SELECT verdict, sum(done)::bigint, sum(outcomes)::bigint FROM campaign_verdicts"

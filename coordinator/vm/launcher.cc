@@ -938,7 +938,9 @@ class Launcher {
         ever_registered_ = true;
         spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,
                      std::chrono::duration_cast<milliseconds>(now - s.started).count());
-        if (opts_.events) opts_.events->vm_registered(opts_.kernel_label, std::chrono::duration_cast<milliseconds>(now - s.started));
+        if (opts_.events)
+          opts_.events->vm_registered(opts_.kernel_label,
+                                      std::chrono::duration_cast<milliseconds>(now - s.started));
       } else {
         // A restored VM that does not come up says nothing about the
         // kernel: boot it.
