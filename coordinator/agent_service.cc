@@ -2,6 +2,7 @@
 
 #include "common/bounds.h"
 #include "common/proto_time.h"
+#include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/report_check.h"
 #include "coordinator/rpc_status.h"
 #include "coordinator/wire_paths.h"
@@ -52,6 +53,7 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
       agents_[id] = req->capabilities();
     }
     resp->set_agent_id(id);
+    if (metrics_) metrics_->registered(req->capabilities().vm());
     *resp->mutable_heartbeat_interval() = to_proto(cfg_.heartbeat_interval);
     *resp->mutable_lease_duration() = to_proto(cfg_.lease_duration);
     spdlog::info("agent.register agent={} name={} kernel={} builder={}", id, req->name(),
@@ -77,11 +79,13 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
       if (build) {
         spdlog::info("job.lease_build job={} attempt={} agent={} label={}", build->job_id(), build->attempt(),
                      req->agent_id(), build->build().label());
+        if (metrics_) metrics_->leased(true);
         *resp->mutable_job() = std::move(*build);
         return Status::OK;
       }
       if (auto job = store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration)) {
         spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
+        if (metrics_) metrics_->leased(false);
         *resp->mutable_job() = std::move(*job);
         return Status::OK;
       }
@@ -123,11 +127,14 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
   }
   // The request and response live until Finish; `done` runs on a report
   // writer once the batch holding this report is committed (or failed).
-  store_.report_outcome_async(req->agent_id(), req->job_id(), req->attempt(), req->outcome(),
-                              clock_.now(),
-                              [reactor, req, resp](ReportResult result, std::exception_ptr error) {
-                                reactor->Finish(report_status(req, resp, result, error));
-                              });
+  store_.report_outcome_async(
+      req->agent_id(), req->job_id(), req->attempt(), req->outcome(), clock_.now(),
+      [reactor, req, resp, m = metrics_, t0 = std::chrono::steady_clock::now()](
+          ReportResult result, std::exception_ptr error) {
+        if (m)
+          m->reported(req->outcome().verdict(), error ? std::nullopt : std::optional(result), t0);
+        reactor->Finish(report_status(req, resp, result, error));
+      });
   return reactor;
 }
 
@@ -183,6 +190,7 @@ Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAg
     if (store_.report_outcome(held->agent_id, held->job_id, held->attempt, req->outcome(), clock_.now()) !=
         ReportResult::Stored)
       return Status::OK;
+    if (metrics_) metrics_->vm_failed(verdict);
     spdlog::warn("job.failed_by_launcher job={} attempt={} agent={} verdict={} error=\"{}\"", held->job_id,
                  held->attempt, req->agent_name(), v1::Verdict_Name(verdict), req->outcome().error());
     resp->set_job_id(held->job_id);

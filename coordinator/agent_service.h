@@ -15,6 +15,10 @@
 #include "coordinator/work_signal.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 
+namespace leapfrog::metrics {
+class CoordinatorMetrics;
+}
+
 namespace leapfrog::coord {
 
 // ReportOutcome's request and response on a protobuf arena: a report's
@@ -72,6 +76,8 @@ class AgentServiceImpl final
                           v1::ReleaseJobResponse* resp) override;
   grpc::Status FailAgentJob(grpc::ServerContext* ctx, const v1::FailAgentJobRequest* req,
                             v1::FailAgentJobResponse* resp) override;
+  // Counts leases, reports and registrations there from now on (before serving; may be null).
+  void set_metrics(metrics::CoordinatorMetrics* m) { metrics_ = m; }
 
  private:
   // ReportOutcome's status (and response) for what the store answered.
@@ -90,6 +96,7 @@ class AgentServiceImpl final
   ServiceConfig cfg_;
   WorkSignal& work_;
   ReportArenaAllocator report_allocator_;
+  metrics::CoordinatorMetrics* metrics_ = nullptr;
   std::mutex mu_;
   std::map<std::string, v1::Capabilities> agents_;
   std::map<std::string, TimePoint> last_touch_;

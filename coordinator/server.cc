@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/bounds.h"
+#include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/parse_error_interceptor.h"
 
 namespace leapfrog::coord {
@@ -31,6 +32,7 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
   // A second coordinator on a port in use must fail, not share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(opts_.listen, grpc::InsecureServerCredentials(), &port_);
+  agent_service_.set_metrics(opts_.metrics);
   builder.RegisterService(&agent_service_);
   builder.RegisterService(&control_service_);
   if (opts_.triage_store) {
@@ -80,6 +82,7 @@ bool CoordinatorServer::update_health() {
   // The database decides whether this replica can serve: a load balancer or
   // a health probe then sends agents to another one.
   const bool reachable = store_.reachable();
+  if (opts_.metrics) opts_.metrics->set_serving(reachable);
   if (reachable == serving_) return reachable;
   serving_ = reachable;
   // Agents could not heartbeat or report while the database was away: they

@@ -47,6 +47,9 @@ struct ServerOptions {
   // everything (the default).
   Duration retain_for = Duration::zero();
   Duration retention_every = std::chrono::minutes(10);
+  // Counts what the services do and says whether this replica serves
+  // (coordinator/metrics/); null: nothing is counted. Must outlive the server.
+  leapfrog::metrics::CoordinatorMetrics* metrics = nullptr;
 };
 
 // The longest pause between an agent's reconnection attempts (agent/connect.cc).

@@ -26,6 +26,9 @@ packages=(
   python3-jsonschema libxml2-utils python3
   # fuzz targets (make fuzz; issue 19): clang with libFuzzer, ASan and UBSan
   clang libfuzzer-14-dev
+  # metrics (issue 21): prometheus-cpp's registry and text format for GET
+  # /metrics; promtool (in prometheus) checks the expositions in the tests
+  prometheus-cpp-dev prometheus
   # packaging (make deb; issue 21): dpkg-shlibdeps and lintian check the
   # package, systemd-analyze its units, python3-yaml reads deploy/kubernetes/
   dpkg-dev lintian systemd python3-yaml

@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "agent/widen.h"
+#include "coordinator/metrics/promtool_check.h"
 #include "tests/e2e_util.h"
+#include "tests/http_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
 
@@ -270,7 +272,7 @@ TEST_F(VmE2E, BootsRegistersAndRunsACampaign) {
 // title and the console tail; the next job runs on a fresh VM.
 TEST_F(VmE2E, KernelCrashEndsTheJobAndTheNextJobRunsOnAFreshVm) {
   add_kernel("debian", kernel_image_);
-  start_launcher("debian", {"--count", "1", "--selftest"});
+  start_launcher("debian", {"--count", "1", "--selftest", "--metrics-listen", "127.0.0.1:0"});
   const int64_t crash = campaign("debian", {"selftest-crash"});
   ASSERT_TRUE(wait_done(crash, 240s)) << launcher_log();
   const Rows rows = outcomes(crash);
@@ -284,6 +286,44 @@ TEST_F(VmE2E, KernelCrashEndsTheJobAndTheNextJobRunsOnAFreshVm) {
   // The replacement registered: a second VM, whether or not the first was
   // a template's copy.
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.registered "), 2) << launcher_log();
+
+  // Metrics (issue 21 §3), both passing promtool: the launcher's own
+  // (--metrics-listen) count its boots and the crash; the coordinator's
+  // count the VM agents' registrations and the crash the launcher reported.
+  using leapfrog::metrics::testing::promtool_check;
+  using leapfrog::metrics::testing::sample;
+  std::smatch m;
+  const std::string log = launcher_log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(metrics\.listen url=(\S+))"))) << log;
+  const std::string url = m[1].str();
+  const Answer launcher_metrics = http_get(url_port(url.substr(0, url.rfind('/'))), "/metrics");
+  ASSERT_EQ(launcher_metrics.status, 200) << launcher_metrics.head;
+  EXPECT_EQ(promtool_check(launcher_metrics.body).exit, 0)
+      << promtool_check(launcher_metrics.body).output << launcher_metrics.body;
+  double boots = 0;
+  for (const std::string mode : {"boot", "restore", "handoff"})
+    boots += sample(launcher_metrics.body,
+                    "leapfrog_vm_boots_total{kernel=\"debian\",mode=\"" + mode + "\"}")
+                 .value_or(0);
+  EXPECT_GE(boots, 2) << launcher_metrics.body;
+  EXPECT_EQ(sample(launcher_metrics.body, R"(leapfrog_vm_boot_seconds_count{kernel="debian"})"), 2)
+      << launcher_metrics.body;
+  EXPECT_EQ(sample(launcher_metrics.body,
+                   R"(leapfrog_vm_failures_total{kernel="debian",kind="kernel-crash"})"),
+            1);
+  EXPECT_EQ(
+      sample(launcher_metrics.body, R"(leapfrog_vm_failures_total{kernel="debian",kind="hang"})"),
+      0);
+  const Answer coord_metrics = http_get(url_port(slurp(data_dir_ + "/http")), "/metrics");
+  ASSERT_EQ(coord_metrics.status, 200) << coord_metrics.head;
+  EXPECT_EQ(promtool_check(coord_metrics.body).exit, 0)
+      << promtool_check(coord_metrics.body).output;
+  EXPECT_EQ(sample(coord_metrics.body, R"(leapfrog_vm_failures_total{verdict="kernel-crash"})"), 1)
+      << coord_metrics.body;
+  EXPECT_EQ(sample(coord_metrics.body, R"(leapfrog_outcomes_total{verdict="kernel-crash"})"), 1);
+  EXPECT_GE(
+      sample(coord_metrics.body, R"(leapfrog_agent_registrations_total{vm="true"})").value_or(0),
+      2);
 }
 
 // An agent that stops making progress (SIGSTOP) in a quiet guest ends its job

@@ -27,6 +27,7 @@
 #include "coordinator/cli/vm_cmds.h"
 #include "coordinator/export/nightly.h"
 #include "coordinator/http/http_server.h"
+#include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
@@ -285,6 +286,10 @@ int serve(const ServeOptions& opts) {
   so.service.lease_duration = std::chrono::milliseconds(opts.lease_ms);
   so.retain_for = std::chrono::hours(24) * opts.retain_days;
   so.service.heartbeat_interval = std::chrono::milliseconds(opts.heartbeat_ms);
+  metrics::CoordinatorMetricsOptions mo;
+  mo.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
+  metrics::CoordinatorMetrics coord_metrics(&store, clock, mo);
+  so.metrics = &coord_metrics;
   // Port 0 (`up` without --port): the port of the last run in this folder
   // while it is free, so agents and waiting clients find it again.
   const std::string port_file = opts.data_dir + "/port";
@@ -313,7 +318,7 @@ int serve(const ServeOptions& opts) {
   ho.build_caches.insert(ho.build_caches.begin(), vm::default_cache_dir());
   ho.allowed_hosts = opts.http_allowed_hosts;
   ho.export_origin = opts.export_origin;
-  coord::HttpServer http(store, clock, ho, server.triage());
+  coord::HttpServer http(store, clock, ho, server.triage(), &coord_metrics);
   write_file(opts.data_dir + "/http", http.url(), 0644);
   NightlyExports nightly(opts, store, server.triage(), http.url());
 

@@ -13,11 +13,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/kernel/kernel_image.h"
 #include "common/process.h"
+#include "coordinator/metrics/metrics_endpoint.h"
+#include "coordinator/metrics/vm_metrics.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 namespace leapfrog::cli {
@@ -97,6 +100,11 @@ VmCommands::VmCommands(CLI::App& app) {
   vm_run_->add_flag(
       "--selftest", launch_.selftest,
       "let the agents run selftest-crash and selftest-hang jobs (for testing the launcher)");
+  vm_run_->add_option(
+      "--metrics-listen", metrics_listen_,
+      "serve Prometheus metrics (VM boots, boot times, crashes) on GET "
+      "http://HOST:PORT/metrics; port 0 picks a free one (logged as metrics.listen); "
+      "beyond loopback the token is needed");
   vm_run_->add_flag("--die-with-parent", die_with_parent_,
                     "exit when the parent process dies (used by up)");
   for (auto* sub : {kernel_, kernel_add_, vm_, vm_run_}) sub->fallthrough();
@@ -221,6 +229,14 @@ int VmCommands::vm_run(const Endpoint& ep, const std::string& data_dir) {
   std::printf("leapfrog vm run: %d VM(s) of kernel %s, logs in %s\n", launch_.count,
               launch_.kernel_label.c_str(), launch_.run_dir.c_str());
   std::fflush(stdout);
+  std::unique_ptr<metrics::VmMetrics> vm_metrics;
+  std::unique_ptr<metrics::MetricsEndpoint> endpoint;
+  if (!metrics_listen_.empty()) {
+    vm_metrics = std::make_unique<metrics::VmMetrics>(launch_.kernel_label);
+    endpoint = std::make_unique<metrics::MetricsEndpoint>(
+        metrics_listen_, launch_.token, [m = vm_metrics.get()] { return m->render(); });
+    launch_.events = vm_metrics.get();
+  }
   return vm::run_launcher(launch_, g_stop);
 }
 

@@ -30,6 +30,7 @@ class VmCommands {
   CLI::App* vm_ = nullptr;
   CLI::App* vm_run_ = nullptr;
   std::string label_, image_, modules_, cache_dir_, cmdline_;
+  std::string metrics_listen_;  // vm run: serve /metrics there
   vm::LauncherOptions launch_;
   double boot_timeout_s_ = 90, hang_timeout_s_ = 30, add_boot_timeout_s_ = 90;
   bool die_with_parent_ = false;

@@ -17,6 +17,10 @@ class Server;
 struct Request;
 }  // namespace httplib
 
+namespace leapfrog::metrics {
+class CoordinatorMetrics;
+}
+
 namespace leapfrog::coord {
 
 struct HttpOptions;
@@ -86,6 +90,10 @@ void register_kernel_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine
 // `triage` may be null (no issues in the exports).
 void register_export_api(httplib::Server& server, Store& store, triage::TriageEngine* triage,
                          const HttpOptions& options);
+// GET /healthz, /readyz and /metrics: text, not JSON (health_api.cc);
+// `metrics` may be null (/metrics is then 404, /readyz asks the store).
+void register_health_api(httplib::Server& server, Store& store,
+                         metrics::CoordinatorMetrics* metrics);
 // {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
 nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
 // The build log at `path`: {"path", "readable", "size", "truncated", "text",

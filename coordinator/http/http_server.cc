@@ -169,9 +169,14 @@ bool listens_beyond_loopback(const std::string& host) {
 // Every request passes here after its head and before routing, so before its
 // body is read.
 bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) const {
+  const bool reads = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+  // Load balancers' and kubelets' probes carry no token and name the
+  // address they dialled as Host; the answer says only whether this
+  // process serves, so neither check applies.
+  const bool probe = reads && (req.path == "/healthz" || req.path == "/readyz");
   // A page on another origin that rebinds its name to 127.0.0.1 still sends
   // its own name as Host.
-  if (req.has_header("Host")) {
+  if (req.has_header("Host") && !probe) {
     const std::string host = lower(req.get_header_value("Host"));
     if (std::find(hosts_.begin(), hosts_.end(), host) == hosts_.end())
       return refuse(res, 421,
@@ -197,8 +202,7 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
     const_cast<httplib::Request&>(req).ranges.clear();
     return refuse(res, 416, "multiple ranges are not served; ask for one range");
   }
-  const bool reads = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
-  if (!reads || reads_need_token_) {
+  if ((!reads || reads_need_token_) && !probe) {
     try {
       check_token(req, opts_.token);
     } catch (const HttpError& e) {
@@ -222,7 +226,7 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
 }
 
 HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
-                       triage::TriageEngine* triage)
+                       triage::TriageEngine* triage, metrics::CoordinatorMetrics* metrics)
     : opts_(std::move(opts)), server_(std::make_unique<ConnectionServer>(opts_.limits)) {
   auto [host, port] = split_listen(opts_.listen);
   host_ = host;
@@ -280,6 +284,7 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
   }
   register_kernel_api(router, ctx, triage);
   register_export_api(*server_, store, triage, opts_);
+  register_health_api(*server_, store, metrics);
   // Unknown API paths answer JSON, not the static 404 page.
   server_->Get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
     send_error(res, 404, "no endpoint \"" + req.path + "\"");

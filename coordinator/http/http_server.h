@@ -2,7 +2,9 @@
 // The coordinator's HTTP side: the JSON API under /api/ (docs/api.md) and the
 // built dashboard's static files. Reads are open on a loopback address;
 // actions, and reads on any other address, need "Authorization: Bearer
-// <token>", the gRPC token, checked before a body is read. Only requests
+// <token>", the gRPC token, checked before a body is read; /metrics is a
+// read, while the probes /healthz and /readyz never need the token and
+// skip the Host check. Only requests
 // naming this server in their Host header are answered (no DNS rebinding).
 
 #include <memory>
@@ -18,6 +20,10 @@ namespace httplib {
 struct Request;
 struct Response;
 }  // namespace httplib
+
+namespace leapfrog::metrics {
+class CoordinatorMetrics;
+}
 
 namespace leapfrog::coord {
 
@@ -60,9 +66,11 @@ class HttpServer {
  public:
   // Binds and starts serving on a thread of its own; throws
   // std::runtime_error if the address cannot be bound. Without `triage`
-  // the triage endpoints answer 404.
+  // the triage endpoints answer 404; without `metrics` /metrics does, and
+  // /readyz asks the store.
   HttpServer(Store& store, const Clock& clock, HttpOptions opts,
-             triage::TriageEngine* triage = nullptr);
+             triage::TriageEngine* triage = nullptr,
+             metrics::CoordinatorMetrics* metrics = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -17,7 +17,12 @@ PgPool::~PgPool() = default;
 
 PgPool::Handle PgPool::acquire() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+  if (idle_.empty() && open_ >= size_) {
+    ++waiting_;
+    ++waits_;
+    cv_.wait(lock, [&] { return !idle_.empty() || open_ < size_; });
+    --waiting_;
+  }
   if (!idle_.empty()) {
     auto conn = std::move(idle_.back());
     idle_.pop_back();
@@ -47,6 +52,11 @@ void PgPool::drop_idle() {
     open_ -= static_cast<int>(dropped.size());
   }
   cv_.notify_all();
+}
+
+PgPoolUse PgPool::use(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PgPoolUse{name, size_, open_, static_cast<int>(idle_.size()), waiting_, waits_};
 }
 
 void PgPool::give_back(std::unique_ptr<pqxx::connection> conn, bool broken) {

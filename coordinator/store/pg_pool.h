@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/store/pg_stats.h"
 #include "coordinator/store/store.h"
 
 namespace leapfrog::coord {
@@ -79,6 +80,8 @@ class PgPool {
   // Closes every idle connection: once one was found dead, the others (from
   // the same server lifetime) are dead too.
   void drop_idle();
+  // How many connections are open, idle and waited for (`name` names the pool).
+  PgPoolUse use(const std::string& name);
 
  private:
   void give_back(std::unique_ptr<pqxx::connection> conn, bool broken);
@@ -91,6 +94,8 @@ class PgPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;
   int open_ = 0;
+  int waiting_ = 0;
+  uint64_t waits_ = 0;
 };
 
 // Group commit: concurrent callers' requests written together. A caller

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "coordinator/store/pg_stats.h"
 #include "coordinator/store/store.h"
 
 namespace leapfrog::coord {
@@ -121,6 +122,12 @@ class PgStore : public Store {
   static std::string statement_sql(const std::string& name);
   // report_outcome calls waiting for a writer (tests use it to form a batch).
   size_t queued_reports();
+  // Counts for monitoring (GET /metrics; pg_stats.cc): one transaction that
+  // reads the summaries, the pending jobs' partial index and small tables.
+  // Throws StoreError.
+  PgStoreStats stats(TimePoint online_since);
+  // The connection pools' use now (no database call).
+  std::vector<PgPoolUse> pool_use();
 
  private:
   std::unique_ptr<PgPool> pool_;

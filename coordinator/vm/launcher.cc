@@ -648,6 +648,7 @@ class Launcher {
     static const char* const kModes[] = {"boot", "template", "restore", "handoff", "waiting"};
     spdlog::info("vm.boot agent={} generation={} mode={} console={}", s.name, s.generation,
                  kModes[static_cast<int>(phase)], s.console);
+    if (opts_.events) opts_.events->vm_started(opts_.kernel_label, kModes[static_cast<int>(phase)]);
     if (phase == Slot::Phase::kRestore) {
       try {
         s.qmp = std::make_unique<QmpClient>(s.qmp_socket, milliseconds(10'000));
@@ -925,6 +926,9 @@ class Launcher {
         ever_registered_ = true;
         spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,
                      std::chrono::duration_cast<milliseconds>(now - s.started).count());
+        if (opts_.events)
+          opts_.events->vm_registered(opts_.kernel_label,
+                                      std::chrono::duration_cast<milliseconds>(now - s.started));
       } else {
         // A restored VM that does not come up says nothing about the
         // kernel: boot it.
@@ -966,6 +970,7 @@ class Launcher {
       spdlog::warn("vm.kernel_report agent={} kind={} title=\"{}\" reports={}", s.name, r.kind,
                    r.title, reports.size());
       coord_.fail_job(s.name, s.job, outcome(v1::VERDICT_KERNEL_CRASH, r.title, s));
+      if (opts_.events) opts_.events->vm_failed(opts_.kernel_label, "kernel-crash");
       start(s);
       return;
     }
@@ -975,6 +980,7 @@ class Launcher {
                               "the VM exited (status " + std::to_string(s.qemu->exit_status()) +
                                   ") with no kernel report in its console",
                               s));
+      if (opts_.events) opts_.events->vm_failed(opts_.kernel_label, "kernel-crash");
       start(s);
       return;
     }
@@ -987,6 +993,7 @@ class Launcher {
           s.name, s.job,
           outcome(v1::VERDICT_HANG,
                   "no heartbeat and no console output for " + std::to_string(secs) + " s", s));
+      if (opts_.events) opts_.events->vm_failed(opts_.kernel_label, "hang");
       start(s);
     }
   }
@@ -1006,6 +1013,7 @@ class Launcher {
       return;
     }
     coord_.report_boot_failure(s.name, opts_.kernel_label, o);
+    if (opts_.events) opts_.events->vm_failed(opts_.kernel_label, "boot-failure");
     if (s.phase == Slot::Phase::kTemplate || s.phase == Slot::Phase::kHandoff) {
       making_key_.clear();
       for (auto& other : slots_) {

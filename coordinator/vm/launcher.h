@@ -25,6 +25,20 @@
 
 namespace leapfrog::vm {
 
+// What the launcher tells as its VMs come and go, for its metrics
+// (coordinator/metrics/vm_metrics.h). Calls come from the launcher's thread,
+// must be cheap and must not throw.
+class LauncherEvents {
+ public:
+  virtual ~LauncherEvents() = default;
+  // A VM of `kernel` started: `mode` is "boot", "template", "restore" or "handoff".
+  virtual void vm_started(const std::string& kernel, const std::string& mode) = 0;
+  // Its agent registered `boot` after the VM started.
+  virtual void vm_registered(const std::string& kernel, std::chrono::milliseconds boot) = 0;
+  // A VM ended its job as `kind`: "kernel-crash", "hang" or "boot-failure".
+  virtual void vm_failed(const std::string& kernel, const std::string& kind) = 0;
+};
+
 struct LauncherOptions {
   std::string coordinator;  // 127.0.0.1:PORT (the guests reach it through guestfwd)
   std::string token;
@@ -48,6 +62,8 @@ struct LauncherOptions {
   // that no later launch has to: `leapfrog kernel add`. No agent runs and
   // nothing is reported to the coordinator.
   bool prepare_only = false;
+  // Told of boots and failures; null: nobody.
+  LauncherEvents* events = nullptr;
 };
 
 // Runs until `stop` becomes true (or every slot stopped). Returns the exit
