@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coordinator/agent_service.h"
 #include "coordinator/control_service.h"
@@ -20,6 +21,10 @@
 #include "coordinator/triage/triage_service.h"
 
 namespace leapfrog::coord {
+
+namespace notify {
+class EventSink;
+}
 
 struct ServerOptions {
   // host:port; port 0 picks a free one. Binds 127.0.0.1 unless told otherwise.
@@ -42,6 +47,10 @@ struct ServerOptions {
   // nullopt: lease + heartbeat + the agents' longest reconnect backoff
   // (kAgentMaxBackoff).
   std::optional<Duration> expire_grace;
+  // More services to serve (NotifyService); they check the token themselves.
+  std::vector<grpc::Service*> extra_services;
+  // Where the scheduler reports nightlies that did not run (null: nowhere).
+  notify::EventSink* events = nullptr;
 };
 
 // The longest pause between an agent's reconnection attempts (agent/connect.cc).
