@@ -81,7 +81,7 @@ TEST_F(NotifyE2E, EveryEventReachesEachMatchingTargetOnceThroughAKill9) {
   start_postgres();
   smtp_password_file_ = *dir_ / "smtp-password";
   std::ofstream(smtp_password_file_) << "s3cret\n";
-  SmtpSink sink(*dir_, "leapfrog", "s3cret");
+  SmtpSink sink(dir_->path(), "leapfrog", "s3cret");
   // The first POST is held until the coordinator that sent it is dead, then
   // refused; every later one is taken.
   std::mutex mu;
