@@ -15,6 +15,7 @@
 #include "coordinator/cli/kbuild_cmds.h"
 #include "coordinator/cli/scaling_cmds.h"
 #include "coordinator/cli/server_cmds.h"
+#include "coordinator/cli/subscribe_cmds.h"
 #include "coordinator/cli/triage_cmds.h"
 #include "coordinator/cli/vm_cmds.h"
 
@@ -106,6 +107,27 @@ int main(int argc, char** argv) {
                     "--export-dir: kcidb | junit | ktap (repeatable; default kcidb)");
     cmd->add_option("--export-origin", serve_opts.export_origin,
                     "KCIDB origin of the exports, [a-z0-9_]+ (default leapfrog)");
+    cmd->add_option("--smtp-url", serve_opts.smtp_url,
+                    "SMTP server of e-mail subscriptions: smtp://HOST[:PORT] or smtps://...");
+    cmd->add_option("--smtp-from", serve_opts.smtp_from,
+                    "sender of the mails (default leapfrog@localhost)");
+    cmd->add_option("--smtp-user", serve_opts.smtp_user, "SMTP login (AUTH)");
+    cmd->add_option("--smtp-password-file", serve_opts.smtp_password_file,
+                    "file holding the SMTP password");
+    cmd->add_flag("--smtp-require-tls", serve_opts.smtp_require_tls, "send mail only over TLS");
+    cmd->add_option(
+        "--notify-link-base", serve_opts.notify_link_base,
+        "base URL of the dashboard links in notifications (default: the --http address)");
+    cmd->add_option("--notify-retry-ms", serve_opts.notify_retry_ms,
+                    "first retry of a failed delivery, doubling after (default 10000)")
+        ->check(CLI::Range(10, 3'600'000));
+    cmd->add_option("--notify-poll-ms", serve_opts.notify_poll_ms,
+                    "how often the outbox is read (default 1000)")
+        ->check(CLI::Range(10, 60'000));
+    cmd->add_option("--notify-unserved-after", serve_opts.notify_unserved_after_s,
+                    "seconds a nightly's jobs may wait with no agent able to run them before it is "
+                    "reported (default 600)")
+        ->check(CLI::Range(0, 86'400 * 7));
   }
 
   auto* campaign = app.add_subcommand("campaign", "run and inspect campaigns");
@@ -162,6 +184,7 @@ int main(int argc, char** argv) {
   auto triage_cmds = add_triage_commands(app);
   ExportCommands export_cmds(app);
   ScalingCommands scaling_cmds(app);
+  SubscribeCommands subscribe_cmds(app);
 
   // Global flags (--json, --data-dir, ...) may also follow the verb.
   for (auto* sub : {serve, up, campaign, crun, clist, cshow, schedule, sadd, slist, sdisable, senable, srm, agents, outcomes,
@@ -194,6 +217,8 @@ int main(int argc, char** argv) {
     }
     if (auto rc = triage_cmds->run([&] { return resolve_endpoint(coordinator, token_file, data_dir); }, json)) return *rc;
     if (export_cmds.parsed()) return export_cmds.run(coordinator, token_file, data_dir);
+    if (subscribe_cmds.parsed())
+      return subscribe_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (scaling_cmds.parsed())
       return scaling_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);
     if (kbuild_cmds.parsed()) return kbuild_cmds.run(resolve_endpoint(coordinator, token_file, data_dir), json);

@@ -20,7 +20,7 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
       auth_(opts_.token),
       agent_service_(store, clock, auth_, opts_.service, work_),
       control_service_(store, clock, auth_, opts_.service, work_),
-      scheduler_(store, clock, work_) {
+      scheduler_(store, clock, work_, opts_.events) {
   // Debian's Abseil is built with deadlock detection on: every absl::Mutex
   // gRPC locks then updates a process-wide lock graph (measured: a few
   // percent of the coordinator's CPU per report). gRPC's locks are not ours
@@ -40,6 +40,7 @@ CoordinatorServer::CoordinatorServer(Store& store, const Clock& clock, ServerOpt
     triage_service_ = std::make_unique<triage::TriageServiceImpl>(*triage_, auth_);
     builder.RegisterService(triage_service_.get());
   }
+  for (auto* service : opts_.extra_services) builder.RegisterService(service);
   // The limits every client uses too (coordinator/channel.h).
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coordinator/agent_service.h"
 #include "coordinator/control_service.h"
@@ -20,6 +21,10 @@
 #include "coordinator/triage/triage_service.h"
 
 namespace leapfrog::coord {
+
+namespace notify {
+class EventSink;
+}
 
 struct ServerOptions {
   // host:port; port 0 picks a free one. Binds 127.0.0.1 unless told otherwise.
@@ -50,6 +55,10 @@ struct ServerOptions {
   // Counts what the services do and says whether this replica serves
   // (coordinator/metrics/); null: nothing is counted. Must outlive the server.
   leapfrog::metrics::CoordinatorMetrics* metrics = nullptr;
+  // More services to serve (NotifyService); they check the token themselves.
+  std::vector<grpc::Service*> extra_services;
+  // Where the scheduler reports nightlies that did not run (null: nowhere).
+  notify::EventSink* events = nullptr;
 };
 
 // The longest pause between an agent's reconnection attempts (agent/connect.cc).

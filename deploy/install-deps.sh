@@ -32,6 +32,8 @@ packages=(
   # packaging (make deb; issue 21): dpkg-shlibdeps and lintian check the
   # package, systemd-analyze its units, python3-yaml reads deploy/kubernetes/
   dpkg-dev lintian systemd python3-yaml
+  # notifications (issue 21): mails through libcurl's SMTP; the tests' SMTP sink
+  libcurl4-openssl-dev python3-aiosmtpd
 )
 
 # The headers of each installed Debian kernel (linux-image-6.1.0-57-amd64 ->

@@ -28,6 +28,9 @@
 #include "coordinator/export/nightly.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/metrics/coordinator_metrics.h"
+#include "coordinator/notify/notifier.h"
+#include "coordinator/notify/notify_api.h"
+#include "coordinator/notify/notify_service.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
@@ -262,6 +265,23 @@ class NightlyExports {
   std::thread thread_;
 };
 
+// The notifier's settings from the flags; the SMTP password from its file.
+coord::notify::NotifierOptions notifier_options(const ServeOptions& opts, const std::string& http) {
+  coord::notify::NotifierOptions no;
+  no.link_base = opts.notify_link_base.empty() ? http : opts.notify_link_base;
+  no.smtp.url = opts.smtp_url;
+  no.smtp.from = opts.smtp_from;
+  no.smtp.user = opts.smtp_user;
+  if (!opts.smtp_password_file.empty())
+    no.smtp.password = coord::read_token_file(opts.smtp_password_file);
+  no.smtp.require_tls = opts.smtp_require_tls;
+  no.retry.first = std::chrono::milliseconds(opts.notify_retry_ms);
+  no.poll_every = std::chrono::milliseconds(opts.notify_poll_ms);
+  no.unserved_after = std::chrono::seconds(opts.notify_unserved_after_s);
+  no.offline_after = 3 * std::chrono::milliseconds(opts.heartbeat_ms);
+  return no;
+}
+
 }  // namespace
 
 int serve(const ServeOptions& opts) {
@@ -279,8 +299,12 @@ int serve(const ServeOptions& opts) {
   coord::PgStore store(url);
   coord::triage::PgTriageStore triage_store(url);
   coord::SystemClock clock;
+  coord::notify::PgNotifyStore notify_store(url);
+  coord::notify::NotifyServiceImpl notify_service(notify_store, clock, token);
   coord::ServerOptions so;
   so.triage_store = &triage_store;
+  so.extra_services.push_back(&notify_service);
+  so.events = &notify_store;
   so.listen = opts.listen;
   so.token = token;
   so.service.lease_duration = std::chrono::milliseconds(opts.lease_ms);
@@ -318,9 +342,14 @@ int serve(const ServeOptions& opts) {
   ho.build_caches.insert(ho.build_caches.begin(), vm::default_cache_dir());
   ho.allowed_hosts = opts.http_allowed_hosts;
   ho.export_origin = opts.export_origin;
+  ho.extra_api.push_back([&](coord::ApiRouter& router) {
+    coord::notify::register_notify_api(router, notify_store, clock);
+  });
   coord::HttpServer http(store, clock, ho, server.triage(), &coord_metrics);
   write_file(opts.data_dir + "/http", http.url(), 0644);
   NightlyExports nightly(opts, store, server.triage(), http.url());
+  coord::notify::Notifier notifier(store, notify_store, clock, notifier_options(opts, http.url()));
+  notifier.start();
 
   std::unique_ptr<AgentFleet> fleet;
   if (opts.agents > 0) {
@@ -355,6 +384,7 @@ int serve(const ServeOptions& opts) {
     waitpid(vm_launcher, &status, 0);
   }
   if (fleet) fleet->stop();
+  notifier.stop();
   nightly.stop();
   http.shutdown();
   server.shutdown();

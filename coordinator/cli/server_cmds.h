@@ -34,6 +34,19 @@ struct ServeOptions {
   std::vector<std::string> export_formats;  // empty: kcidb
   // KCIDB origin of the exports (nightly files and the HTTP route).
   std::string export_origin = "leapfrog";
+  // Notifications (coordinator/notify/): the SMTP server of e-mail
+  // subscriptions (smtp:// or smtps://; empty: mails wait until one is set),
+  // its sender and login (the password read from a file), and the base of the
+  // links in messages (empty: the HTTP address).
+  std::string smtp_url;
+  std::string smtp_from = "leapfrog@localhost";
+  std::string smtp_user;
+  std::string smtp_password_file;
+  bool smtp_require_tls = false;
+  std::string notify_link_base;
+  int notify_retry_ms = 10'000;       // first retry after a failed delivery, then doubling
+  int notify_poll_ms = 1000;          // outbox poll
+  int notify_unserved_after_s = 600;  // a nightly's jobs waiting this long with no agent
 };
 
 // Runs until SIGINT/SIGTERM; returns the exit code. Throws on setup failure.

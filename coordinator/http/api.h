@@ -55,6 +55,7 @@ class ApiRouter {
  public:
   ApiRouter(httplib::Server& server, const std::string& token) : server_(server), token_(token) {}
   void get(const std::string& pattern, Handler h);
+  // method: POST, DELETE, or GET for a read that needs the token on any address.
   void action(const std::string& method, const std::string& pattern, Handler h);
 
  private:

@@ -150,7 +150,9 @@ void ApiRouter::action(const std::string& method, const std::string& pattern, Ha
         },
         req, res);
   };
-  if (method == "POST") {
+  if (method == "GET") {
+    server_.Get(pattern, wrapped);
+  } else if (method == "POST") {
     server_.Post(pattern, wrapped);
   } else if (method == "DELETE") {
     server_.Delete(pattern, wrapped);
@@ -285,6 +287,7 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
   register_kernel_api(router, ctx, triage);
   register_export_api(*server_, store, triage, opts_);
   register_health_api(*server_, store, metrics);
+  for (const auto& add : opts_.extra_api) add(router);
   // Unknown API paths answer JSON, not the static 404 page.
   server_->Get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
     send_error(res, 404, "no endpoint \"" + req.path + "\"");

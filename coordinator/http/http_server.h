@@ -7,6 +7,7 @@
 // skip the Host check. Only requests
 // naming this server in their Host header are answered (no DNS rebinding).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@ class CoordinatorMetrics;
 namespace leapfrog::coord {
 
 class ConnectionServer;
+class ApiRouter;
 
 namespace triage {
 class TriageEngine;
@@ -56,6 +58,9 @@ struct HttpOptions {
   bool reads_need_token = false;
   // KCIDB origin of /api/campaigns/{id}/export when the request names none.
   std::string export_origin = "leapfrog";
+  // Route groups of other folders (coordinator/notify/ ...), registered
+  // after the built-in ones.
+  std::vector<std::function<void(ApiRouter&)>> extra_api;
 };
 
 // Whether a server bound to `host` can be reached from other machines

@@ -278,6 +278,50 @@ INSERT INTO cells
   SELECT campaign_id, scenario, kernel_label, fs, count(*) FROM jobs GROUP BY 1, 2, 3, 4;
 )sql";
 
+// Notifications (coordinator/notify/): subscriptions, the events stored once
+// by key where their fact is committed, and the outbox of one delivery per
+// (event, subscription), marked delivered only after the target took it.
+// Version 7 belongs to another change (lease); a gap is harmless: pending
+// migrations apply in list order and each is recorded by its version.
+const char* const kNotifySchema = R"sql(
+CREATE TABLE subscriptions (
+  id           bigserial PRIMARY KEY,
+  name         text NOT NULL,
+  subscription bytea NOT NULL,            -- v1.Subscription (filter and target)
+  created_at   timestamptz NOT NULL
+);
+CREATE TABLE notify_events (
+  id         bigserial PRIMARY KEY,
+  key        text NOT NULL UNIQUE,        -- "issue-new:12": the fact, once
+  kind       integer NOT NULL,            -- v1.EventKind
+  event      bytea NOT NULL,              -- v1.Event without id and at
+  created_at timestamptz NOT NULL
+);
+CREATE TABLE notify_outbox (
+  event_id        bigint NOT NULL REFERENCES notify_events ON DELETE CASCADE,
+  subscription_id bigint NOT NULL REFERENCES subscriptions ON DELETE CASCADE,
+  state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
+  attempts        integer NOT NULL DEFAULT 0,
+  next_attempt    timestamptz NOT NULL,
+  last_error      text NOT NULL DEFAULT '',
+  delivered_at    timestamptz,
+  PRIMARY KEY (event_id, subscription_id)
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (next_attempt) WHERE state = 'pending';
+CREATE INDEX notify_outbox_subscription ON notify_outbox (subscription_id);
+-- Nightlies compared with the night before (one row each, nothing new or not).
+CREATE TABLE notify_checked (
+  campaign_id bigint PRIMARY KEY,
+  checked_at  timestamptz NOT NULL
+);
+-- Campaigns up to first_campaign existed before notifications: never compared.
+CREATE TABLE notify_state (
+  id             integer PRIMARY KEY CHECK (id = 1),
+  first_campaign bigint NOT NULL
+);
+INSERT INTO notify_state SELECT 1, coalesce(max(id), 0) FROM campaigns;
+)sql";
+
 }  // namespace
 
 // Retention (pg_retention.cc) looks at each outcome once, oldest first; a
@@ -300,6 +344,7 @@ const std::vector<Migration>& schema_migrations() {
       {6, "summaries by verdict per campaign and per cell",
        std::string(kSummariesSchema) + "INSERT INTO cell_verdicts " + kRecountCellVerdicts +
            ";\nINSERT INTO campaign_verdicts " + kRecountCampaignVerdicts + ";\n"},
+      {8, "notifications: subscriptions, events, outbox", kNotifySchema},
       {9, "retention: outcomes looked at by apply_retention", kRetention},
   };
   return all;

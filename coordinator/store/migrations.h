@@ -11,7 +11,7 @@
 namespace leapfrog::coord {
 
 struct Migration {
-  int version;       // 1, 2, ...: contiguous
+  int version;       // 1, 2, ...: increasing (a gap is allowed)
   std::string name;  // what it does, for schema_migrations
   std::string sql;   // one or more statements
 };

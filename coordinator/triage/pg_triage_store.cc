@@ -12,6 +12,7 @@
 #include <map>
 #include <pqxx/pqxx>
 
+#include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_pool.h"
 
 namespace leapfrog::coord::triage {
@@ -135,15 +136,44 @@ v1::Action action_from_row(const pqxx::field& f) {
   return parse<v1::Action>(f, "action");
 }
 
+// Where a failure was found, for its notification.
+struct FailureContext {
+  int64_t campaign_id = 0;
+  int64_t schedule_id = 0;
+  std::string schedule_name;
+};
+
 // One failure counted into its issue: returns (issue id, created, reopened).
 struct Counted {
   bool created = false;
   bool reopened = false;
 };
 
+// The notification of a new or reopened issue (coordinator/notify/), stored
+// in the transaction that counted the failure.
+void publish_issue_event(pqxx::work& txn, bool created, int64_t id, uint32_t regressions,
+                         const Signature& sig, const std::string& scenario,
+                         const std::string& kernel, int64_t job, const FailureContext& where) {
+  v1::Event e;
+  e.set_kind(created ? v1::EVENT_KIND_NEW_ISSUE : v1::EVENT_KIND_REGRESSION);
+  e.set_key((created ? "issue-new:" : "issue-regression:") + std::to_string(id) +
+            (created ? "" : ":" + std::to_string(regressions)));
+  e.set_issue_id(id);
+  e.set_issue_title(clean(sig.title));
+  e.set_issue_kind(sig.kind);
+  e.set_scenario(clean(sig.scenario.empty() ? scenario : sig.scenario));
+  e.set_kernel_label(clean(kernel));
+  e.set_campaign_id(where.campaign_id);
+  e.set_schedule_id(where.schedule_id);
+  e.set_schedule_name(clean(where.schedule_name));
+  e.set_summary((created ? "new issue #" : "regression of issue #") + std::to_string(id) + " on " +
+                clean(kernel) + ": " + clean(sig.title) + " (job " + std::to_string(job) + ")");
+  notify::publish(txn, e);
+}
+
 Counted count_failure(pqxx::work& txn, const Signature& sig, const v1::ScenarioSpec& spec,
                       const v1::Outcome& outcome, int64_t job, uint32_t attempt,
-                      const std::string& kernel, int64_t reported_us) {
+                      const std::string& kernel, int64_t reported_us, const FailureContext& where) {
   v1::Violation example;
   if (sig.violation_index >= 0 && sig.violation_index < outcome.violations_size())
     example = outcome.violations(sig.violation_index);
@@ -160,6 +190,7 @@ Counted count_failure(pqxx::work& txn, const Signature& sig, const v1::ScenarioS
   const int64_t id = r[0].as<int64_t>();
   Counted c;
   c.created = r[3].as<bool>();
+  if (c.created) publish_issue_event(txn, true, id, 0, sig, spec.scenario(), kernel, job, where);
   txn.exec_params(
       "INSERT INTO issue_kernels (issue_id, kernel_label, count, first_seen, last_seen)"
       " VALUES ($1, $2, 1, lf_ts($3), lf_ts($3)) ON CONFLICT (issue_id, kernel_label) DO UPDATE"
@@ -173,8 +204,12 @@ Counted count_failure(pqxx::work& txn, const Signature& sig, const v1::ScenarioS
   const auto k = txn.exec_params("SELECT lf_us(added_at) FROM kernels WHERE label = $1", kernel);
   const bool newer = k.empty() ? reported_us > fixed_us : k[0][0].as<int64_t>() > fixed_us;
   if (!newer) return c;
-  txn.exec_params("UPDATE issues SET status = $2, regressions = regressions + 1 WHERE id = $1", id,
-                  static_cast<int>(v1::ISSUE_STATUS_REGRESSION));
+  const auto reopened = txn.exec_params1(
+      "UPDATE issues SET status = $2, regressions = regressions + 1 WHERE id = $1"
+      " RETURNING regressions",
+      id, static_cast<int>(v1::ISSUE_STATUS_REGRESSION));
+  publish_issue_event(txn, false, id, reopened[0].as<uint32_t>(), sig, spec.scenario(), kernel, job,
+                      where);
   txn.exec_params(
       "INSERT INTO issue_notes (issue_id, at, text) VALUES ($1, lf_ts($2), $3)", id, reported_us,
       "reopened as a regression: failed again on kernel \"" + clean(kernel) + "\" (outcome " +
@@ -182,6 +217,55 @@ Counted count_failure(pqxx::work& txn, const Signature& sig, const v1::ScenarioS
   spdlog::warn("triage.regression issue={} kernel={} job={} attempt={}", id, kernel, job, attempt);
   c.reopened = true;
   return c;
+}
+
+// The notification of a finished action, stored with its last state.
+void publish_action_event(pqxx::work& txn, const v1::Action& a) {
+  static const char* const kKinds[] = {"action", "replay", "minimize", "bisect"};
+  const char* kind = a.kind() >= 0 && a.kind() <= 3 ? kKinds[a.kind()] : "action";
+  v1::Event e;
+  e.set_kind(v1::EVENT_KIND_ACTION_RESULT);
+  e.set_key("action:" + std::to_string(a.id()));
+  e.set_action_id(a.id());
+  e.set_action_kind(a.kind());
+  e.set_action_state(a.state());
+  e.set_issue_id(a.issue_id());
+  std::string result;
+  if (a.state() == v1::ACTION_STATE_FAILED) {
+    result = "failed: " + a.error();
+  } else if (a.kind() == v1::ACTION_KIND_REPLAY) {
+    e.set_kernel_label(a.kernel_label());
+    e.set_scenario(a.spec().scenario());
+    result = "reproduced " + std::to_string(a.rate().reproduced()) + " of " +
+             std::to_string(a.rate().runs()) + " runs on " + a.kernel_label();
+  } else if (a.kind() == v1::ACTION_KIND_BISECT) {
+    e.set_kernel_label(a.bisect().first_bad());
+    result =
+        a.bisect().first_bad().empty()
+            ? "no first bad kernel found"
+            : "first bad kernel " + a.bisect().first_bad() +
+                  (a.bisect().last_good().empty() ? ""
+                                                  : " (last good " + a.bisect().last_good() + ")");
+  } else if (a.kind() == v1::ACTION_KIND_MINIMIZE) {
+    e.set_scenario(a.minimize().minimal_spec().scenario());
+    result = "minimal spec kept " + std::to_string(a.minimize().kept()) + " of " +
+             std::to_string(a.minimize().tried()) + " candidates" +
+             (a.minimize().c_reproducer().empty() ? "" : ", with a C reproducer");
+  }
+  if (a.issue_id() > 0) {
+    const auto i =
+        txn.exec_params("SELECT title, kind, scenario FROM issues WHERE id = $1", a.issue_id());
+    if (!i.empty()) {
+      e.set_issue_title(i[0][0].as<std::string>());
+      e.set_issue_kind(i[0][1].as<std::string>());
+      if (e.scenario().empty()) e.set_scenario(i[0][2].as<std::string>());
+    }
+  }
+  e.set_result(clean(result));
+  e.set_summary(std::string(kind) + " " + std::to_string(a.id()) +
+                (a.issue_id() > 0 ? " of issue #" + std::to_string(a.issue_id()) : "") + " " +
+                (a.state() == v1::ACTION_STATE_FAILED ? "failed" : "done") + ": " + clean(result));
+  notify::publish(txn, e);
 }
 
 }  // namespace
@@ -214,8 +298,9 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
     if (settled && horizon > watermark) {
       const auto rows = txn.exec_params(
           "SELECT o.seq, o.job_id, o.attempt, j.spec, j.kernel_label, o.outcome,"
-          "  lf_us(o.reported_at), c.name"
+          "  lf_us(o.reported_at), c.name, o.campaign_id, c.schedule_id, coalesce(s.name, '')"
           " FROM outcomes o JOIN jobs j ON j.id = o.job_id JOIN campaigns c ON c.id = o.campaign_id"
+          "  LEFT JOIN schedules s ON s.id = c.schedule_id"
           " WHERE o.verdict <> 1 AND o.seq > $1 AND o.seq <= $2 ORDER BY o.seq LIMIT $3",
           watermark, horizon, batch);
       for (const auto& r : rows) {
@@ -227,10 +312,12 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
         const auto spec = parse<v1::ScenarioSpec>(r[3], "scenario spec");
         auto outcome = parse<v1::Outcome>(r[5], "outcome");
         add_violations(txn, job, attempt, outcome);
+        const FailureContext where{r[8].as<int64_t>(), r[9].as<int64_t>(), r[10].as<std::string>()};
         for (const auto& sig : signatures(spec, outcome)) {
           // The example replays as it raced (spec_as_run).
-          const Counted c = count_failure(txn, sig, spec_as_run(spec, outcome), outcome, job,
-                                          attempt, r[4].as<std::string>(), r[6].as<int64_t>());
+          const Counted c =
+              count_failure(txn, sig, spec_as_run(spec, outcome), outcome, job, attempt,
+                            r[4].as<std::string>(), r[6].as<int64_t>(), where);
           ++res.failures;
           res.new_issues += c.created;
           res.regressions += c.reopened;
@@ -497,6 +584,7 @@ bool PgTriageStore::advance_action(int64_t id, TimePoint now,
     const std::string before = a.SerializeAsString() + machine;
     step(a, machine);
     if (a.SerializeAsString() + machine == before) return true;
+    if (a.state() != v1::ACTION_STATE_RUNNING) publish_action_event(txn, a);
     *a.mutable_updated_at() = ts(us(now));
     txn.exec_params(
         "UPDATE triage_actions SET state = $2, issue_id = $3, action = $4, machine = $5,"

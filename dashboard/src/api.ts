@@ -20,10 +20,10 @@ export function setToken(t: string): void {
   else localStorage.removeItem(TOKEN_KEY);
 }
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+async function call<T>(method: string, path: string, body?: unknown, withToken = false): Promise<T> {
   const headers: Record<string, string> = {};
-  if (method !== 'GET') {
-    headers['Content-Type'] = 'application/json';
+  if (method !== 'GET' || withToken) {
+    if (method !== 'GET') headers['Content-Type'] = 'application/json';
     const t = token();
     if (t) headers['Authorization'] = `Bearer ${t}`;
   }
@@ -35,6 +35,33 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<T>
 
 export const get = <T>(path: string) => call<T>('GET', path);
 export const post = <T>(path: string, body: unknown = {}) => call<T>('POST', path, body);
+// Reads that need the token on any address (subscriptions hold URLs and addresses).
+export const getWithToken = <T>(path: string) => call<T>('GET', path, undefined, true);
+export const del = <T>(path: string) => call<T>('DELETE', path);
+
+// A notification subscription (docs/notifications.md).
+export interface Subscription {
+  id: number;
+  name: string;
+  filter: { events: string[]; kernel: string; scenario: string; issue_kind: string; schedule_id: number };
+  webhook?: string;
+  email?: string[];
+  created_at: string;
+  delivered: number;
+  pending: number;
+  failed: number;
+  last_error: string;
+}
+
+// One event of /api/notifications.
+export interface NotifyEvent {
+  id: number;
+  key: string;
+  kind: string;
+  at: string;
+  summary: string;
+  link: string;
+}
 
 export interface Counts {
   [what: string]: number;

@@ -10,6 +10,7 @@ import { kernelPage, kernelsPage } from './pages/kernels';
 import { overviewPage } from './pages/overview';
 import { scalingPage } from './pages/scaling';
 import { schedulesPage } from './pages/schedules';
+import { subscriptionsPage } from './pages/subscriptions';
 
 const routes: Route[] = [
   { pattern: /^\/$/, page: overviewPage },
@@ -21,6 +22,7 @@ const routes: Route[] = [
   { pattern: /^\/scaling$/, page: scalingPage },
   { pattern: /^\/agents$/, page: agentsPage },
   { pattern: /^\/schedules$/, page: schedulesPage },
+  { pattern: /^\/subscriptions$/, page: subscriptionsPage },
   { pattern: /^\/kernels$/, page: kernelsPage },
   { pattern: /^\/kernels\/([^/]+)$/, page: kernelPage },
 ];
@@ -32,6 +34,7 @@ const nav: [string, string][] = [
   ['#/scaling', 'Scaling'],
   ['#/agents', 'Agents'],
   ['#/schedules', 'Schedules'],
+  ['#/subscriptions', 'Notifications'],
   ['#/kernels', 'Kernels'],
 ];
 

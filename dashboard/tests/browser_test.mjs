@@ -334,6 +334,32 @@ try {
     await page.screenshot({ path: path.join(artifacts, 'schedules.png'), fullPage: true });
   });
 
+  await check('notifications: the page needs the token to read, then adds and removes a subscription', async () => {
+    await page.evaluate(() => localStorage.removeItem('leapfrog.token'));
+    await visit('/subscriptions');
+    assert(await page.$('#subscriptions-refused'), 'the subscriptions were shown without a token');
+    const anon = await lf.api('GET', '/api/subscriptions');
+    assert(anon.status === 401, `GET /api/subscriptions without a token: ${anon.status}`);
+    await page.fill('#token', lf.token);
+    await page.click('#save-token');
+    await page.reload();
+    await page.waitForSelector('#no-subscriptions, #subscriptions', { timeout: 20_000 });
+    await page.fill('#subscription-form input[name=name]', 'ui-hook');
+    await page.fill('#subscription-form input[name=target]', 'http://127.0.0.1:9/hook');
+    await page.fill('#subscription-form input[name=events]', 'new-issue, regression');
+    await page.fill('#subscription-form input[name=kernel]', 'k*');
+    await page.click('#subscription-form button[type=submit]');
+    await page.waitForFunction(() => /Saved/.test(document.querySelector('#subscription-message')?.textContent ?? ''));
+    const { body } = await lf.api('GET', '/api/subscriptions', undefined, lf.token);
+    const added = body.subscriptions.find((s) => s.name === 'ui-hook');
+    assert(added && added.webhook === 'http://127.0.0.1:9/hook' && added.filter.kernel === 'k*', `added: ${JSON.stringify(added)}`);
+    assert(added.filter.events.join(',') === 'new-issue,regression', `events: ${added.filter.events}`);
+    assert(await page.$('#notify-events'), 'no events table');
+    await page.screenshot({ path: path.join(artifacts, 'subscriptions.png'), fullPage: true });
+    await page.click(`button[data-subscription="${added.id}"]`);
+    await page.waitForFunction((id) => !document.querySelector(`button[data-subscription="${id}"]`), added.id);
+  });
+
   await check('the kernels page shows status badges, releases and patch counts', async () => {
     await visit('/kernels');
     const rows = await page.$$eval('#kernels tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent.trim())));

@@ -1,0 +1,55 @@
+// NotifyService (notify_service.h).
+
+#include "coordinator/notify/notify_service.h"
+
+#include "coordinator/notify/outbox.h"
+#include "coordinator/rpc_status.h"
+
+namespace leapfrog::coord::notify {
+
+namespace {
+
+template <typename Body>
+grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* rpc, Body&& body) {
+  if (auto s = auth.check(*ctx); !s.ok()) return s;
+  return guarded(rpc, [&]() -> grpc::Status {
+    try {
+      return body();
+    } catch (const SubscriptionError& e) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+    }
+  });
+}
+
+}  // namespace
+
+grpc::Status NotifyServiceImpl::AddSubscription(grpc::ServerContext* ctx,
+                                                const v1::AddSubscriptionRequest* req,
+                                                v1::Subscription* resp) {
+  return serve(auth_, ctx, "AddSubscription", [&] {
+    *resp = store_.add_subscription(req->subscription(), clock_.now());
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status NotifyServiceImpl::ListSubscriptions(grpc::ServerContext* ctx,
+                                                  const v1::ListSubscriptionsRequest*,
+                                                  v1::ListSubscriptionsResponse* resp) {
+  return serve(auth_, ctx, "ListSubscriptions", [&] {
+    for (auto& s : store_.list_subscriptions()) *resp->add_subscriptions() = std::move(s);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status NotifyServiceImpl::RemoveSubscription(grpc::ServerContext* ctx,
+                                                   const v1::RemoveSubscriptionRequest* req,
+                                                   v1::RemoveSubscriptionResponse*) {
+  return serve(auth_, ctx, "RemoveSubscription", [&] {
+    if (!store_.remove_subscription(req->id()))
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "no subscription \"" + std::to_string(req->id()) + "\"");
+    return grpc::Status::OK;
+  });
+}
+
+}  // namespace leapfrog::coord::notify
