@@ -273,7 +273,7 @@ coord::notify::NotifierOptions notifier_options(const ServeOptions& opts, const 
   no.smtp.from = opts.smtp_from;
   no.smtp.user = opts.smtp_user;
   if (!opts.smtp_password_file.empty())
-    no.smtp.password = coord::read_token_file(opts.smtp_password_file);
+    no.smtp.password = read_token_file(opts.smtp_password_file);
   no.smtp.require_tls = opts.smtp_require_tls;
   no.retry.first = std::chrono::milliseconds(opts.notify_retry_ms);
   no.poll_every = std::chrono::milliseconds(opts.notify_poll_ms);
