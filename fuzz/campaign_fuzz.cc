@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/bounds.h"
 #include "coordinator/campaign.h"
 
 using namespace leapfrog;
@@ -34,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   const auto jobs = coord::expand(norm);
-  if (jobs.size() > kMaxJobsPerCampaign + static_cast<size_t>(norm.builds_size())) {
+  if (jobs.size() > coord::kMaxJobsPerCampaign + static_cast<size_t>(norm.builds_size())) {
     std::fprintf(stderr, "expand made %zu jobs, over the limit\n", jobs.size());
     std::abort();
   }
