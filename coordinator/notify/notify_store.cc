@@ -9,6 +9,7 @@
 
 #include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_pool.h"
+#include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord::notify {
 
@@ -25,19 +26,6 @@ google::protobuf::Timestamp ts(int64_t us) {
   return t;
 }
 
-template <class M>
-M parse(const pqxx::field& f, const char* what) {
-  pqxx::binarystring b(f);
-  M m;
-  if (!m.ParseFromArray(b.data(), static_cast<int>(b.size())))
-    throw StoreError(std::string("a stored ") + what + " does not parse", false);
-  return m;
-}
-
-std::string clean(std::string s) {
-  s.erase(std::remove(s.begin(), s.end(), '\0'), s.end());
-  return s;
-}
 
 // Backoff after `attempts` failed attempts: first, 2 first, 4 first, ... max.
 Duration backoff(const RetryPolicy& p, uint32_t attempts) {

@@ -299,16 +299,6 @@ std::string without_violations(const v1::Outcome& o) {
   return out;
 }
 
-template <class M>
-M parse(const pqxx::field& f, const char* what) {
-  pqxx::binarystring b(f);
-  M m;
-  if (!m.ParseFromArray(b.data(), static_cast<int>(b.size()))) {
-    throw StoreError(std::string("a stored ") + what + " does not parse", false);
-  }
-  return m;
-}
-
 std::string bool_array(const std::vector<bool>& items) {
   std::string out = "{";
   for (bool v : items) {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
+#include "coordinator/store/store.h"
 #include "leapfrog/v1/control.pb.h"
 
 namespace leapfrog::coord {
@@ -17,6 +19,16 @@ inline std::string clean(const std::string& s) {
   std::string out = s;
   out.erase(std::remove(out.begin(), out.end(), '\0'), out.end());
   return out;
+}
+
+// A proto message stored as bytea; StoreError naming `what` if it does not parse.
+template <class M>
+M parse(const pqxx::field& f, const char* what) {
+  pqxx::binarystring b(f);
+  M m;
+  if (!m.ParseFromArray(b.data(), static_cast<int>(b.size())))
+    throw StoreError(std::string("a stored ") + what + " does not parse", false);
+  return m;
 }
 
 // '{"a","b"}': a text[] literal, each element quoted.

@@ -14,6 +14,7 @@
 
 #include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_pool.h"
+#include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord::triage {
 
@@ -42,19 +43,6 @@ pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
   return pqxx::binarystring(m.SerializeAsString());
 }
 
-template <class M>
-M parse(const pqxx::field& f, const char* what) {
-  pqxx::binarystring b(f);
-  M m;
-  if (!m.ParseFromArray(b.data(), static_cast<int>(b.size())))
-    throw StoreError(std::string("a stored ") + what + " does not parse", false);
-  return m;
-}
-
-std::string clean(std::string s) {
-  s.erase(std::remove(s.begin(), s.end(), '\0'), s.end());
-  return s;
-}
 
 const char* const kIssueColumns =
     "i.id, i.signature, i.kind, i.scenario, i.title, i.status, coalesce(i.duplicate_of, 0),"
