@@ -254,17 +254,24 @@ class Agent {
       if (opts_.max_jobs > 0 && jobs_done >= opts_.max_jobs) break;
       v1::LeaseRequest req;
       req.set_agent_id(agent_id_);
+      req.set_agent_secret(secret_);
       req.mutable_wait()->set_seconds(2);
       v1::LeaseResponse resp;
       auto ctx = context(std::chrono::seconds(10));
       const grpc::Status s = stub_->Lease(ctx.get(), req, &resp);
       if (!s.ok()) {
+        // Our name was registered again since (a replica, or another agent
+        // of that name): register again.
+        if (s.error_code() == StatusCode::PERMISSION_DENIED) agent_id_.clear();
         handle_error("lease", s);
         pause_for(backoff.next());
         continue;
       }
       backoff.reset();
       if (!resp.has_job()) continue;
+      // The job's calls carry the secret it was leased with, whatever the
+      // agent registers meanwhile.
+      lease_secret_ = secret_;
       run_job(resp.job());
       ++jobs_done;
     }
@@ -363,6 +370,7 @@ class Agent {
   grpc::Status heartbeat(const v1::Job& job) {
     v1::HeartbeatRequest hb;
     hb.set_agent_id(agent_id_);
+    hb.set_agent_secret(lease_secret_);
     hb.set_job_id(job.job_id());
     hb.set_attempt(job.attempt());
     v1::HeartbeatResponse resp;
@@ -382,6 +390,7 @@ class Agent {
       return false;
     }
     agent_id_ = resp.agent_id();
+    secret_ = resp.agent_secret();
     heartbeat_ = std::chrono::milliseconds(resp.heartbeat_interval().seconds() * 1000 +
                                            resp.heartbeat_interval().nanos() / 1'000'000);
     if (heartbeat_.count() <= 0) heartbeat_ = std::chrono::milliseconds(2000);
@@ -399,9 +408,20 @@ class Agent {
         continue;
       }
       req.set_agent_id(agent_id_);
+      // Spooled before agents had secrets: the coordinator recorded no key
+      // for its lease, and goes by the agent id.
+      if (req.agent_secret().empty()) req.set_agent_secret(secret_);
       v1::ReportOutcomeResponse resp;
       auto ctx = context(std::chrono::seconds(20));
       const grpc::Status s = stub_->ReportOutcome(ctx.get(), req, &resp);
+      // Not ours by the coordinator's records: retrying cannot help, and the
+      // run must not be lost either. Kept aside for an operator.
+      if (s.error_code() == StatusCode::PERMISSION_DENIED) {
+        spdlog::error("agent.report_refused job={} attempt={} kept={}.refused error=\"{}\"",
+                      req.job_id(), req.attempt(), file, s.error_message());
+        stdfs::rename(file, file + ".refused");
+        continue;
+      }
       // Acknowledged, a duplicate, or superseded: the coordinator has what it needs.
       if (s.ok() || s.error_code() == StatusCode::FAILED_PRECONDITION || s.error_code() == StatusCode::INVALID_ARGUMENT) {
         if (!s.ok()) spdlog::warn("agent.report_dropped job={} error=\"{}\"", req.job_id(), s.error_message());
@@ -521,6 +541,7 @@ class Agent {
       // signal too): give the job back rather than record a build-failure.
       v1::ReleaseJobRequest rel;
       rel.set_agent_id(agent_id_);
+      rel.set_agent_secret(lease_secret_);
       rel.set_job_id(job.job_id());
       rel.set_attempt(job.attempt());
       rel.set_reason("agent shutting down");
@@ -619,6 +640,7 @@ class Agent {
     if (handed_back) {
       v1::ReleaseJobRequest rel;
       rel.set_agent_id(agent_id_);
+      rel.set_agent_secret(lease_secret_);
       rel.set_job_id(job.job_id());
       rel.set_attempt(job.attempt());
       rel.set_reason("agent shutting down");
@@ -683,6 +705,7 @@ class Agent {
   void finish(const v1::Job& job, const v1::Outcome& outcome) {
     v1::ReportOutcomeRequest req;
     req.set_agent_id(agent_id_);
+    req.set_agent_secret(lease_secret_);
     req.set_job_id(job.job_id());
     req.set_attempt(job.attempt());
     *req.mutable_outcome() = outcome;
@@ -708,6 +731,7 @@ class Agent {
   void release(const v1::Job& job, const std::string& reason) {
     v1::ReleaseJobRequest rel;
     rel.set_agent_id(agent_id_);
+    rel.set_agent_secret(lease_secret_);
     rel.set_job_id(job.job_id());
     rel.set_attempt(job.attempt());
     rel.set_reason(reason);
@@ -726,6 +750,8 @@ class Agent {
   std::unique_ptr<v1::AgentService::Stub> stub_;
   v1::Capabilities caps_;
   std::string agent_id_;
+  std::string secret_;        // of the latest registration
+  std::string lease_secret_;  // the one the running job was leased with
   std::chrono::milliseconds heartbeat_{2000};
 };
 

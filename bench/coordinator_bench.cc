@@ -398,7 +398,8 @@ class Bench {
     for (;;) {
       auto t0 = Steady::now();
       pqxx::nontransaction txn(conn);
-      auto r = txn.exec_prepared("lease_job", "raw-agent", deadline, kKernel, fs, kRelease);
+      auto r = txn.exec_prepared("lease_job", "raw-agent", deadline, kKernel, fs, kRelease,
+                                 kTrustedCaller);
       if (r.empty()) break;
       last = Steady::now();
       run.latency_us.push_back(micros_between(t0, last));
@@ -436,6 +437,7 @@ class Bench {
       auto a = std::make_unique<Agent>();
       a->stub = stubs_[i % stubs_.size()].get();
       a->req.set_agent_id(agent_ids_[i]);
+      a->req.set_agent_secret(agent_secrets_[i]);
       a->req.mutable_wait()->set_seconds(0);
       agents.push_back(std::move(a));
     }
@@ -568,7 +570,7 @@ class Bench {
     pqxx::work txn(conn);
     for (int i = 0; i < n; ++i) {
       auto r = txn.exec_prepared("lease_job", "ingest-agent", deadline, kKernel,
-                                 std::string("{\"") + kFs + "\"}", kRelease);
+                                 std::string("{\"") + kFs + "\"}", kRelease, kTrustedCaller);
       if (r.empty()) throw std::runtime_error("ingest: campaign ran out of jobs");
       ids.push_back(r[0][0].as<int64_t>());
     }
@@ -644,6 +646,8 @@ class Bench {
     for (size_t i = 0; i < outcomes.size(); ++i) {
       v1::ReportOutcomeRequest req;
       req.set_agent_id("ingest-agent");
+      // Leased without a key (leased_campaign): any secret passes, the agent id decides.
+      req.set_agent_secret("ingest-secret");
       req.set_job_id(ids[i]);
       req.set_attempt(1);
       *req.mutable_outcome() = outcomes[i];
@@ -778,6 +782,7 @@ class Bench {
       auto status = stubs_[static_cast<size_t>(i) % stubs_.size()]->Register(&ctx, req, &resp);
       if (!status.ok()) throw std::runtime_error("Register: " + status.error_message());
       agent_ids_.push_back(resp.agent_id());
+      agent_secrets_.push_back(resp.agent_secret());
     }
   }
 
@@ -833,6 +838,7 @@ class Bench {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::AgentService::Stub>> stubs_;
   std::vector<std::string> agent_ids_;
+  std::vector<std::string> agent_secrets_;
 };
 
 // ---- the runs and the table ----

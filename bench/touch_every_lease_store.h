@@ -19,9 +19,12 @@ class TouchEveryLeaseStore : public Store {
   std::atomic<bool> touch_every_lease{false};
   std::atomic<bool> discard_reports{false};
 
-  std::string register_agent(const std::string& name, const v1::Capabilities& caps,
-                             TimePoint now) override {
-    return inner_.register_agent(name, caps, now);
+  std::string register_agent(const std::string& name, const v1::Capabilities& caps, TimePoint now,
+                             const std::string& key = kTrustedCaller) override {
+    return inner_.register_agent(name, caps, now, key);
+  }
+  std::optional<std::string> agent_key(const std::string& agent_id) override {
+    return inner_.agent_key(agent_id);
   }
   bool touch_agent(const std::string& agent_id, TimePoint now) override {
     return inner_.touch_agent(agent_id, now);
@@ -45,26 +48,31 @@ class TouchEveryLeaseStore : public Store {
     return inner_.list_jobs(campaign_id);
   }
   std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
-                                   TimePoint now, Duration lease) override {
+                                   TimePoint now, Duration lease,
+                                   const std::string& key = kTrustedCaller) override {
     if (touch_every_lease) inner_.touch_agent(agent_id, now);
-    return inner_.lease_job(agent_id, caps, now, lease);
+    return inner_.lease_job(agent_id, caps, now, lease, key);
   }
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
-                                       uint32_t attempt, TimePoint now, Duration lease) override {
-    return inner_.renew_lease(agent_id, job_id, attempt, now, lease);
+                                       uint32_t attempt, TimePoint now, Duration lease,
+                                       const std::string& key = kTrustedCaller) override {
+    return inner_.renew_lease(agent_id, job_id, attempt, now, lease, key);
   }
   ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                              const v1::Outcome& outcome, TimePoint now) override {
+                              const v1::Outcome& outcome, TimePoint now,
+                              const std::string& key = kTrustedCaller) override {
     if (discard_reports) return ReportResult::Stored;
-    return inner_.report_outcome(agent_id, job_id, attempt, outcome, now);
+    return inner_.report_outcome(agent_id, job_id, attempt, outcome, now, key);
   }
   void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                            const v1::Outcome& outcome, TimePoint now, ReportDone done) override {
+                            const v1::Outcome& outcome, TimePoint now, ReportDone done,
+                            const std::string& key = kTrustedCaller) override {
     if (discard_reports) return done(ReportResult::Stored, nullptr);
-    inner_.report_outcome_async(agent_id, job_id, attempt, outcome, now, std::move(done));
+    inner_.report_outcome_async(agent_id, job_id, attempt, outcome, now, std::move(done), key);
   }
-  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override {
-    inner_.release_job(agent_id, job_id, attempt);
+  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                   const std::string& key = kTrustedCaller) override {
+    inner_.release_job(agent_id, job_id, attempt, key);
   }
   int expire_leases(TimePoint now) override { return inner_.expire_leases(now); }
   std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,

@@ -3,6 +3,7 @@
 #include "common/bounds.h"
 #include "common/proto_time.h"
 #include "coordinator/metrics/coordinator_metrics.h"
+#include "coordinator/agent_secret.h"
 #include "coordinator/report_check.h"
 #include "coordinator/rpc_status.h"
 #include "coordinator/wire_paths.h"
@@ -12,12 +13,42 @@ namespace leapfrog::coord {
 using grpc::Status;
 using grpc::StatusCode;
 
-bool AgentServiceImpl::capabilities_of(const std::string& agent_id, v1::Capabilities& out) {
+namespace {
+
+// The store key of the secret a call acting as an agent carries; empty when
+// it carries none (answered PERMISSION_DENIED: never kTrustedCaller).
+std::string key_of(const std::string& secret) {
+  return secret.empty() ? std::string() : agent_key_of(secret);
+}
+
+Status missing_secret() {
+  return Status(StatusCode::PERMISSION_DENIED,
+                "agent_secret is missing: send the one Register answered");
+}
+
+}  // namespace
+
+Status AgentServiceImpl::check_agent(const std::string& agent_id, const std::string& key,
+                                     v1::Capabilities& out) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = agents_.find(agent_id);
+    if (it == agents_.end())
+      return Status(StatusCode::NOT_FOUND,
+                    "unknown agent " + quoted_start(agent_id) + ": register first");
+    if (key.empty()) return missing_secret();
+    out = it->second.caps;
+    if (it->second.key == key) return Status::OK;
+  }
+  // Rare: the agent registered again through another replica.
+  const auto latest = store_.agent_key(agent_id);
+  if (!latest || latest->empty() || *latest != key)
+    return Status(StatusCode::PERMISSION_DENIED,
+                  "wrong agent_secret for agent " + quoted_start(agent_id) +
+                      ": not its latest registration's (register again)");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = agents_.find(agent_id);
-  if (it == agents_.end()) return false;
-  out = it->second;
-  return true;
+  agents_[agent_id].key = key;
+  return Status::OK;
 }
 
 void AgentServiceImpl::seen(const std::string& agent_id) {
@@ -47,13 +78,17 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
       return Status(StatusCode::INVALID_ARGUMENT, "capabilities.kernel_label is empty");
     if (req->capabilities().filesystems().empty())
       return Status(StatusCode::INVALID_ARGUMENT, "capabilities.filesystems is empty: the agent could run no job");
-    const std::string id = store_.register_agent(req->name(), req->capabilities(), clock_.now());
+    const std::string secret = new_agent_secret();
+    const std::string key = agent_key_of(secret);
+    const std::string id =
+        store_.register_agent(req->name(), req->capabilities(), clock_.now(), key);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      agents_[id] = req->capabilities();
+      agents_[id] = KnownAgent{req->capabilities(), key};
     }
     resp->set_agent_id(id);
     if (metrics_) metrics_->registered(req->capabilities().vm());
+    resp->set_agent_secret(secret);
     *resp->mutable_heartbeat_interval() = to_proto(cfg_.heartbeat_interval);
     *resp->mutable_lease_duration() = to_proto(cfg_.lease_duration);
     spdlog::info("agent.register agent={} name={} kernel={} builder={}", id, req->name(),
@@ -65,17 +100,17 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
 Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req, v1::LeaseResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
   return guarded("Lease", [&] {
+    const std::string key = key_of(req->agent_secret());
     v1::Capabilities caps;
-    if (!capabilities_of(req->agent_id(), caps))
-      return Status(StatusCode::NOT_FOUND,
-                    "unknown agent " + quoted_start(req->agent_id()) + ": register first");
+    if (Status s = check_agent(req->agent_id(), key, caps); !s.ok()) return s;
     const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
     const TimePoint until = clock_.now() + wait;
     for (;;) {
       seen(req->agent_id());
       // Builders take kernel builds first: test jobs may be waiting for them.
       std::optional<v1::Job> build;
-      if (caps.builder()) build = store_.lease_build_job(req->agent_id(), clock_.now(), cfg_.lease_duration);
+      if (caps.builder())
+        build = store_.lease_build_job(req->agent_id(), clock_.now(), cfg_.lease_duration, key);
       if (build) {
         spdlog::info("job.lease_build job={} attempt={} agent={} label={}", build->job_id(), build->attempt(),
                      req->agent_id(), build->build().label());
@@ -83,7 +118,8 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
         *resp->mutable_job() = std::move(*build);
         return Status::OK;
       }
-      if (auto job = store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration)) {
+      if (auto job =
+              store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration, key)) {
         spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
         if (metrics_) metrics_->leased(false);
         *resp->mutable_job() = std::move(*job);
@@ -100,9 +136,11 @@ Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbeat
                                    v1::HeartbeatResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
   return guarded("Heartbeat", [&] {
+    if (req->agent_secret().empty()) return missing_secret();
     const TimePoint now = clock_.now();
     seen(req->agent_id());
-    auto deadline = store_.renew_lease(req->agent_id(), req->job_id(), req->attempt(), now, cfg_.lease_duration);
+    auto deadline = store_.renew_lease(req->agent_id(), req->job_id(), req->attempt(), now,
+                                       cfg_.lease_duration, key_of(req->agent_secret()));
     if (!deadline)
       return Status(StatusCode::FAILED_PRECONDITION, "job " + std::to_string(req->job_id()) + " attempt " +
                                                          std::to_string(req->attempt()) +
@@ -120,6 +158,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
   if (refused.ok()) {
     if (auto why = report_problem(*req); !why.empty())
       refused = Status(StatusCode::INVALID_ARGUMENT, why);
+    else if (req->agent_secret().empty())
+      refused = missing_secret();
   }
   if (!refused.ok()) {
     reactor->Finish(refused);
@@ -134,7 +174,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
         if (m)
           m->reported(req->outcome().verdict(), error ? std::nullopt : std::optional(result), t0);
         reactor->Finish(report_status(req, resp, result, error));
-      });
+      },
+      key_of(req->agent_secret()));
   return reactor;
 }
 
@@ -167,7 +208,8 @@ Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJ
                                     v1::ReleaseJobResponse*) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
   return guarded("ReleaseJob", [&] {
-    store_.release_job(req->agent_id(), req->job_id(), req->attempt());
+    if (req->agent_secret().empty()) return missing_secret();
+    store_.release_job(req->agent_id(), req->job_id(), req->attempt(), key_of(req->agent_secret()));
     spdlog::info("job.release job={} attempt={} agent={} reason=\"{}\"", req->job_id(), req->attempt(),
                  req->agent_id(), req->reason());
     work_.notify();

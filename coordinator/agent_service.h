@@ -84,8 +84,17 @@ class AgentServiceImpl final
   static grpc::Status report_status(const v1::ReportOutcomeRequest* req,
                                     v1::ReportOutcomeResponse* resp, ReportResult result,
                                     std::exception_ptr error);
-  // Capabilities of agents registered with this replica.
-  bool capabilities_of(const std::string& agent_id, v1::Capabilities& out);
+  // An agent registered with this replica, as Lease needs it.
+  struct KnownAgent {
+    v1::Capabilities caps;
+    std::string key;  // of its latest secret, as this replica last saw it
+  };
+  // OK with the agent's capabilities in `out` when `key` is its latest key;
+  // NOT_FOUND if it never registered with this replica; PERMISSION_DENIED
+  // for no key, or another (once the database confirms: another replica may
+  // have registered it since).
+  grpc::Status check_agent(const std::string& agent_id, const std::string& key,
+                           v1::Capabilities& out);
   // Records that the agent was seen, at most once per heartbeat interval (one
   // database round trip less on most leases).
   void seen(const std::string& agent_id);
@@ -98,7 +107,7 @@ class AgentServiceImpl final
   ReportArenaAllocator report_allocator_;
   metrics::CoordinatorMetrics* metrics_ = nullptr;
   std::mutex mu_;
-  std::map<std::string, v1::Capabilities> agents_;
+  std::map<std::string, KnownAgent> agents_;
   std::map<std::string, TimePoint> last_touch_;
 };
 

@@ -13,12 +13,15 @@
 namespace leapfrog::coord {
 
 // Runs a handler body, mapping expected failures to statuses:
-// StoreError -> UNAVAILABLE (database down) or FAILED_PRECONDITION,
-// SpecError, BadPageToken -> INVALID_ARGUMENT; anything else -> INTERNAL (and logged).
+// WrongAgentSecret -> PERMISSION_DENIED, StoreError -> UNAVAILABLE (database
+// down) or FAILED_PRECONDITION, SpecError, BadPageToken -> INVALID_ARGUMENT; anything else -> INTERNAL (and logged).
 template <typename Body>
 grpc::Status guarded(const char* rpc, Body&& body) {
   try {
     return body();
+  } catch (const WrongAgentSecret& e) {
+    spdlog::warn("rpc.wrong_agent_secret rpc={} error=\"{}\"", rpc, e.what());
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, e.what());
   } catch (const StoreError& e) {
     spdlog::warn("rpc.store_error rpc={} unavailable={} error=\"{}\"", rpc, e.unavailable(), e.what());
     return grpc::Status(e.unavailable() ? grpc::StatusCode::UNAVAILABLE : grpc::StatusCode::FAILED_PRECONDITION,

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "common/proto_time.h"
+#include "coordinator/agent_secret.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/schedule/cron.h"
@@ -233,16 +234,39 @@ class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTes
     v1::RegisterRequest req;
     req.set_name(name);
     *req.mutable_capabilities() = c;
-    return ok_or_throw(call(stub ? *stub : *agent_, &v1::AgentService::Stub::Register, req),
-                       "Register")
-        .agent_id();
+    auto resp = ok_or_throw(call(stub ? *stub : *agent_, &v1::AgentService::Stub::Register, req),
+                            "Register");
+    std::lock_guard<std::mutex> lock(secrets_mu_);
+    secrets_[resp.agent_id()] = resp.agent_secret();
+    return resp.agent_id();
+  }
+  // The agent's latest secret, as a real agent keeps it ("" if unknown).
+  std::string secret(const std::string& agent) {
+    std::lock_guard<std::mutex> lock(secrets_mu_);
+    auto it = secrets_.find(agent);
+    return it == secrets_.end() ? "" : it->second;
+  }
+  // The secret (job, attempt) was leased with, else the agent's latest.
+  std::string lease_secret(const std::string& agent, int64_t job_id, uint32_t attempt) {
+    {
+      std::lock_guard<std::mutex> lock(secrets_mu_);
+      auto it = lease_secrets_.find({job_id, attempt});
+      if (it != lease_secrets_.end()) return it->second;
+    }
+    return secret(agent);
   }
   Reply<v1::LeaseResponse> try_lease(const std::string& agent, Duration wait = 0s,
                                      v1::AgentService::Stub* stub = nullptr) {
     v1::LeaseRequest req;
     req.set_agent_id(agent);
+    req.set_agent_secret(secret(agent));
     *req.mutable_wait() = to_proto(wait);
-    return call(stub ? *stub : *agent_, &v1::AgentService::Stub::Lease, req);
+    auto r = call(stub ? *stub : *agent_, &v1::AgentService::Stub::Lease, req);
+    if (r.resp.has_job()) {
+      std::lock_guard<std::mutex> lock(secrets_mu_);
+      lease_secrets_[{r.resp.job().job_id(), r.resp.job().attempt()}] = req.agent_secret();
+    }
+    return r;
   }
   // A job, or nullopt when none matched (within `wait` of manual time).
   std::optional<v1::Job> lease(const std::string& agent, Duration wait = 0s,
@@ -261,6 +285,7 @@ class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTes
                                          uint32_t attempt) {
     v1::HeartbeatRequest req;
     req.set_agent_id(agent);
+    req.set_agent_secret(lease_secret(agent, job_id, attempt));
     req.set_job_id(job_id);
     req.set_attempt(attempt);
     return call(*agent_, &v1::AgentService::Stub::Heartbeat, req);
@@ -269,6 +294,7 @@ class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTes
                                           uint32_t attempt, const v1::Outcome& o) {
     v1::ReportOutcomeRequest req;
     req.set_agent_id(agent);
+    req.set_agent_secret(lease_secret(agent, job_id, attempt));
     req.set_job_id(job_id);
     req.set_attempt(attempt);
     *req.mutable_outcome() = o;
@@ -278,6 +304,7 @@ class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTes
                                         uint32_t attempt) {
     v1::ReleaseJobRequest req;
     req.set_agent_id(agent);
+    req.set_agent_secret(lease_secret(agent, job_id, attempt));
     req.set_job_id(job_id);
     req.set_attempt(attempt);
     req.set_reason("test");
@@ -339,6 +366,9 @@ class CoordinatorServerTest : public testing::PostgresSuite<CoordinatorServerTes
   std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<v1::AgentService::Stub> agent_;
   std::unique_ptr<v1::ControlService::Stub> control_;
+  std::mutex secrets_mu_;
+  std::map<std::string, std::string> secrets_;  // agent id -> its latest secret
+  std::map<std::pair<int64_t, uint32_t>, std::string> lease_secrets_;
 };
 
 
@@ -1153,6 +1183,7 @@ TEST_F(CoordinatorServerTest, ConcurrentLeasesFromTwoReplicasHandOutEachJobOnce)
     int64_t job_id;
     uint32_t attempt;
     std::string agent;
+    std::string secret;
   };
   std::mutex mu;
   std::vector<Lease> leases;
@@ -1176,6 +1207,7 @@ TEST_F(CoordinatorServerTest, ConcurrentLeasesFromTwoReplicasHandOutEachJobOnce)
         }
         v1::LeaseRequest req;
         req.set_agent_id(r.resp.agent_id());
+        req.set_agent_secret(r.resp.agent_secret());
         for (;;) {
           auto l = call(*stub, &v1::AgentService::Stub::Lease, req);
           std::lock_guard<std::mutex> lock(mu);
@@ -1184,7 +1216,8 @@ TEST_F(CoordinatorServerTest, ConcurrentLeasesFromTwoReplicasHandOutEachJobOnce)
             return;
           }
           if (!l.resp.has_job()) return;
-          leases.push_back({l.resp.job().job_id(), l.resp.job().attempt(), r.resp.agent_id()});
+          leases.push_back({l.resp.job().job_id(), l.resp.job().attempt(), r.resp.agent_id(),
+                            r.resp.agent_secret()});
         }
       });
     }
@@ -1205,6 +1238,188 @@ TEST_F(CoordinatorServerTest, ConcurrentLeasesFromTwoReplicasHandOutEachJobOnce)
     ASSERT_TRUE(by_job.count(j.job_id())) << "job " << j.job_id() << " was never handed out";
     EXPECT_EQ(j.agent_id(), by_job[j.job_id()].agent);
   }
+  // Leases served together (group lease) each record their own caller's key.
+  for (const auto& l : leases) {
+    v1::HeartbeatRequest hb;
+    hb.set_agent_id(l.agent);
+    hb.set_job_id(l.job_id);
+    hb.set_attempt(l.attempt);
+    hb.set_agent_secret(l.secret);
+    EXPECT_TRUE(call(*agent_, &v1::AgentService::Stub::Heartbeat, hb).status.ok())
+        << "job " << l.job_id;
+    const Lease& other = leases[(&l - leases.data() + 1) % leases.size()];
+    if (other.secret == l.secret) continue;
+    hb.set_agent_secret(other.secret);
+    EXPECT_EQ(call(*agent_, &v1::AgentService::Stub::Heartbeat, hb).status.error_code(),
+              grpc::StatusCode::PERMISSION_DENIED)
+        << "job " << l.job_id;
+  }
+}
+
+// ---- agent secrets (issue 18 item 16) ----
+
+// Agent ids are not secret (ListAgents shows them): another token holder
+// sends calls with the holder's id, with its own secret or none. Each is
+// refused, the lease stays the holder's, and the holder's result is stored.
+TEST_F(CoordinatorServerTest, CallsWithAnotherAgentsIdAreRefusedWithoutItsSecret) {
+  const std::string a = register_agent("holder", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("forger", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  v1::Outcome forged = outcome(v1::VERDICT_VIOLATION);
+  forged.set_violation_count(1);
+  forged.add_violations()->set_kind("stale-entry");
+  forged.set_error("forged");
+
+  for (const std::string& with : {secret(b), std::string()}) {
+    SCOPED_TRACE(with.empty() ? "no secret" : "the forger's own secret");
+    v1::ReportOutcomeRequest rep;
+    rep.set_agent_id(a);
+    rep.set_agent_secret(with);
+    rep.set_job_id(job->job_id());
+    rep.set_attempt(job->attempt());
+    *rep.mutable_outcome() = forged;
+    auto r = call(*agent_, &v1::AgentService::Stub::ReportOutcome, rep);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << r.status.error_message();
+    EXPECT_THAT(r.status.error_message(), HasSubstr("agent_secret"));
+    EXPECT_LT(r.status.error_message().size(), 200u);
+
+    v1::HeartbeatRequest hb;
+    hb.set_agent_id(a);
+    hb.set_agent_secret(with);
+    hb.set_job_id(job->job_id());
+    hb.set_attempt(job->attempt());
+    EXPECT_EQ(call(*agent_, &v1::AgentService::Stub::Heartbeat, hb).status.error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    v1::ReleaseJobRequest rel;
+    rel.set_agent_id(a);
+    rel.set_agent_secret(with);
+    rel.set_job_id(job->job_id());
+    rel.set_attempt(job->attempt());
+    EXPECT_EQ(call(*agent_, &v1::AgentService::Stub::ReleaseJob, rel).status.error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+    v1::LeaseRequest lr;
+    lr.set_agent_id(a);
+    lr.set_agent_secret(with);
+    EXPECT_EQ(call(*agent_, &v1::AgentService::Stub::Lease, lr).status.error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(outcome_rows(job->job_id()), 0) << "a forged report was stored";
+  const v1::JobInfo info = job_info(c.id(), job->job_id());
+  EXPECT_EQ(info.state(), v1::JOB_STATE_LEASED) << "a forged release requeued the job";
+  EXPECT_EQ(info.agent_id(), a);
+
+  auto mine = report(a, job->job_id(), job->attempt(), outcome(v1::VERDICT_PASS));
+  ASSERT_TRUE(mine.status.ok()) << mine.status.error_message();
+  EXPECT_FALSE(mine.resp.duplicate()) << "the holder's result was dropped for the forged one";
+  const auto stored = outcomes(c.id());
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].outcome().verdict(), v1::VERDICT_PASS);
+}
+
+// A late report of a superseded attempt is kept when it found violations
+// (item 5): only from the holder of that attempt, not from whoever holds
+// the job now, nor from anyone else.
+TEST_F(CoordinatorServerTest, OnlyAnAttemptsHolderReportsItLate) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const std::string b = register_agent("b", caps("host", {"tmpfs"}));
+  create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto first = lease(a);
+  ASSERT_TRUE(first.has_value());
+  clock_.advance(kLease + 1s);
+  const v1::Job second = lease_when_queued(b);
+  ASSERT_EQ(second.attempt(), 2u);
+  v1::Outcome found = outcome(v1::VERDICT_VIOLATION);
+  found.set_violation_count(1);
+  found.add_violations()->set_kind("stale-entry");
+  v1::ReportOutcomeRequest rep;
+  rep.set_agent_id(a);
+  rep.set_agent_secret(secret(b));
+  rep.set_job_id(first->job_id());
+  rep.set_attempt(first->attempt());
+  *rep.mutable_outcome() = found;
+  auto r = call(*agent_, &v1::AgentService::Stub::ReportOutcome, rep);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << r.status.error_message();
+  EXPECT_EQ(outcome_rows(first->job_id()), 0);
+  auto kept = report(a, first->job_id(), first->attempt(), found);
+  ASSERT_TRUE(kept.status.ok()) << kept.status.error_message();
+  EXPECT_TRUE(kept.resp.kept_superseded());
+  EXPECT_EQ(outcome_rows(first->job_id()), 1);
+}
+
+// An agent registers again (a coordinator restart made it NOT_FOUND, or it
+// restarted itself): its new secret leases from now on, while the lease it
+// took before, and the outcome it spooled for it, keep the old one. Through
+// a restarted coordinator too (nothing lost: issue 18 item 5).
+TEST_F(CoordinatorServerTest, ALeaseKeepsTheSecretItWasTakenWithAcrossRegistrations) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, 2));
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  const std::string old_secret = secret(a);
+
+  server_->shutdown();
+  server_ = start_server(*store_);
+  agent_ = v1::AgentService::NewStub(channel(*server_));
+  control_ = v1::ControlService::NewStub(channel(*server_));
+  EXPECT_EQ(try_lease(a).status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << "the restarted coordinator has not met the agent";
+  ASSERT_EQ(register_agent("a", caps("host", {"tmpfs"})), a);
+  ASSERT_NE(secret(a), old_secret);
+
+  // The old lease answers to the old secret only.
+  v1::HeartbeatRequest hb;
+  hb.set_agent_id(a);
+  hb.set_agent_secret(secret(a));
+  hb.set_job_id(job->job_id());
+  hb.set_attempt(job->attempt());
+  EXPECT_EQ(call(*agent_, &v1::AgentService::Stub::Heartbeat, hb).status.error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(heartbeat(a, job->job_id(), job->attempt()).status.ok());  // its lease secret
+  // The old secret no longer leases.
+  v1::LeaseRequest lr;
+  lr.set_agent_id(a);
+  lr.set_agent_secret(old_secret);
+  EXPECT_EQ(call(*agent_, &v1::AgentService::Stub::Lease, lr).status.error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  auto next = lease(a);
+  ASSERT_TRUE(next.has_value());
+
+  // The spooled report carries the secret of the registration that leased its job.
+  v1::ReportOutcomeRequest spooled;
+  spooled.set_agent_id(a);
+  spooled.set_agent_secret(old_secret);
+  spooled.set_job_id(job->job_id());
+  spooled.set_attempt(job->attempt());
+  *spooled.mutable_outcome() = outcome(v1::VERDICT_PASS);
+  auto r = call(*agent_, &v1::AgentService::Stub::ReportOutcome, spooled);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_FALSE(r.resp.duplicate());
+  ASSERT_TRUE(report(a, next->job_id(), next->attempt(), outcome(v1::VERDICT_PASS)).status.ok());
+  EXPECT_EQ(get_campaign(c.id()).state(), v1::CAMPAIGN_STATE_DONE);
+}
+
+// The database keeps only a hash of each secret.
+TEST_F(CoordinatorServerTest, TheDatabaseKeepsNoAgentSecret) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  create_campaign(campaign_spec({}, {"tmpfs"}));
+  ASSERT_TRUE(lease(a).has_value());
+  const std::string s = secret(a);
+  ASSERT_EQ(s.size(), 64u);
+  pqxx::connection conn(url_);
+  pqxx::work txn(conn);
+  const auto row = txn.exec_params1(
+      "SELECT a.secret_sha256,"
+      "  (SELECT replace(array_to_string(holders, ','), '-', '') FROM jobs LIMIT 1)"
+      " FROM agents a WHERE a.id = $1",
+      a);
+  const std::string stored = row[0].as<std::string>(), holders = row[1].as<std::string>();
+  EXPECT_EQ(stored, agent_key_of(s));
+  EXPECT_EQ(holders, agent_key_of(s).substr(0, 32));
+  EXPECT_EQ(stored.find(s.substr(0, 16)), std::string::npos);
+  EXPECT_EQ(holders.find(s.substr(0, 16)), std::string::npos);
 }
 
 // ---- ReportOutcome through the callback API ----
@@ -1216,6 +1431,7 @@ TEST_F(CoordinatorServerTest, ReportOutcomeWithoutTheTokenIsRejected) {
   ASSERT_TRUE(job.has_value());
   v1::ReportOutcomeRequest req;
   req.set_agent_id(a);
+  req.set_agent_secret(secret(a));
   req.set_job_id(job->job_id());
   req.set_attempt(job->attempt());
   *req.mutable_outcome() = outcome(v1::VERDICT_PASS);
@@ -1279,6 +1495,7 @@ TEST_F(CoordinatorServerTest, ConcurrentReportsEachGetTheirOwnAnswer) {
       call->ctx.AddMetadata("authorization", kBearer);
       call->ctx.set_deadline(system_clock::now() + kRpcDeadline);
       call->req.set_agent_id(a);
+      call->req.set_agent_secret(secret(a));
       call->req.set_job_id(j.job_id());
       call->req.set_attempt(j.attempt());
       *call->req.mutable_outcome() = outcome(copy ? v1::VERDICT_VIOLATION : v1::VERDICT_PASS);

@@ -547,6 +547,7 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
     ctx.AddMetadata("authorization", "Bearer " + kToken);
     ctx.set_deadline(std::chrono::system_clock::now() + kNet);
   };
+  std::map<std::string, std::string> secrets;
   auto register_agent = [&](const std::string& name) {
     v1::RegisterRequest req;
     req.set_name(name);
@@ -556,6 +557,7 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
     context(ctx);
     v1::RegisterResponse resp;
     EXPECT_TRUE(agent->Register(&ctx, req, &resp).ok());
+    secrets[resp.agent_id()] = resp.agent_secret();
     return resp.agent_id();
   };
   const std::string holder = register_agent("holder"), other = register_agent("other");
@@ -575,6 +577,7 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
   {
     v1::LeaseRequest req;
     req.set_agent_id(holder);
+    req.set_agent_secret(secrets[holder]);
     grpc::ClientContext ctx;
     context(ctx);
     ASSERT_TRUE(agent->Lease(&ctx, req, &lease).ok());
@@ -583,6 +586,7 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
   auto report = [&](const std::string& agent_id, v1::ReportOutcomeResponse& resp) {
     v1::ReportOutcomeRequest req;
     req.set_agent_id(agent_id);
+    req.set_agent_secret(secrets[agent_id]);
     req.set_job_id(lease.job().job_id());
     req.set_attempt(lease.job().attempt());
     req.mutable_outcome()->set_verdict(v1::VERDICT_PASS);
@@ -593,8 +597,9 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
   };
   v1::ReportOutcomeResponse theirs, mine;
   const grpc::Status s = report(other, theirs);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
-  EXPECT_NE(s.error_message().find("is leased by agent"), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_NE(s.error_message().find("leased with another agent_secret"), std::string::npos)
+      << s.error_message();
   ASSERT_TRUE(report(holder, mine).ok());
   EXPECT_FALSE(mine.duplicate()) << "the holder's result was dropped for the other's";
   const auto stored = store_->list_outcomes(0, false, 10);

@@ -281,8 +281,6 @@ INSERT INTO cells
 // Notifications (coordinator/notify/): subscriptions, the events stored once
 // by key where their fact is committed, and the outbox of one delivery per
 // (event, subscription), marked delivered only after the target took it.
-// Version 7 belongs to another change (lease); a gap is harmless: pending
-// migrations apply in list order and each is recorded by its version.
 const char* const kNotifySchema = R"sql(
 CREATE TABLE subscriptions (
   id           bigserial PRIMARY KEY,
@@ -322,6 +320,17 @@ CREATE TABLE notify_state (
 INSERT INTO notify_state SELECT 1, coalesce(max(id), 0) FROM campaigns;
 )sql";
 
+// Agent secrets (agent_secret.h): the coordinator keeps the SHA-256 of each
+// agent's latest secret, and each lease the key it was taken with, so that
+// only its holder heartbeats, releases and reports on it. No default: the
+// columns are added without rewriting the tables.
+const char* const kAgentKeys = R"sql(
+ALTER TABLE agents ADD COLUMN secret_sha256 text;  -- hex; NULL: registered before secrets
+-- holders[n]: the first 128 bits of the key that leased attempt n, NULL for a
+-- lease taken before keys existed or by a trusted caller (the agent id decides).
+ALTER TABLE jobs ADD COLUMN holders uuid[];
+)sql";
+
 }  // namespace
 
 // Retention (pg_retention.cc) looks at each outcome once, oldest first; a
@@ -333,8 +342,8 @@ CREATE INDEX issues_example ON issues (example_job, example_attempt);
 )sql";
 
 const std::vector<Migration>& schema_migrations() {
-  // Versions 7 and 8 are taken by work on other branches; a gap is harmless
-  // (each version is applied once, in order).
+  // Each version is applied once, in list order; a database made before
+  // version 7 existed (with 8 and 9) gets 7 on its next start.
   static const std::vector<Migration> all = {
       {1, "agents, kernels, schedules, campaigns, jobs, outcomes, violations", kInitialSchema},
       {2, "triage: issues, notes, rates, actions", kTriageSchema},
@@ -344,6 +353,7 @@ const std::vector<Migration>& schema_migrations() {
       {6, "summaries by verdict per campaign and per cell",
        std::string(kSummariesSchema) + "INSERT INTO cell_verdicts " + kRecountCellVerdicts +
            ";\nINSERT INTO campaign_verdicts " + kRecountCampaignVerdicts + ";\n"},
+      {7, "agent secrets: the key of each agent and of each lease", kAgentKeys},
       {8, "notifications: subscriptions, events, outbox", kNotifySchema},
       {9, "retention: outcomes looked at by apply_retention", kRetention},
   };

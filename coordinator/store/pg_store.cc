@@ -27,6 +27,7 @@
 #include "common/hex.h"
 #include "common/kernel/built_kernel.h"
 #include "coordinator/store/migrations.h"
+#include "coordinator/store/pg_lease_keys.h"
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/pg_util.h"
@@ -40,6 +41,7 @@ struct PgReport {
   uint32_t attempt;
   const v1::Outcome& outcome;
   TimePoint now;
+  std::string key;  // Store's `key`
 };
 
 // One lease_job call, queued for a group lease.
@@ -49,6 +51,7 @@ struct PgLease {
   std::string filesystems;  // text[] literal
   int64_t deadline_us;
   std::string release;  // the agent's `uname -r`: jobs on a rebuilt kernel need it
+  std::string key;      // Store's `key`, recorded with the lease
 };
 
 namespace {
@@ -70,11 +73,14 @@ static_assert(kInfraVerdict == 4, "expire_leases writes INFRA_FAILURE as 4");
 // bodies anew (a quarter of a lease's server time, measured).
 const PgStatement kStatements[] = {
     {"register_agent",
-     "INSERT INTO agents (id, name, kernel_label, capabilities, registered_at, last_seen)"
-     " VALUES (gen_random_uuid()::text, $1, $2, $3, lf_ts($4), lf_ts($4))"
+     "INSERT INTO agents (id, name, kernel_label, capabilities, registered_at, last_seen,"
+     "  secret_sha256)"
+     " VALUES (gen_random_uuid()::text, $1, $2, $3, lf_ts($4), lf_ts($4), nullif($5, ''))"
      " ON CONFLICT (name) DO UPDATE SET kernel_label = EXCLUDED.kernel_label,"
-     "  capabilities = EXCLUDED.capabilities, last_seen = EXCLUDED.last_seen"
+     "  capabilities = EXCLUDED.capabilities, last_seen = EXCLUDED.last_seen,"
+     "  secret_sha256 = coalesce(EXCLUDED.secret_sha256, agents.secret_sha256)"
      " RETURNING id"},
+    {"agent_key", "SELECT coalesce(secret_sha256, '') FROM agents WHERE id = $1"},
     {"touch_agent",
      "UPDATE agents SET last_seen = greatest(last_seen,"
      "  timestamptz 'epoch' + $2::bigint * interval '1 microsecond') WHERE id = $1"},
@@ -117,6 +123,7 @@ const PgStatement kStatements[] = {
     // campaign then costs its length squared.
     {"lease_job",
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
+     "  holders[attempt + 1] = " + holder_sql("$6") + ","
      "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
      " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = ANY(ARRAY[$3])"
      "  AND fs = ANY($4::text[]) AND (release IS NULL OR release = $5) AND build IS NULL"
@@ -126,6 +133,7 @@ const PgStatement kStatements[] = {
     // Builder agents: the oldest queued kernel build job, of any label.
     {"lease_build_job",
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
+     "  holders[attempt + 1] = " + holder_sql("$3") + ","
      "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
      " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND build IS NOT NULL"
      "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
@@ -144,13 +152,15 @@ const PgStatement kStatements[] = {
     // lease): the n-th caller gets the n-th oldest matching job.
     {"lease_jobs",
      "UPDATE jobs j SET state = 'leased', attempt = j.attempt + 1, agent_id = w.agent_id,"
+     "  holders[j.attempt + 1] = " + holder_sql("w.key") + ","
      "  lease_deadline = timestamptz 'epoch' + w.deadline * interval '1 microsecond'"
      " FROM (SELECT id, row_number() OVER (ORDER BY kernel_label, id) AS n FROM"
      "   (SELECT id, kernel_label FROM jobs WHERE state = 'queued'"
      "     AND kernel_label = ANY(ARRAY[$3]) AND fs = ANY($4::text[])"
      "     AND (release IS NULL OR release = $6) AND build IS NULL"
      "     ORDER BY kernel_label, id LIMIT $5 FOR UPDATE SKIP LOCKED) q) picked"
-     "  JOIN unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS w(agent_id, deadline, n)"
+     "  JOIN unnest($1::text[], $2::bigint[], $7::text[]) WITH ORDINALITY"
+     "   AS w(agent_id, deadline, key, n)"
      "   ON w.n = picked.n"
      " WHERE j.id = picked.id"
      " RETURNING j.id, j.attempt, j.campaign_id, j.spec, j.kernel_label,"
@@ -158,13 +168,20 @@ const PgStatement kStatements[] = {
     {"renew_lease",
      "UPDATE jobs SET lease_deadline = timestamptz 'epoch' + $4::bigint * interval '1 microsecond'"
      " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
+     "  AND " + key_matches_sql("attempt", "$5") +
      " RETURNING (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
+    // Why renew_lease or release_job found nothing: the lease is the agent's,
+    // but was taken with another key.
+    {"leased_with_other_key",
+     "SELECT 1 FROM jobs WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
+     "  AND NOT " + key_matches_sql("attempt", "$4")},
     // Reports, a batch at a time (group commit). Rows are locked in id order,
     // so two batches (of any replica) never deadlock; the row locks order
     // concurrent reports (and leases) of one job.
     {"lock_jobs",
      "SELECT id, state, attempt, campaign_id, coalesce(verdict, 0), coalesce(agent_id, ''),"
-     "  scenario, kernel_label, fs FROM jobs"
+     "  scenario, kernel_label, fs, coalesce(array_lower(holders, 1), 1),"
+     "  coalesce(replace(array_to_string(holders, ',', ''), '-', ''), '') FROM jobs"
      " WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE"},
     // The accepted reports of a batch: their outcome rows (in report order,
     // which seq keeps) and, where the row is new, their jobs, done. Returns
@@ -198,7 +215,8 @@ const PgStatement kStatements[] = {
     {"release_job",
      "UPDATE jobs SET state = 'queued', agent_id = NULL, lease_deadline = NULL,"
      "  released = released + 1"
-     " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"},
+     " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
+     "  AND " + key_matches_sql("attempt", "$4")},
     {"expire_leases",
      "WITH expired AS (SELECT id, agent_id AS last_agent,"
      "   attempt - released >= max_attempts AS final FROM jobs"
@@ -483,20 +501,22 @@ void write_leases(PgPool& pool, LeaseBatch& batch) {
             if (items.size() == 1) {
               const PgLease& l = items[0]->request;
               auto r = txn.exec_prepared("lease_job", l.agent_id, l.deadline_us, l.kernel_label,
-                                         l.filesystems, l.release);
+                                         l.filesystems, l.release, l.key);
               if (!r.empty()) out[0] = job_from_row(r[0]);
               return out;
             }
-            std::vector<std::string> agents;
+            std::vector<std::string> agents, keys;
             std::vector<int64_t> deadlines;
             for (const auto* item : items) {
               agents.push_back(item->request.agent_id);
               deadlines.push_back(item->request.deadline_us);
+              keys.push_back(item->request.key);
             }
             for (const auto& r :
                  txn.exec_prepared("lease_jobs", text_array(agents), number_array(deadlines),
                                    std::get<0>(caps), std::get<1>(caps),
-                                   static_cast<int64_t>(items.size()), std::get<2>(caps))) {
+                                   static_cast<int64_t>(items.size()), std::get<2>(caps),
+                                   text_array(keys))) {
               out.at(r[6].as<size_t>() - 1) = job_from_row(r);
             }
             return out;
@@ -514,6 +534,7 @@ void write_leases(PgPool& pool, LeaseBatch& batch) {
 struct ReportDecision {
   std::optional<ReportResult> result;
   std::string error;
+  bool wrong_key = false;  // `error` is a WrongAgentSecret
 };
 
 // The job row a report is judged against, as locked (and as the batch's
@@ -525,6 +546,7 @@ struct LockedJob {
   int verdict;
   std::string holder;  // the agent holding the lease while state is "leased"
   CellKey cell;        // where its counts go in the summaries
+  LeaseHolders keys;   // the key of each attempt's lease
 };
 
 // Set while `state` is "leased" and the report comes from another agent than
@@ -643,7 +665,8 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
                                 r[4].as<int>(),
                                 r[5].as<std::string>(),
                                 CellKey{r[3].as<int64_t>(), r[6].as<std::string>(),
-                                        r[7].as<std::string>(), r[8].as<std::string>()}};
+                                        r[7].as<std::string>(), r[8].as<std::string>()},
+                                LeaseHolders(r[9].as<int>(), r[10].as<std::string>())};
   }
 
   std::vector<ReportDecision> decisions(batch.size());
@@ -672,7 +695,17 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
                            std::to_string(j.attempt) + ")";
       continue;
     }
-    if (report.attempt == j.attempt) {
+    // Only the lease's holder, by its key, reports on an attempt, even once
+    // the job moved on (its violations would be kept); without a key on
+    // either side, the agent id decides while the attempt is leased.
+    const std::string holder_key = j.keys.of(report.attempt);
+    if (auto why = wrong_key(holder_key, report.key, report.job_id, report.attempt);
+        !why.empty()) {
+      decisions[i].error = "report outcome: " + why;
+      decisions[i].wrong_key = true;
+      continue;
+    }
+    if (report.attempt == j.attempt && (holder_key.empty() || report.key.empty())) {
       decisions[i].error =
           not_the_holder(j.state, j.holder, clean(report.agent_id), report.job_id, report.attempt);
       if (!decisions[i].error.empty()) continue;
@@ -785,7 +818,8 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
 }
 
 ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, int64_t job_id,
-                                uint32_t attempt, const v1::Outcome& outcome, TimePoint now);
+                                uint32_t attempt, const v1::Outcome& outcome, TimePoint now,
+                                const std::string& key);
 
 // Writes `batch` in one transaction and hands each caller its result. A batch
 // failing for a reason other than the database being unavailable is written
@@ -804,7 +838,7 @@ void write_reports(PgPool& pool, ReportBatch& batch) {
       const PgReport& r = item->request;
       try {
         item->result = run_transaction(pool, "report_build", [&](pqxx::work& txn) {
-          return store_build_report(txn, r.agent_id, r.job_id, r.attempt, r.outcome, r.now);
+          return store_build_report(txn, r.agent_id, r.job_id, r.attempt, r.outcome, r.now, r.key);
         });
       } catch (...) {
         item->error = std::current_exception();
@@ -819,6 +853,8 @@ void write_reports(PgPool& pool, ReportBatch& batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       if (decisions[i].result) {
         batch[i]->result = decisions[i].result;
+      } else if (decisions[i].wrong_key) {
+        batch[i]->error = std::make_exception_ptr(WrongAgentSecret(decisions[i].error));
       } else {
         batch[i]->error = std::make_exception_ptr(StoreError(decisions[i].error, false));
       }
@@ -906,13 +942,22 @@ bool PgStore::reachable() {
 }
 
 std::string PgStore::register_agent(const std::string& name, const v1::Capabilities& caps,
-                                    TimePoint now) {
+                                    TimePoint now, const std::string& key) {
   return run_transaction(*pool_, "register_agent", [&](pqxx::work& txn) {
     return txn
         .exec_prepared1("register_agent", clean(name), clean(caps.kernel_label()), bytes(caps),
-                        us(now))[0]
+                        us(now), clean(key))[0]
         .as<std::string>();
   });
+}
+
+std::optional<std::string> PgStore::agent_key(const std::string& agent_id) {
+  return run_autocommit(
+      *pool_, "agent_key", [&](pqxx::nontransaction& txn) -> std::optional<std::string> {
+        auto r = txn.exec_prepared("agent_key", clean(agent_id));
+        if (r.empty()) return std::nullopt;
+        return r[0][0].as<std::string>();
+      });
 }
 
 bool PgStore::touch_agent(const std::string& agent_id, TimePoint now) {
@@ -1073,24 +1118,39 @@ std::vector<v1::JobInfo> PgStore::list_jobs(int64_t campaign_id) {
 // ---- leases ----
 
 std::optional<v1::Job> PgStore::lease_job(const std::string& agent_id, const v1::Capabilities& caps,
-                                          TimePoint now, Duration lease) {
+                                          TimePoint now, Duration lease, const std::string& key) {
   if (caps.filesystems().empty()) return std::nullopt;
   // uname is "<release> <version>"; jobs on a rebuilt kernel match the release.
   const std::string uname = clean(caps.uname());
   PgLease request{clean(agent_id), clean(caps.kernel_label()), text_array(caps.filesystems()),
-                  us(now + lease), uname.substr(0, uname.find(' '))};
+                  us(now + lease), uname.substr(0, uname.find(' ')), clean(key)};
   return leases_->submit(request, [this](LeaseBatch& batch) { write_leases(*pool_, batch); });
 }
 
 std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64_t job_id,
-                                              uint32_t attempt, TimePoint now, Duration lease) {
-  return run_autocommit(
+                                              uint32_t attempt, TimePoint now, Duration lease,
+                                              const std::string& key) {
+  auto renewed = run_autocommit(
       *pool_, "renew_lease", [&](pqxx::nontransaction& txn) -> std::optional<TimePoint> {
-        auto r =
-            txn.exec_prepared("renew_lease", job_id, attempt, clean(agent_id), us(now + lease));
+        auto r = txn.exec_prepared("renew_lease", job_id, attempt, clean(agent_id),
+                                   us(now + lease), clean(key));
         if (r.empty()) return std::nullopt;
         return TimePoint(Duration(r[0][0].as<int64_t>()));
       });
+  if (!renewed) throw_if_leased_with_other_key(agent_id, job_id, attempt, key);
+  return renewed;
+}
+
+void PgStore::throw_if_leased_with_other_key(const std::string& agent_id, int64_t job_id,
+                                             uint32_t attempt, const std::string& key) {
+  if (key.empty()) return;
+  const bool other = run_autocommit(*pool_, "leased_with_other_key", [&](pqxx::nontransaction& txn) {
+    return !txn.exec_prepared("leased_with_other_key", job_id, attempt, clean(agent_id), clean(key))
+                .empty();
+  });
+  if (other)
+    throw WrongAgentSecret("job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
+                           " was leased with another agent_secret");
 }
 
 namespace {
@@ -1100,11 +1160,13 @@ namespace {
 // build-failure), and queues the jobs waiting for it on the built release or
 // ends them as BUILD_FAILURE, all in the caller's transaction.
 ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, int64_t job_id,
-                                uint32_t attempt, const v1::Outcome& outcome, TimePoint now) {
+                                uint32_t attempt, const v1::Outcome& outcome, TimePoint now,
+                                const std::string& key) {
   auto row = txn.exec_params(
       "SELECT state, attempt, campaign_id, coalesce(verdict, 0), build, coalesce(agent_id, ''),"
-      "  scenario, kernel_label, fs FROM jobs WHERE id = $1 FOR UPDATE",
-      job_id);
+      "  scenario, kernel_label, fs, replace(coalesce(holders[$2::int]::text, ''), '-', '')"
+      " FROM jobs WHERE id = $1 FOR UPDATE",
+      job_id, attempt);
   if (row.empty()) throw StoreError("report outcome: unknown job " + std::to_string(job_id), false);
   if (row[0][4].is_null())
     throw StoreError("report outcome: job " + std::to_string(job_id) +
@@ -1122,7 +1184,10 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
     throw StoreError("report outcome: job " + std::to_string(job_id) + " has no attempt " +
                          std::to_string(attempt) + " (latest " + std::to_string(current) + ")",
                      false);
-  if (attempt == current) {
+  const std::string holder_key = row[0][9].as<std::string>();
+  if (auto why = wrong_key(holder_key, key, job_id, attempt); !why.empty())
+    throw WrongAgentSecret("report outcome: " + why);
+  if (attempt == current && (holder_key.empty() || key.empty())) {
     const std::string why =
         not_the_holder(state, row[0][5].as<std::string>(), clean(agent_id), job_id, attempt);
     if (!why.empty()) throw StoreError(why, false);
@@ -1181,10 +1246,11 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
 }  // namespace
 
 std::optional<v1::Job> PgStore::lease_build_job(const std::string& agent_id, TimePoint now,
-                                                Duration lease) {
+                                                Duration lease, const std::string& key) {
   return run_autocommit(
       *pool_, "lease_build_job", [&](pqxx::nontransaction& txn) -> std::optional<v1::Job> {
-        auto r = txn.exec_prepared("lease_build_job", clean(agent_id), us(now + lease));
+        auto r =
+            txn.exec_prepared("lease_build_job", clean(agent_id), us(now + lease), clean(key));
         if (r.empty()) return std::nullopt;
         v1::Job job = job_from_row(r[0]);
         *job.mutable_build() = parse<v1::KernelBuild>(r[0][6], "kernel build");
@@ -1193,21 +1259,23 @@ std::optional<v1::Job> PgStore::lease_build_job(const std::string& agent_id, Tim
 }
 
 ReportResult PgStore::report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                                     const v1::Outcome& outcome, TimePoint now) {
+                                     const v1::Outcome& outcome, TimePoint now,
+                                     const std::string& key) {
   // A build job's outcome also registers its kernel and moves the jobs
   // waiting for it: a transaction of its own, off the group-commit path.
   if (outcome.has_build()) {
     return run_transaction(*pool_, "report_build", [&](pqxx::work& txn) {
-      return store_build_report(txn, agent_id, job_id, attempt, outcome, now);
+      return store_build_report(txn, agent_id, job_id, attempt, outcome, now, key);
     });
   }
-  return reports_->submit(PgReport{agent_id, job_id, attempt, outcome, now});
+  return reports_->submit(PgReport{agent_id, job_id, attempt, outcome, now, clean(key)});
 }
 
 void PgStore::report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                                   const v1::Outcome& outcome, TimePoint now, ReportDone done) {
+                                   const v1::Outcome& outcome, TimePoint now, ReportDone done,
+                                   const std::string& key) {
   // Build reports too: the writers give them a transaction of their own.
-  reports_->post(PgReport{agent_id, job_id, attempt, outcome, now},
+  reports_->post(PgReport{agent_id, job_id, attempt, outcome, now, clean(key)},
                  [done = std::move(done)](auto& item) {
                    done(item.result.value_or(ReportResult::Stored), item.error);
                  });
@@ -1215,12 +1283,15 @@ void PgStore::report_outcome_async(const std::string& agent_id, int64_t job_id, 
 
 size_t PgStore::queued_reports() { return reports_->queued(); }
 
-void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) {
-  run_autocommit(*pool_, "release_job", [&](pqxx::nontransaction& txn) {
-    auto r = txn.exec_prepared("release_job", job_id, attempt, clean(agent_id));
+void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                          const std::string& key) {
+  const bool requeued = run_autocommit(*pool_, "release_job", [&](pqxx::nontransaction& txn) {
+    auto r = txn.exec_prepared("release_job", job_id, attempt, clean(agent_id), clean(key));
     spdlog::info("job_released job={} attempt={} agent={} requeued={}", job_id, attempt, agent_id,
                  r.affected_rows() > 0);
+    return r.affected_rows() > 0;
   });
+  if (!requeued) throw_if_leased_with_other_key(agent_id, job_id, attempt, key);
 }
 
 int PgStore::expire_leases(TimePoint now) {

@@ -67,7 +67,8 @@ class PgStore : public Store {
 
   bool reachable() override;
   std::string register_agent(const std::string& name, const v1::Capabilities& caps,
-                             TimePoint now) override;
+                             TimePoint now, const std::string& key = kTrustedCaller) override;
+  std::optional<std::string> agent_key(const std::string& agent_id) override;
   bool touch_agent(const std::string& agent_id, TimePoint now) override;
   std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override;
 
@@ -86,17 +87,23 @@ class PgStore : public Store {
                               const std::string& page_token) override;
 
   std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
-                                   TimePoint now, Duration lease) override;
+                                   TimePoint now, Duration lease,
+                                   const std::string& key = kTrustedCaller) override;
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
-                                       uint32_t attempt, TimePoint now, Duration lease) override;
+                                       uint32_t attempt, TimePoint now, Duration lease,
+                                       const std::string& key = kTrustedCaller) override;
   std::optional<v1::Job> lease_build_job(const std::string& agent_id, TimePoint now,
-                                         Duration lease) override;
+                                         Duration lease,
+                                         const std::string& key = kTrustedCaller) override;
   ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                              const v1::Outcome& outcome, TimePoint now) override;
+                              const v1::Outcome& outcome, TimePoint now,
+                              const std::string& key = kTrustedCaller) override;
   // Queued for the report writers, which call `done` once the batch is written.
   void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                            const v1::Outcome& outcome, TimePoint now, ReportDone done) override;
-  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) override;
+                            const v1::Outcome& outcome, TimePoint now, ReportDone done,
+                            const std::string& key = kTrustedCaller) override;
+  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                   const std::string& key = kTrustedCaller) override;
   int expire_leases(TimePoint now) override;
   std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) override;
 
@@ -130,6 +137,11 @@ class PgStore : public Store {
   std::vector<PgPoolUse> pool_use();
 
  private:
+  // Throws WrongAgentSecret if (job, attempt) is leased by `agent_id` with a
+  // key other than `key` (why a renew or release found nothing).
+  void throw_if_leased_with_other_key(const std::string& agent_id, int64_t job_id,
+                                      uint32_t attempt, const std::string& key);
+
   std::unique_ptr<PgPool> pool_;
   // The report writers' connections (see PgStore::PgStore).
   std::unique_ptr<PgPool> report_pool_;

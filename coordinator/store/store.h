@@ -33,6 +33,22 @@ class StoreError : public std::runtime_error {
   bool unavailable_;
 };
 
+// The key presented for a lease is not the one of the registration that took
+// it (the agent's secret is wrong, or from another registration).
+class WrongAgentSecret : public StoreError {
+ public:
+  explicit WrongAgentSecret(const std::string& what) : StoreError(what, false) {}
+};
+
+// Agent keys: what the agent service passes as `key` to the calls that act
+// as an agent is the hex SHA-256 of the agent's secret (agent_secret.h). A
+// lease records its key; the heartbeats, release and report of that lease
+// must carry the same key, else WrongAgentSecret. kTrustedCaller ("") checks
+// no key (the VM launcher's FailAgentJob, which acts on the token alone, and
+// tests), and a lease taken with it records none: then, as for leases taken
+// before keys existed, the agent id decides.
+inline const std::string kTrustedCaller;
+
 // One job of a campaign, before it is stored.
 struct NewJob {
   v1::ScenarioSpec spec;
@@ -129,9 +145,16 @@ class Store {
   virtual bool reachable() { return true; }
 
   // ---- agents ----
-  // Creates or updates the agent called `name`; returns its id.
+  // Creates or updates the agent called `name`; returns its id. A non-empty
+  // `key` replaces the agent's key (what agent_key returns).
   virtual std::string register_agent(const std::string& name, const v1::Capabilities& caps,
-                                     TimePoint now) = 0;
+                                     TimePoint now, const std::string& key = kTrustedCaller) = 0;
+  // The key of the agent's latest registration ("" if it has none), or
+  // nullopt for an unknown agent id.
+  virtual std::optional<std::string> agent_key(const std::string& agent_id) {
+    (void)agent_id;
+    throw StoreError("this store keeps no agent keys", false);
+  }
   // Records that the agent was seen; false if the id is unknown.
   virtual bool touch_agent(const std::string& agent_id, TimePoint now) = 0;
   // Every agent; `online` when seen at or after `online_since`.
@@ -184,40 +207,49 @@ class Store {
   // lease. Never hands one job to two agents. nullopt when none matches.
   // A job on a rebuilt kernel goes only to an agent whose caps.uname starts
   // with the built release.
+  // The lease records `key`.
   virtual std::optional<v1::Job> lease_job(const std::string& agent_id,
                                            const v1::Capabilities& caps, TimePoint now,
-                                           Duration lease) = 0;
+                                           Duration lease,
+                                           const std::string& key = kTrustedCaller) = 0;
   // For builder agents: leases the oldest queued kernel build job (any
   // label), as lease_job. nullopt when none is queued.
   virtual std::optional<v1::Job> lease_build_job(const std::string& agent_id, TimePoint now,
-                                                 Duration lease) {
+                                                 Duration lease,
+                                                 const std::string& key = kTrustedCaller) {
     (void)agent_id;
     (void)now;
     (void)lease;
+    (void)key;
     return std::nullopt;
   }
   // Extends the lease if (job, attempt) is still leased by this agent; returns
   // the new deadline, or nullopt if the lease is no longer the agent's.
+  // Throws WrongAgentSecret if it is, but was taken with another key.
   virtual std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
-                                               uint32_t attempt, TimePoint now, Duration lease) = 0;
+                                               uint32_t attempt, TimePoint now, Duration lease,
+                                               const std::string& key = kTrustedCaller) = 0;
   // Stores the outcome of (job, attempt) once. Accepted while that attempt is
   // the job's current one (leased, or requeued but not yet leased again, or
   // ended as INFRA_FAILURE by expiry: the real outcome then replaces it).
   // Throws StoreError (not unavailable) for an unknown job, or an attempt
   // never handed out. An outcome with a build result (a build job's) also
   // registers the kernel and queues or ends the jobs waiting for it, in the
-  // same transaction.
+  // same transaction. Throws WrongAgentSecret when the attempt was leased
+  // with a key other than `key` (whatever became of the job since).
   virtual ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                                      const v1::Outcome& outcome, TimePoint now) = 0;
+                                      const v1::Outcome& outcome, TimePoint now,
+                                      const std::string& key = kTrustedCaller) = 0;
   // report_outcome without blocking the caller on the database: `done` is
   // called once, possibly from another thread and possibly before this
   // returns. `agent_id` and `outcome` must stay valid until `done` is called.
   // By default it calls report_outcome in place.
   virtual void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
-                                    const v1::Outcome& outcome, TimePoint now, ReportDone done) {
+                                    const v1::Outcome& outcome, TimePoint now, ReportDone done,
+                                    const std::string& key = kTrustedCaller) {
     ReportResult result{};
     try {
-      result = report_outcome(agent_id, job_id, attempt, outcome, now);
+      result = report_outcome(agent_id, job_id, attempt, outcome, now, key);
     } catch (...) {
       done(result, std::current_exception());
       return;
@@ -226,8 +258,10 @@ class Store {
   }
   // The agent gives the job back unfinished: queued again, attempt not counted
   // against max_attempts (the next lease still gets a new attempt number).
-  // Ignored unless (job, attempt) is leased by this agent.
-  virtual void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt) = 0;
+  // Ignored unless (job, attempt) is leased by this agent; throws
+  // WrongAgentSecret if it is, but was taken with another key.
+  virtual void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+                           const std::string& key = kTrustedCaller) = 0;
   // Leases past their deadline: requeued (the next lease is attempt + 1) or,
   // after max_attempts, done as VERDICT_INFRA_FAILURE with the reason. Jobs
   // still waiting for a build job that ended without a kernel end as

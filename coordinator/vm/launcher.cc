@@ -201,6 +201,7 @@ class Coordinator {
     }
     v1::LeaseRequest lr;
     lr.set_agent_id(rr.agent_id());
+    lr.set_agent_secret(rr.agent_secret());
     lr.mutable_wait()->set_seconds(0);
     v1::LeaseResponse lease;
     auto c2 = ctx();
@@ -212,6 +213,7 @@ class Coordinator {
     }
     v1::ReportOutcomeRequest rep;
     rep.set_agent_id(rr.agent_id());
+    rep.set_agent_secret(rr.agent_secret());
     rep.set_job_id(lease.job().job_id());
     rep.set_attempt(lease.job().attempt());
     *rep.mutable_outcome() = outcome;
