@@ -29,6 +29,9 @@ class TouchEveryLeaseStore : public Store {
   bool touch_agent(const std::string& agent_id, TimePoint now) override {
     return inner_.touch_agent(agent_id, now);
   }
+  void touch_agent_async(const std::string& agent_id, TimePoint now) override {
+    inner_.touch_agent_async(agent_id, now);
+  }
   std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override {
     return inner_.list_agents(online_since);
   }

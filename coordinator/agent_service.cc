@@ -59,7 +59,7 @@ void AgentServiceImpl::seen(const std::string& agent_id) {
     if (now - last < cfg_.heartbeat_interval) return;
     last = now;
   }
-  store_.touch_agent(agent_id, now);
+  store_.touch_agent_async(agent_id, now);  // off the call's path: written in batches
 }
 
 Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,

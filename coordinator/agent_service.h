@@ -95,8 +95,8 @@ class AgentServiceImpl final
   // have registered it since).
   grpc::Status check_agent(const std::string& agent_id, const std::string& key,
                            v1::Capabilities& out);
-  // Records that the agent was seen, at most once per heartbeat interval (one
-  // database round trip less on most leases).
+  // Records that the agent was seen, at most once per heartbeat interval,
+  // without waiting for the database (Store::touch_agent_async).
   void seen(const std::string& agent_id);
 
   Store& store_;

@@ -27,6 +27,7 @@
 #include "common/hex.h"
 #include "common/kernel/built_kernel.h"
 #include "coordinator/store/migrations.h"
+#include "coordinator/store/pg_agents.h"
 #include "coordinator/store/pg_lease_keys.h"
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_summaries.h"
@@ -877,6 +878,7 @@ void write_reports(PgPool& pool, ReportBatch& batch) {
 std::vector<PgStatement> all_statements() {
   std::vector<PgStatement> out(std::begin(kStatements), std::end(kStatements));
   for (auto& st : summary_statements()) out.push_back(std::move(st));
+  for (auto& st : agent_statements()) out.push_back(std::move(st));
   for (bool by_campaign : {false, true}) {
     for (bool failed : {false, true}) {
       out.push_back({outcomes_statement(by_campaign, failed), outcomes_query(by_campaign, failed)});
@@ -899,6 +901,10 @@ PgStore::PgStore(const std::string& url, PgStoreOptions options)
           std::vector<PgSetting>{{"plan_cache_mode", "force_generic_plan"}})),
       leases_(std::make_unique<PgGroupCommit<PgLease, std::optional<v1::Job>>>(
           options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)))),
+      renewals_(std::make_unique<PgRenewals>(
+          options.renew_writers, static_cast<size_t>(std::max(options.max_renew_batch, 1)))),
+      touches_(std::make_unique<PgTouchWriter>(
+          1, 4096, 1, [pool = pool_.get()](PgTouchWriter::Batch& batch) { write_touches(*pool, batch); })),
       reports_(std::make_unique<PgBatchWriter<PgReport, ReportResult>>(
           options.report_writers, static_cast<size_t>(std::max(options.max_report_batch, 1)),
           static_cast<size_t>(std::max(options.min_parallel_report_batch, 1)),
@@ -960,6 +966,10 @@ std::optional<std::string> PgStore::agent_key(const std::string& agent_id) {
       });
 }
 
+void PgStore::touch_agent_async(const std::string& agent_id, TimePoint now) {
+  touches_->post(PgTouch{clean(agent_id), us(now), false}, [](PgTouchWriter::Item&) {});
+}
+
 bool PgStore::touch_agent(const std::string& agent_id, TimePoint now) {
   return run_autocommit(*pool_, "touch_agent", [&](pqxx::nontransaction& txn) {
     return txn.exec_prepared("touch_agent", clean(agent_id), us(now)).affected_rows() > 0;
@@ -967,6 +977,7 @@ bool PgStore::touch_agent(const std::string& agent_id, TimePoint now) {
 }
 
 std::vector<v1::AgentInfo> PgStore::list_agents(TimePoint online_since) {
+  touches_->submit(PgTouch{"", 0, true});  // after the touches queued so far
   return run_transaction(*pool_, "list_agents", [&](pqxx::work& txn) {
     std::vector<v1::AgentInfo> out;
     for (const auto& r : txn.exec_prepared("list_agents", us(online_since))) {
@@ -1130,13 +1141,9 @@ std::optional<v1::Job> PgStore::lease_job(const std::string& agent_id, const v1:
 std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64_t job_id,
                                               uint32_t attempt, TimePoint now, Duration lease,
                                               const std::string& key) {
-  auto renewed = run_autocommit(
-      *pool_, "renew_lease", [&](pqxx::nontransaction& txn) -> std::optional<TimePoint> {
-        auto r = txn.exec_prepared("renew_lease", job_id, attempt, clean(agent_id),
-                                   us(now + lease), clean(key));
-        if (r.empty()) return std::nullopt;
-        return TimePoint(Duration(r[0][0].as<int64_t>()));
-      });
+  const PgRenew request{clean(agent_id), job_id, attempt, us(now + lease), clean(key)};
+  auto renewed =
+      renewals_->submit(request, [this](PgRenewals::Batch& batch) { write_renewals(*pool_, batch); });
   if (!renewed) throw_if_leased_with_other_key(agent_id, job_id, attempt, key);
   return renewed;
 }

@@ -37,6 +37,9 @@ struct PgStoreOptions {
   int lease_writers = 2;
   // Most callers served by one statement.
   int max_lease_batch = 64;
+  // Heartbeats (renew_lease) likewise: concurrent ones share a statement.
+  int renew_writers = 2;
+  int max_renew_batch = 256;
   // Group commit of report_outcome: the reports that arrive while a batch is
   // being written are written together, in one transaction, by at most this
   // many writer threads at once, each on a connection of their own (beyond
@@ -58,6 +61,8 @@ template <class Request, class Result>
 class PgBatchWriter;
 struct PgLease;   // one lease_job call (pg_store.cc)
 struct PgReport;  // one report_outcome call (pg_store.cc)
+struct PgTouch;   // one touch_agent_async call (pg_agents.h)
+struct PgRenew;   // one renew_lease call (pg_agents.h)
 
 class PgStore : public Store {
  public:
@@ -70,6 +75,9 @@ class PgStore : public Store {
                              TimePoint now, const std::string& key = kTrustedCaller) override;
   std::optional<std::string> agent_key(const std::string& agent_id) override;
   bool touch_agent(const std::string& agent_id, TimePoint now) override;
+  // Queued for a writer thread that touches many agents per statement.
+  void touch_agent_async(const std::string& agent_id, TimePoint now) override;
+  // Waits for the touches queued before it to be written.
   std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override;
 
   v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) override;
@@ -147,6 +155,11 @@ class PgStore : public Store {
   std::unique_ptr<PgPool> report_pool_;
   // lease_job calls waiting to be served together.
   std::unique_ptr<PgGroupCommit<PgLease, std::optional<v1::Job>>> leases_;
+  // renew_lease calls waiting to be served together.
+  std::unique_ptr<PgGroupCommit<PgRenew, std::optional<TimePoint>>> renewals_;
+  // touch_agent_async calls, written by a thread of their own (one, so that
+  // a barrier queued after touches is written after them).
+  std::unique_ptr<PgBatchWriter<PgTouch, bool>> touches_;
   // report_outcome calls waiting to be written together, by writer threads
   // of their own. Last: its writers use the pools and finish before them.
   std::unique_ptr<PgBatchWriter<PgReport, ReportResult>> reports_;

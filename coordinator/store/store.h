@@ -157,6 +157,14 @@ class Store {
   }
   // Records that the agent was seen; false if the id is unknown.
   virtual bool touch_agent(const std::string& agent_id, TimePoint now) = 0;
+  // As touch_agent, without waiting for the database (the agents' hot path);
+  // list_agents sees it. Failures are logged, not thrown.
+  virtual void touch_agent_async(const std::string& agent_id, TimePoint now) {
+    try {
+      touch_agent(agent_id, now);
+    } catch (const StoreError&) {
+    }
+  }
   // Every agent; `online` when seen at or after `online_since`.
   virtual std::vector<v1::AgentInfo> list_agents(TimePoint online_since) = 0;
 
