@@ -216,13 +216,7 @@ class Spool {
 class Agent {
  public:
   explicit Agent(const ConnectOptions& opts) : opts_(opts), spool_(opts.spool_dir) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    args.SetMaxReceiveMessageSize(64 << 20);
-    channel_ = grpc::CreateCustomChannel(opts.coordinator, grpc::InsecureChannelCredentials(), args);
-    stub_ = v1::AgentService::NewStub(channel_);
+    connect_to(opts.coordinator);
     caps_.set_kernel_label(opts.kernel_label.empty() ? "host" : opts.kernel_label);
     struct utsname u;
     if (uname(&u) == 0)
@@ -301,6 +295,33 @@ class Agent {
     }
   }
 
+  void connect_to(const std::string& address) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::AgentService::NewStub(channel_);
+    address_ = address;
+  }
+
+  // With --data-dir, while the coordinator is unavailable: the address it
+  // wrote, if it moved (a restarted `leapfrog up` whose port was taken).
+  // Leases, spooled outcomes and their secrets live on in the database, so
+  // the agent carries on there as after any reconnect.
+  void reread_address() {
+    if (opts_.address_file.empty()) return;
+    std::ifstream in(opts_.address_file);
+    std::string now;
+    if (!in || !std::getline(in, now)) return;  // not written yet: the coordinator is starting
+    while (!now.empty() && (now.back() == '\r' || now.back() == ' ')) now.pop_back();
+    if (now.empty() || now == address_) return;
+    spdlog::warn("agent.coordinator_moved from={} to={} file={}", address_, now,
+                 opts_.address_file);
+    connect_to(now);
+  }
+
   void advertise_filesystems() {
     caps_.clear_filesystems();
     for (const auto& f : opts_.filesystems.empty() ? default_filesystems() : opts_.filesystems)
@@ -356,6 +377,8 @@ class Agent {
 
   void handle_error(const char* what, const grpc::Status& s) {
     if (s.error_code() == StatusCode::NOT_FOUND) agent_id_.clear();  // the replica forgot us: register again
+    if (s.error_code() == StatusCode::UNAVAILABLE || s.error_code() == StatusCode::DEADLINE_EXCEEDED)
+      reread_address();
     if (s.error_code() == StatusCode::UNAUTHENTICATED) {
       spdlog::error("agent.unauthenticated rpc={} error=\"{}\"", what, s.error_message());
       g_stop.store(1);
@@ -394,7 +417,7 @@ class Agent {
     heartbeat_ = std::chrono::milliseconds(resp.heartbeat_interval().seconds() * 1000 +
                                            resp.heartbeat_interval().nanos() / 1'000'000);
     if (heartbeat_.count() <= 0) heartbeat_ = std::chrono::milliseconds(2000);
-    spdlog::info("agent.registered agent={} coordinator={}", agent_id_, opts_.coordinator);
+    spdlog::info("agent.registered agent={} coordinator={}", agent_id_, address_);
     return true;
   }
 
@@ -748,6 +771,7 @@ class Agent {
   Spool spool_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::string address_;  // what channel_ dials
   v1::Capabilities caps_;
   std::string agent_id_;
   std::string secret_;        // of the latest registration

@@ -22,6 +22,10 @@ struct ConnectOptions {
   // gRPC target, e.g. "127.0.0.1:7070" or "ipv4:127.0.0.1:7070,127.0.0.1:7071"
   // (several replicas: the channel fails over between them).
   std::string coordinator;
+  // `<data-dir>/address` of a `leapfrog up`/`serve` (--data-dir): read again
+  // while the coordinator is unavailable, since a restarted one may listen
+  // elsewhere. Empty: `coordinator` was given as is.
+  std::string address_file;
   std::string token;
   std::string name;          // default: host name + pid
   std::string kernel_label;  // default: "host"

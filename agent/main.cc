@@ -258,6 +258,10 @@ int main(int argc, char** argv) {
   auto* connect = app.add_subcommand("connect", "serve a coordinator: lease jobs, run them, report outcomes");
   connect->add_option("--coordinator", connect_opts.coordinator, "HOST:PORT, or ipv4:A:P,B:P for several replicas");
   connect->add_option("--token-file", token_file, "file holding the coordinator's token");
+  std::string connect_data_dir;
+  connect->add_option("--data-dir", connect_data_dir,
+                      "data folder of a `leapfrog up`/`serve` on this machine: the coordinator's address"
+                      " (read again when it is unavailable) and, without --token-file, its token");
   std::string identity_file;
   connect->add_option("--identity-file", identity_file,
                       "wait for this file, then take the coordinator, name, kernel label, token and selftest from it"
@@ -305,7 +309,17 @@ int main(int argc, char** argv) {
       if (!identity_file.empty()) {
         take_identity(identity_file, connect_opts);
       } else {
-        if (connect_opts.coordinator.empty()) throw UsageError("connect: --coordinator is required");
+        if (!connect_data_dir.empty() && connect_opts.coordinator.empty()) {
+          connect_opts.address_file = connect_data_dir + "/address";
+          std::ifstream in(connect_opts.address_file);
+          std::getline(in, connect_opts.coordinator);
+          if (connect_opts.coordinator.empty())
+            throw UsageError("connect: no coordinator address in \"" + connect_opts.address_file +
+                             "\" (is `leapfrog up` running?)");
+          if (token_file.empty()) token_file = connect_data_dir + "/token";
+        }
+        if (connect_opts.coordinator.empty())
+          throw UsageError("connect: --coordinator (or --data-dir) is required");
         if (token_file.empty()) throw UsageError("connect: --token-file is required");
         try {
           connect_opts.token = read_token_file(token_file);

@@ -5,15 +5,20 @@
 // real kill -9, a real PostgreSQL; nothing may be lost. Needs root.
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/coordinator_fixture.h"
@@ -41,6 +46,52 @@ class TmpfsMount {
  private:
   std::string at_;
 };
+
+// Listens on 127.0.0.1:`port` and closes every connection it is offered: the
+// port is taken (a coordinator started meanwhile cannot keep it), and a
+// client still dialing it fails at once instead of hanging.
+class PortSquatter {
+ public:
+  explicit PortSquatter(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    // Past the connections of the killed server left in TIME_WAIT.
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw std::runtime_error("cannot take port " + std::to_string(port) + ": " +
+                               std::strerror(err));
+    }
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) ::close(c);
+      }
+    });
+  }
+  ~PortSquatter() {
+    stop_.store(true);
+    thread_.join();
+    ::close(fd_);
+  }
+  PortSquatter(const PortSquatter&) = delete;
+  PortSquatter& operator=(const PortSquatter&) = delete;
+
+ private:
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The port at the end of "http://127.0.0.1:PORT" or "127.0.0.1:PORT".
+int port_of(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
 
 // The pid on the first line of `data_dir`/postgres/postmaster.pid, 0 if none.
 pid_t postmaster_of(const std::string& data_dir) {
@@ -262,6 +313,71 @@ TEST_F(FaultsE2E, UpRestartedWithoutPortKeepsItsPortAndAWaitingClientFinishes) {
   const json summary = json::parse(slurp(waiter->out_file()));
   EXPECT_EQ(summary["outcomes"], jobs) << summary.dump();
   expect_one_outcome_per_job(summary["campaign"].get<int64_t>(), jobs);
+}
+
+// An agent that found the coordinator through --data-dir follows it to the
+// port a restarted coordinator had to take instead of its own.
+TEST_F(FaultsE2E, AnAgentGivenTheDataDirFollowsACoordinatorToItsNewPort) {
+  start_postgres();
+  const std::string data = *dir_ / "serve";
+  const Coordinator first = start_serve("serve-1", 0, data);
+  spawn("agent-a",
+        {LEAPFROG_AGENT, "connect", "--data-dir", data, "--token-file", token_file_, "--name",
+         "agent-a", "--spool", spool_of("agent-a"), "--fs", "tmpfs"},
+        true);
+  const int jobs = 8;
+  const int64_t campaign = queue_campaign(first.address, jobs, "300ms");
+  wait_outcomes(campaign, 1);
+  first.proc->kill9();
+  // Its port stays taken, so the next coordinator listens elsewhere.
+  std::unique_ptr<PortSquatter> squatter;
+  ASSERT_TRUE(poll_until(
+      [&] {
+        try {
+          squatter = std::make_unique<PortSquatter>(first.port);
+          return true;
+        } catch (const std::runtime_error&) {
+          return false;
+        }
+      },
+      30s));
+  const Coordinator second = start_serve("serve-2", 0, data);
+  ASSERT_NE(second.port, first.port);
+  wait_done(campaign);
+  expect_one_outcome_per_job(campaign, jobs);
+  expect_all_reported(campaign, {"agent-a"});
+  EXPECT_NE(slurp(log_of("agent-a")).find("agent.coordinator_moved"), std::string::npos)
+      << tail_of(log_of("agent-a"));
+}
+
+// The dashboard keeps its port across restarts like the gRPC one, and takes
+// another when someone else holds it.
+TEST_F(FaultsE2E, TheDashboardKeepsItsPortWhileItIsFree) {
+  start_postgres();
+  const std::string data = *dir_ / "serve";
+  auto http_url = [&](const Coordinator& c) {
+    std::string url;
+    EXPECT_TRUE(poll_until(
+        [&] { return !(url = slurp(data + "/http")).empty() || c.proc->exited(); }, 30s));
+    return url.substr(0, url.find('\n'));
+  };
+  const Coordinator first = start_serve("serve-1", 0, data);
+  const std::string url = http_url(first);
+  ASSERT_EQ(url.rfind("http://127.0.0.1:", 0), 0u) << url;
+  first.proc->kill9();
+  std::remove((data + "/http").c_str());
+
+  const Coordinator second = start_serve("serve-2", 0, data);
+  EXPECT_EQ(http_url(second), url) << "a restart moved the dashboard";
+  second.proc->kill9();
+  std::remove((data + "/http").c_str());
+
+  PortSquatter squatter(port_of(url));
+  const Coordinator third = start_serve("serve-3", 0, data);
+  const std::string elsewhere = http_url(third);
+  EXPECT_FALSE(elsewhere.empty()) << tail_of(third.proc->err_file());
+  EXPECT_NE(elsewhere, url);
+  EXPECT_EQ(cli(third.address, {"campaign", "list"}).exit, 0);
 }
 
 TEST_F(FaultsE2E, CampaignRunWaitGivesUpAtItsTimeout) {

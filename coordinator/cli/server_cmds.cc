@@ -345,7 +345,23 @@ int serve(const ServeOptions& opts) {
   ho.extra_api.push_back([&](coord::ApiRouter& router) {
     coord::notify::register_notify_api(router, notify_store, clock);
   });
-  coord::HttpServer http(store, clock, ho, server.triage(), &coord_metrics);
+  // The dashboard's port too: open tabs, bookmarks and issue links find it again.
+  const std::string http_port_file = opts.data_dir + "/http-port";
+  const std::string http_kept = kept_listen(ho.listen, http_port_file);
+  std::unique_ptr<coord::HttpServer> http_ptr;
+  if (http_kept != ho.listen) {
+    coord::HttpOptions on_kept = ho;
+    on_kept.listen = http_kept;
+    try {
+      http_ptr = std::make_unique<coord::HttpServer>(store, clock, on_kept, server.triage(), &coord_metrics);
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("http.kept_port_taken listen={} error=\"{}\"", http_kept, e.what());
+    }
+  }
+  if (!http_ptr) http_ptr = std::make_unique<coord::HttpServer>(store, clock, ho, server.triage(), &coord_metrics);
+  coord::HttpServer& http = *http_ptr;
+  if (ho.listen.size() >= 2 && ho.listen.compare(ho.listen.size() - 2, 2, ":0") == 0)
+    write_file(http_port_file, std::to_string(http.port()), 0644);
   write_file(opts.data_dir + "/http", http.url(), 0644);
   NightlyExports nightly(opts, store, server.triage(), http.url());
   coord::notify::Notifier notifier(store, notify_store, clock, notifier_options(opts, http.url()));
