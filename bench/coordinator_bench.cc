@@ -19,6 +19,9 @@
 //    carries at most that many). --floors also measures
 //    gRPC storing nothing and the store called without gRPC; --loop=SIDE
 //    repeats one side for a profiler.
+//  - fleet: 1,000 agents (--fleet-agents), each running a leased job for a
+//    few seconds while heartbeating, then leasing the next: lease and
+//    heartbeat latency (p50/p99) and the CPU each lease costs (issue 23).
 //  - touch_agent: the agent service touches an agent at most once per
 //    heartbeat interval; a store in front of the PgStore
 //    (touch_every_lease_store.h) also measures a touch on every lease, as
@@ -83,6 +86,12 @@ struct Options {
   int durable_lease_jobs = 2000;  // per run, durable (each raw lease waits for its fsync)
   int paced_think_ms = 100;       // think time between an agent's leases, paced run
   int paced_leases = 10;          // leases per agent, paced run
+  // The fleet run: this many agents, each running a job for fleet_think_ms
+  // +-50 % after each lease and heartbeating every fleet_heartbeat_ms meanwhile.
+  int fleet_agents = 1000;
+  int fleet_think_ms = 5000;
+  int fleet_heartbeat_ms = 2000;  // ServiceConfig's default
+  int fleet_leases = 3;           // leases per agent
   int ingest_outcomes = 2000;
   std::vector<int> ingest_clients = {8, 32, 200};  // calls in flight, one gRPC run each
   int channels = 8;                           // client connections the agents share
@@ -96,7 +105,8 @@ struct Options {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--rounds=N] [--agents=N] [--lease-jobs=N] [--durable-lease-jobs=N]"
-               " [--paced-think-ms=N] [--paced-leases=N] [--ingest-outcomes=N]"
+               " [--paced-think-ms=N] [--paced-leases=N] [--fleet-agents=N] [--fleet-think-ms=N]"
+               " [--fleet-heartbeat-ms=N] [--fleet-leases=N] [--ingest-outcomes=N]"
                " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only] [--ingest-only]"
                " [--report-writers=N] [--min-parallel-batch=N]"
                " [--floors]"
@@ -115,6 +125,10 @@ Options parse_options(int argc, char** argv) {
       {"durable-lease-jobs", &o.durable_lease_jobs},
       {"paced-think-ms", &o.paced_think_ms},
       {"paced-leases", &o.paced_leases},
+      {"fleet-agents", &o.fleet_agents},
+      {"fleet-think-ms", &o.fleet_think_ms},
+      {"fleet-heartbeat-ms", &o.fleet_heartbeat_ms},
+      {"fleet-leases", &o.fleet_leases},
       {"ingest-outcomes", &o.ingest_outcomes},
       {"channels", &o.channels},
       {"report-writers", &o.store.report_writers},
@@ -212,6 +226,13 @@ class BenchDir {
 struct LeaseRun {
   double jobs_per_sec = 0;
   std::vector<double> latency_us;  // per leased job
+};
+
+// The fleet run: leases and heartbeats of many paced agents.
+struct FleetRun {
+  std::vector<double> lease_us, heartbeat_us;
+  double seconds = 0;
+  double bench_cpu_us_per_lease = 0, pg_cpu_us_per_lease = 0;
 };
 
 // CPU seconds used so far by this process (the bench's clients and the
@@ -433,7 +454,7 @@ class Bench {
     };
     grpc::CompletionQueue cq;
     std::vector<std::unique_ptr<Agent>> agents;
-    for (size_t i = 0; i < agent_ids_.size(); ++i) {
+    for (size_t i = 0; i < static_cast<size_t>(opts_.agents); ++i) {
       auto a = std::make_unique<Agent>();
       a->stub = stubs_[i % stubs_.size()].get();
       a->req.set_agent_id(agent_ids_[i]);
@@ -506,6 +527,151 @@ class Bench {
     if (!error.empty()) throw std::runtime_error(error);
     if (leased != n) throw std::runtime_error("gRPC lease: leased " + std::to_string(leased));
     run.jobs_per_sec = leased / seconds_between(start, last);
+    return run;
+  }
+
+  // `agents` agents lease one job each in turn; each "runs" it for `think`
+  // +-50 %, heartbeating every `beat` meanwhile, then leases again, until
+  // every agent has leased `per_agent` jobs. All calls async on one thread.
+  FleetRun fleet(int agents, int per_agent, std::chrono::milliseconds think,
+                 std::chrono::milliseconds beat) {
+    if (agents > static_cast<int>(agent_ids_.size()))
+      throw std::runtime_error("fleet: only " + std::to_string(agent_ids_.size()) +
+                               " agents registered");
+    fresh_campaign("fleet", agents * per_agent);
+    enum class Op { Lease, Heartbeat, Alarm };
+    struct Agent;
+    struct Tag {
+      Agent* agent;
+      Op op;
+    };
+    struct Agent {
+      v1::AgentService::Stub* stub = nullptr;
+      std::string id, secret;
+      std::unique_ptr<grpc::ClientContext> ctx;
+      v1::LeaseResponse lease;
+      v1::HeartbeatResponse beat;
+      grpc::Status status;
+      std::unique_ptr<grpc::ClientAsyncResponseReader<v1::LeaseResponse>> lease_rpc;
+      std::unique_ptr<grpc::ClientAsyncResponseReader<v1::HeartbeatResponse>> beat_rpc;
+      grpc::Alarm alarm;
+      Steady::time_point sent, run_ends;
+      v1::Job job;
+      bool running = false;
+      int leased = 0;
+      Tag lease_tag{this, Op::Lease}, beat_tag{this, Op::Heartbeat}, alarm_tag{this, Op::Alarm};
+    };
+    grpc::CompletionQueue cq;
+    std::vector<std::unique_ptr<Agent>> fleet;
+    for (int i = 0; i < agents; ++i) {
+      auto a = std::make_unique<Agent>();
+      a->stub = stubs_[static_cast<size_t>(i) % stubs_.size()].get();
+      a->id = agent_ids_[static_cast<size_t>(i)];
+      a->secret = agent_secrets_[static_cast<size_t>(i)];
+      fleet.push_back(std::move(a));
+    }
+    auto context = [](Agent& a) {
+      a.ctx = std::make_unique<grpc::ClientContext>();
+      a.ctx->AddMetadata("authorization", std::string("Bearer ") + kToken);
+      a.sent = Steady::now();
+    };
+    auto send_lease = [&](Agent& a) {
+      context(a);
+      v1::LeaseRequest req;
+      req.set_agent_id(a.id);
+      req.set_agent_secret(a.secret);
+      a.lease.Clear();
+      a.lease_rpc = a.stub->PrepareAsyncLease(a.ctx.get(), req, &cq);
+      a.lease_rpc->StartCall();
+      a.lease_rpc->Finish(&a.lease, &a.status, &a.lease_tag);
+    };
+    auto send_beat = [&](Agent& a) {
+      context(a);
+      v1::HeartbeatRequest req;
+      req.set_agent_id(a.id);
+      req.set_agent_secret(a.secret);
+      req.set_job_id(a.job.job_id());
+      req.set_attempt(a.job.attempt());
+      a.beat_rpc = a.stub->PrepareAsyncHeartbeat(a.ctx.get(), req, &cq);
+      a.beat_rpc->StartCall();
+      a.beat_rpc->Finish(&a.beat, &a.status, &a.beat_tag);
+    };
+    auto at = [](Steady::time_point t) {
+      return std::chrono::system_clock::now() +
+             std::chrono::duration_cast<std::chrono::system_clock::duration>(t - Steady::now());
+    };
+    std::mt19937_64 rng(43);
+    std::uniform_real_distribution<double> jitter(0.5, 1.5);
+    std::uniform_real_distribution<double> spread(0.0, 1.0);
+    // Until the next beat or the end of the run, whichever comes first.
+    auto wait_in_run = [&](Agent& a) {
+      const auto next = std::min(Steady::now() + beat, a.run_ends);
+      a.alarm.Set(&cq, at(next), &a.alarm_tag);
+    };
+    FleetRun run;
+    std::string error;
+    size_t active = fleet.size();
+    for (auto& a : fleet) {
+      a->run_ends = Steady::now() + std::chrono::duration_cast<Steady::duration>(think * spread(rng));
+      a->alarm.Set(&cq, at(a->run_ends), &a->alarm_tag);  // start spread over one think time
+    }
+    const CpuTimes cpu0 = cpu_now(pg_->pid());
+    const auto start = Steady::now();
+    while (active > 0) {
+      void* raw = nullptr;
+      bool ok = false;
+      if (!cq.Next(&raw, &ok)) break;
+      auto* tag = static_cast<Tag*>(raw);
+      Agent& a = *tag->agent;
+      const auto now = Steady::now();
+      switch (tag->op) {
+        case Op::Alarm:
+          if (!a.running || now >= a.run_ends) {
+            a.running = false;
+            send_lease(a);
+          } else {
+            send_beat(a);
+          }
+          break;
+        case Op::Heartbeat:
+          if (!a.status.ok()) {
+            if (error.empty()) error = "Heartbeat: " + a.status.error_message();
+            --active;
+            break;
+          }
+          run.heartbeat_us.push_back(micros_between(a.sent, now));
+          wait_in_run(a);
+          break;
+        case Op::Lease:
+          if (!a.status.ok() || !a.lease.has_job()) {
+            if (error.empty())
+              error = a.status.ok() ? "Lease: no job" : "Lease: " + a.status.error_message();
+            --active;
+            break;
+          }
+          run.lease_us.push_back(micros_between(a.sent, now));
+          a.job = a.lease.job();
+          if (++a.leased >= per_agent) {
+            --active;
+            break;
+          }
+          a.running = true;
+          a.run_ends = now + std::chrono::duration_cast<Steady::duration>(think * jitter(rng));
+          wait_in_run(a);
+          break;
+      }
+    }
+    run.seconds = seconds_between(start, Steady::now());
+    const CpuTimes cpu1 = cpu_now(pg_->pid());
+    cq.Shutdown();
+    void* ignored_tag;
+    bool ignored_ok;
+    while (cq.Next(&ignored_tag, &ignored_ok)) {
+    }
+    if (!error.empty()) throw std::runtime_error("fleet: " + error);
+    const double k = 1e6 / static_cast<double>(std::max<size_t>(run.lease_us.size(), 1));
+    run.bench_cpu_us_per_lease = (cpu1.bench - cpu0.bench) * k;
+    run.pg_cpu_us_per_lease = (cpu1.pg - cpu0.pg) * k;
     return run;
   }
 
@@ -772,7 +938,7 @@ class Bench {
     caps.set_root(true);
     caps.set_cpus(2);
     caps.set_host("bench");
-    for (int i = 0; i < opts_.agents; ++i) {
+    for (int i = 0; i < std::max(opts_.agents, opts_.fleet_agents); ++i) {
       grpc::ClientContext ctx;
       ctx.AddMetadata("authorization", std::string("Bearer ") + kToken);
       v1::RegisterRequest req;
@@ -864,6 +1030,7 @@ struct Mode {
   Pair lease, lease_touching;
   std::vector<Pair> ingest;  // one per Options::ingest_clients
   std::vector<double> raw_lat, grpc_lat, touching_lat, paced_lat, paced_touching_lat;
+  FleetRun fleet;
   std::vector<CpuTimes> raw_cpu;                // per round
   // --floors: per Options::ingest_clients, per round
   std::vector<std::vector<IngestRun>> floor_grpc, floor_store;
@@ -944,6 +1111,8 @@ void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& out
   bench.store_view().touch_every_lease = true;
   m.paced_touching_lat = bench.grpc_lease(paced_jobs, think).latency_us;
   bench.store_view().touch_every_lease = false;
+  m.fleet = bench.fleet(o.fleet_agents, o.fleet_leases, std::chrono::milliseconds(o.fleet_think_ms),
+                        std::chrono::milliseconds(o.fleet_heartbeat_ms));
 }
 
 void print_row(const std::string& what, const Pair& p) {
@@ -1022,6 +1191,14 @@ void print_mode(const Options& o, Mode& m) {
   print_latency("gRPC, " + std::to_string(o.agents) + " agents paced, as built", m.paced_lat);
   print_latency("gRPC, " + std::to_string(o.agents) + " agents paced, touching",
                 m.paced_touching_lat);
+  const std::string fleet = std::to_string(o.fleet_agents) + " agents, fleet";
+  print_latency("gRPC, " + fleet + ": lease", m.fleet.lease_us);
+  std::printf("  %-46s p50 %8.2f ms  p99 %8.2f ms  (%zu heartbeats)\n",
+              ("gRPC, " + fleet + ": heartbeat").c_str(), percentile(m.fleet.heartbeat_us, 50) / 1000,
+              percentile(m.fleet.heartbeat_us, 99) / 1000, m.fleet.heartbeat_us.size());
+  std::printf("  %-46s bench+coordinator %5.0f  PostgreSQL %5.0f  (heartbeats included)\n",
+              ("CPU us per lease, " + fleet).c_str(), m.fleet.bench_cpu_us_per_lease,
+              m.fleet.pg_cpu_us_per_lease);
 }
 
 int run(const Options& o) {
@@ -1088,6 +1265,9 @@ int run(const Options& o) {
       "paced: each agent waits %d ms +-50%% between leases (%.0f leases/s offered).\n"
       "touching: the store also runs touch_agent before every lease (the agent service\n"
       "touches an agent at most once per heartbeat interval).\n"
+      "fleet: %d agents, each leasing %d jobs, running each for %d ms +-50%% and heartbeating\n"
+      "every %d ms meanwhile (%.0f leases/s and %.0f heartbeats/s offered); CPU per lease\n"
+      "counts this process (the clients too) and PostgreSQL over the run.\n"
       "ingest: %d outcomes, %lld rows (20-50 violations each); raw = one COPY per table in one\n"
       "transaction; gRPC = ReportOutcome calls, serialized beforehand (agents build their requests\n"
       "on their own machines), while the raw side formats its COPY rows inside the timed part, as\n"
@@ -1099,7 +1279,10 @@ int run(const Options& o) {
       "outcomes per commit, and the ceiling line divides the fewest commits a run needs\n"
       "(outcomes / N) times the measured commit latency into the rows, over the raw side.\n",
       o.agents, o.channels, o.paced_think_ms,
-      o.agents * 1000.0 / static_cast<double>(o.paced_think_ms), o.ingest_outcomes,
+      o.agents * 1000.0 / static_cast<double>(o.paced_think_ms), o.fleet_agents, o.fleet_leases,
+      o.fleet_think_ms, o.fleet_heartbeat_ms,
+      o.fleet_agents * 1000.0 / static_cast<double>(o.fleet_think_ms),
+      o.fleet_agents * 1000.0 / static_cast<double>(o.fleet_heartbeat_ms), o.ingest_outcomes,
       static_cast<long long>(Bench::rows_of(outcomes)));
   return 0;
 }
