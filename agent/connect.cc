@@ -377,7 +377,8 @@ class Agent {
 
   void handle_error(const char* what, const grpc::Status& s) {
     if (s.error_code() == StatusCode::NOT_FOUND) agent_id_.clear();  // the replica forgot us: register again
-    if (s.error_code() == StatusCode::UNAVAILABLE || s.error_code() == StatusCode::DEADLINE_EXCEEDED)
+    if (s.error_code() == StatusCode::UNAVAILABLE ||
+        s.error_code() == StatusCode::DEADLINE_EXCEEDED)
       reread_address();
     if (s.error_code() == StatusCode::UNAUTHENTICATED) {
       spdlog::error("agent.unauthenticated rpc={} error=\"{}\"", what, s.error_message());

@@ -259,9 +259,10 @@ int main(int argc, char** argv) {
   connect->add_option("--coordinator", connect_opts.coordinator, "HOST:PORT, or ipv4:A:P,B:P for several replicas");
   connect->add_option("--token-file", token_file, "file holding the coordinator's token");
   std::string connect_data_dir;
-  connect->add_option("--data-dir", connect_data_dir,
-                      "data folder of a `leapfrog up`/`serve` on this machine: the coordinator's address"
-                      " (read again when it is unavailable) and, without --token-file, its token");
+  connect->add_option(
+      "--data-dir", connect_data_dir,
+      "data folder of a `leapfrog up`/`serve` on this machine: the coordinator's address"
+      " (read again when it is unavailable) and, without --token-file, its token");
   std::string identity_file;
   connect->add_option("--identity-file", identity_file,
                       "wait for this file, then take the coordinator, name, kernel label, token and selftest from it"

@@ -612,7 +612,8 @@ class Bench {
     std::string error;
     size_t active = fleet.size();
     for (auto& a : fleet) {
-      a->run_ends = Steady::now() + std::chrono::duration_cast<Steady::duration>(think * spread(rng));
+      a->run_ends =
+          Steady::now() + std::chrono::duration_cast<Steady::duration>(think * spread(rng));
       a->alarm.Set(&cq, at(a->run_ends), &a->alarm_tag);  // start spread over one think time
     }
     const CpuTimes cpu0 = cpu_now(pg_->pid());
@@ -1194,7 +1195,8 @@ void print_mode(const Options& o, Mode& m) {
   const std::string fleet = std::to_string(o.fleet_agents) + " agents, fleet";
   print_latency("gRPC, " + fleet + ": lease", m.fleet.lease_us);
   std::printf("  %-46s p50 %8.2f ms  p99 %8.2f ms  (%zu heartbeats)\n",
-              ("gRPC, " + fleet + ": heartbeat").c_str(), percentile(m.fleet.heartbeat_us, 50) / 1000,
+              ("gRPC, " + fleet + ": heartbeat").c_str(),
+              percentile(m.fleet.heartbeat_us, 50) / 1000,
               percentile(m.fleet.heartbeat_us, 99) / 1000, m.fleet.heartbeat_us.size());
   std::printf("  %-46s bench+coordinator %5.0f  PostgreSQL %5.0f  (heartbeats included)\n",
               ("CPU us per lease, " + fleet).c_str(), m.fleet.bench_cpu_us_per_lease,
@@ -1269,7 +1271,8 @@ int run(const Options& o) {
       "every %d ms meanwhile (%.0f leases/s and %.0f heartbeats/s offered); CPU per lease\n"
       "counts this process (the clients too) and PostgreSQL over the run.\n"
       "ingest: %d outcomes, %lld rows (20-50 violations each); raw = one COPY per table in one\n"
-      "transaction; gRPC = ReportOutcome calls, serialized beforehand (agents build their requests\n"
+      "transaction; gRPC = ReportOutcome calls, serialized beforehand (agents build their "
+      "requests\n"
       "on their own machines), while the raw side formats its COPY rows inside the timed part, as\n"
       "the coordinator formats its statement: each side times what the machine storing the rows\n"
       "does. CPU per row: this process (bench clients and coordinator) and PostgreSQL (all its\n"

@@ -61,7 +61,8 @@ class PortSquatter {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0) {
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 64) != 0) {
       const int err = errno;
       ::close(fd_);
       throw std::runtime_error("cannot take port " + std::to_string(port) + ": " +
@@ -91,7 +92,9 @@ class PortSquatter {
 };
 
 // The port at the end of "http://127.0.0.1:PORT" or "127.0.0.1:PORT".
-int port_of(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
+int port_of(const std::string& url) {
+  return std::stoi(url.substr(url.rfind(':') + 1));
+}
 
 // The pid on the first line of `data_dir`/postgres/postmaster.pid, 0 if none.
 pid_t postmaster_of(const std::string& data_dir) {

@@ -353,12 +353,15 @@ int serve(const ServeOptions& opts) {
     coord::HttpOptions on_kept = ho;
     on_kept.listen = http_kept;
     try {
-      http_ptr = std::make_unique<coord::HttpServer>(store, clock, on_kept, server.triage(), &coord_metrics);
+      http_ptr = std::make_unique<coord::HttpServer>(store, clock, on_kept, server.triage(),
+                                                     &coord_metrics);
     } catch (const std::runtime_error& e) {
       spdlog::warn("http.kept_port_taken listen={} error=\"{}\"", http_kept, e.what());
     }
   }
-  if (!http_ptr) http_ptr = std::make_unique<coord::HttpServer>(store, clock, ho, server.triage(), &coord_metrics);
+  if (!http_ptr)
+    http_ptr =
+        std::make_unique<coord::HttpServer>(store, clock, ho, server.triage(), &coord_metrics);
   coord::HttpServer& http = *http_ptr;
   if (ho.listen.size() >= 2 && ho.listen.compare(ho.listen.size() - 2, 2, ":0") == 0)
     write_file(http_port_file, std::to_string(http.port()), 0644);
