@@ -113,7 +113,8 @@ json to_json(const ScalePoint& p) {
           {"idle_pct", p.idle_pct},
           {"other_load", p.other_load},
           {"task_cpu_s", p.task_cpu_s},
-          {"window_s", p.window_s}};
+          {"window_s", p.window_s},
+          {"host_load", p.host_load}};
 }
 
 ScalePoint scale_point_from_json(const json& j) {
@@ -130,6 +131,7 @@ ScalePoint scale_point_from_json(const json& j) {
   p.other_load = j.value("other_load", -1.0);
   p.task_cpu_s = j.value("task_cpu_s", 0.0);
   p.window_s = j.value("window_s", 0.0);
+  p.host_load = j.value("host_load", -1.0);
   return p;
 }
 
@@ -181,6 +183,10 @@ json to_json(const Outcome& o) {
                        {"warmup_s", o.scale_host.warmup_s},
                        {"max_other_load", o.scale_host.max_other_load},
                        {"load_average", o.scale_host.load_average},
+                       {"max_host_load", o.scale_host.max_host_load},
+                       {"host_cpus", o.scale_host.host_cpus},
+                       {"vcpus", o.scale_host.vcpus},
+                       {"vcpu_pinning", o.scale_host.vcpu_pinning},
                        {"warnings", o.scale_host.warnings}};
   }
   if (!o.error.empty()) j["error"] = o.error;

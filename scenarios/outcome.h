@@ -29,6 +29,9 @@ struct ScalePoint {
   double other_load = -1;  // CPUs' worth of time used by everything but the tasks; -1: unknown
   double task_cpu_s = 0;   // CPU time the tasks ran over the samples (0: unknown)
   double window_s = 0;     // wall time of the samples (0: unknown)
+  // CPUs busy on the VM's host outside this VM over the samples, as the VM
+  // launcher saw it (scale::HostView); -1: not in a VM, or the host did not say.
+  double host_load = -1;
 };
 
 // The machine a lookup-scale run measured on, and whether it was fit to.
@@ -38,6 +41,12 @@ struct ScaleHost {
   double warmup_s = 0;                // warm-up before the samples of each point
   double max_other_load = 0;          // the highest other_load of any point
   double load_average = -1;           // 1-minute load average at the end
+  // In a VM: what its launcher said about the host (-1 / 0 / "": not in a
+  // VM, or an older launcher). A guest's own /proc/stat cannot see the host.
+  double max_host_load = -1;          // the highest host_load of any point
+  uint32_t host_cpus = 0;             // the host's CPUs
+  uint32_t vcpus = 0;                 // the VM's vCPUs
+  std::string vcpu_pinning;           // host CPUs the vCPUs are pinned to, "none" when unpinned
   std::vector<std::string> warnings;  // "3 tasks on 2 CPUs", "loaded: ..."
 };
 

@@ -97,6 +97,7 @@ TEST(ScalePointJson, RoundTripsAndReadsOldPoints) {
   p.ci_low = 796;
   p.ci_high = 1673;
   p.other_load = 0.25;
+  p.host_load = 1.75;
   const ScalePoint q = scale_point_from_json(to_json(p));
   EXPECT_EQ(q.test, p.test);
   EXPECT_EQ(q.mode, p.mode);
@@ -104,12 +105,14 @@ TEST(ScalePointJson, RoundTripsAndReadsOldPoints) {
   EXPECT_EQ(q.samples, p.samples);
   EXPECT_DOUBLE_EQ(q.ci_high, p.ci_high);
   EXPECT_DOUBLE_EQ(q.other_load, p.other_load);
+  EXPECT_DOUBLE_EQ(q.host_load, p.host_load);
   // Before samples were kept, a point was its mean alone.
   const ScalePoint old = scale_point_from_json(
       nlohmann::json{{"test", "lseek"}, {"mode", "processes"}, {"tasks", 1}, {"ops_per_sec", 7.0}});
   EXPECT_TRUE(old.samples.empty());
   EXPECT_DOUBLE_EQ(old.ci_low, 7);
   EXPECT_DOUBLE_EQ(old.idle_pct, -1);
+  EXPECT_DOUBLE_EQ(old.host_load, -1);  // not known, never "idle"
   EXPECT_THROW(scale_point_from_json(nlohmann::json{{"test", "x"}}), nlohmann::json::exception);
 }
 

@@ -4,10 +4,13 @@
 // Needs root, like the agent itself.
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -133,6 +136,110 @@ TEST_F(ScalingE2E, OtherWorkDuringTheRunSaysLoaded) {
     loaded |= w.get<std::string>().rfind("loaded: other work used", 0) == 0;
   EXPECT_TRUE(loaded) << o["scale_host"].dump();
   for (const auto& p : o["scale"]) EXPECT_GT(p["other_load"].get<double>(), 0.3) << p.dump();
+}
+
+// What the VM launcher tells a guest about its host (scale::HostView),
+// written by hand: a run that reads a loaded host says so, and a host view
+// that stopped coming is "unknown", never "idle".
+class HostViewFile {
+ public:
+  HostViewFile() {
+    char tmpl[] = "/tmp/leapfrog-host-view-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    // Readable by the run's unprivileged tasks, as the guest's /run/leapfrog is.
+    stdfs::permissions(dir_, stdfs::perms::owner_all | stdfs::perms::group_read |
+                                 stdfs::perms::group_exec | stdfs::perms::others_read |
+                                 stdfs::perms::others_exec);
+    path_ = dir_ + "/host";
+    setenv("LEAPFROG_HOST_VIEW", path_.c_str(), 1);
+  }
+  ~HostViewFile() {
+    stop();
+    unsetenv("LEAPFROG_HOST_VIEW");
+    stdfs::remove_all(dir_);
+  }
+  // Rewrites `line` every 200 ms, as the guest's /init does with each line.
+  void keep_writing(const std::string& line) {
+    writer_ = std::thread([this, line] {
+      while (!stop_.load()) {
+        std::ofstream(path_, std::ios::trunc) << line << "\n";
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+  }
+  // Writes `line` once, dated an hour ago: a launcher that went quiet.
+  void write_stale(const std::string& line) {
+    std::ofstream(path_, std::ios::trunc) << line << "\n";
+    const auto old = stdfs::last_write_time(path_) - std::chrono::hours(1);
+    stdfs::last_write_time(path_, old);
+  }
+  void stop() {
+    stop_ = true;
+    if (writer_.joinable()) writer_.join();
+  }
+
+ private:
+  std::string dir_, path_;
+  std::atomic<bool> stop_{false};
+  std::thread writer_;
+};
+
+bool has_warning(const json& o, const std::string& prefix) {
+  for (const auto& w : o["scale_host"]["warnings"])
+    if (w.get<std::string>().rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+TEST_F(ScalingE2E, AHostThatSaysItIsLoadedMakesTheRunSaySo) {
+  HostViewFile view;
+  view.keep_writing("other=1.50 host_cpus=8 vcpus=2 pinning=none end");
+  const json o =
+      scale_run({"max_tasks=1", "test=4", "mode=0", "point_ms=300", "warmup_ms=0", "samples=2"});
+  view.stop();
+  ASSERT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+  const json& h = o["scale_host"];
+  EXPECT_DOUBLE_EQ(h["max_host_load"].get<double>(), 1.5) << h.dump();
+  EXPECT_EQ(h["host_cpus"], 8) << h.dump();
+  EXPECT_EQ(h["vcpus"], 2) << h.dump();
+  EXPECT_EQ(h["vcpu_pinning"], "none") << h.dump();
+  EXPECT_TRUE(has_warning(o, "loaded host: work outside this VM used 1.50 of the host's 8 CPUs"))
+      << h.dump();
+  for (const auto& p : o["scale"]) EXPECT_DOUBLE_EQ(p["host_load"].get<double>(), 1.5) << p.dump();
+}
+
+TEST_F(ScalingE2E, AnIdleHostGivesNoWarningAndAQuietOneIsUnknown) {
+  {
+    HostViewFile view;
+    view.keep_writing("other=0.05 host_cpus=4 vcpus=2 pinning=none end");
+    const json o =
+        scale_run({"max_tasks=1", "test=4", "mode=0", "point_ms=300", "warmup_ms=0", "samples=2"});
+    view.stop();
+    EXPECT_DOUBLE_EQ(o["scale_host"]["max_host_load"].get<double>(), 0.05) << o.dump();
+    EXPECT_FALSE(has_warning(o, "loaded host")) << o["scale_host"].dump();
+    EXPECT_FALSE(has_warning(o, "the VM's host did not report")) << o["scale_host"].dump();
+  }
+  for (const std::string line : {"other=3.00 host_cpus=4 vcpus=2 pinning=none end",
+                                 "other=3.00 host_cpus=4 vcpus=2 pinning=none"}) {
+    // Stale (the launcher went quiet), then fresh but cut short (no "end"):
+    // neither is read as the host's load.
+    HostViewFile view;
+    if (line.find(" end") != std::string::npos)
+      view.write_stale(line);
+    else
+      view.keep_writing(line);
+    const json o =
+        scale_run({"max_tasks=1", "test=4", "mode=0", "point_ms=300", "warmup_ms=0", "samples=2"});
+    view.stop();
+    EXPECT_DOUBLE_EQ(o["scale_host"]["max_host_load"].get<double>(), -1) << line;
+    EXPECT_FALSE(has_warning(o, "loaded host")) << line;
+    EXPECT_TRUE(has_warning(o, "the VM's host did not report its load during 1 of 1 points"))
+        << line << " " << o["scale_host"].dump();
+  }
+  // Not in a VM (no view at all): nothing about a host.
+  const json bare =
+      scale_run({"max_tasks=1", "test=4", "mode=0", "point_ms=100", "warmup_ms=0", "samples=1"});
+  EXPECT_DOUBLE_EQ(bare["scale_host"]["max_host_load"].get<double>(), -1);
+  EXPECT_FALSE(has_warning(bare, "the VM's host")) << bare["scale_host"].dump();
 }
 
 }  // namespace

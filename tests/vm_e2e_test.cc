@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/widen.h"
@@ -266,6 +268,54 @@ TEST_F(VmE2E, BootsRegistersAndRunsACampaign) {
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.registered "), 1) << launcher_log();
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent=\\S+ generation=\\d+ mode=(boot|restore)"), 1)
       << launcher_log();
+}
+
+// A TCG guest's /proc/stat cannot see the host's other work: the launcher
+// tells the guest on its ttyS1, and lookup-scale records it with every point.
+// Positive control: this process keeps every host CPU busy during the run,
+// so the host's other load must show and the run must say "loaded host". The
+// launcher's QEMU itself does not count as the host's other load.
+TEST_F(VmE2E, ALookupScaleRunInAVmSeesItsHostsLoad) {
+  add_kernel("debian", kernel_image_);
+  start_launcher("debian", {"--count", "1", "--cpus", "2"});
+  // Registered first: the burners must not slow the boot past its deadline.
+  const int64_t warm = campaign("debian", {"setattr-lookup"});
+  ASSERT_TRUE(wait_done(warm, 240s)) << launcher_log();
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> burners;
+  for (unsigned i = 0; i < cpus; ++i)
+    burners.emplace_back([&stop] {
+      volatile uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) n = n + 1;
+    });
+  const Result r =
+      cli({"campaign", "run",       "--kernel", "debian",        "--scenario", "lookup-scale",
+           "--fs",     "tmpfs",     "--param",  "max_tasks=1",   "--param",    "test=4",
+           "--param",  "mode=0",    "--param",  "point_ms=1500", "--param",    "warmup_ms=200",
+           "--param",  "samples=2", "--json"});
+  const int64_t c = r.exit == 0 ? json::parse(r.out).at("campaign").get<int64_t>() : 0;
+  const bool done = c != 0 && wait_done(c, 300s);
+  stop = true;
+  for (auto& t : burners) t.join();
+  ASSERT_EQ(r.exit, 0) << r.out << r.err;
+  ASSERT_TRUE(done) << launcher_log();
+  // The run as the dashboard's Scaling page reads it.
+  const Answer a = http_get(url_port(slurp(data_dir_ + "/http")), "/api/scaling?kernel=debian");
+  ASSERT_EQ(a.status, 200) << a.head << a.body;
+  const json run = json::parse(a.body).at("runs").at(0);
+  ASSERT_EQ(run.at("campaign_id").get<int64_t>(), c) << run.dump();
+  const json host = run.value("host", json::object());
+  EXPECT_GT(host.value("max_host_load", -1.0), 0.5) << host.dump();
+  EXPECT_EQ(host.value("host_cpus", 0u), cpus) << host.dump();
+  EXPECT_EQ(host.value("vcpus", 0u), 2u) << host.dump();
+  EXPECT_EQ(host.value("vcpu_pinning", ""), "none") << host.dump();
+  bool loaded = false;
+  for (const auto& w : host.value("warnings", json::array()))
+    loaded |= w.get<std::string>().rfind("loaded host: work outside this VM used", 0) == 0;
+  EXPECT_TRUE(loaded) << host.dump();
+  ASSERT_FALSE(run.at("points").empty()) << run.dump();
+  for (const auto& p : run.at("points")) EXPECT_GE(p.value("host_load", -1.0), 0) << p.dump();
 }
 
 // A job that panics the guest kernel ends as kernel-crash with the panic's

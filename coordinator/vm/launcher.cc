@@ -26,6 +26,7 @@
 #include "common/console/console_parser.h"
 #include "common/kernel/kernel_image.h"
 #include "common/process.h"
+#include "coordinator/vm/host_load.h"
 #include "coordinator/vm/qemu_process.h"
 #include "coordinator/vm/qmp.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
@@ -255,6 +256,7 @@ struct Slot {
   int control_fd = -1;         // kRestore, kHandoff: connection to the guest's ttyS1
   int sends = 0;               // identity lines sent this generation
   Steady::time_point phase_started, last_send;
+  Steady::time_point last_host_view;  // last lf-host line sent (HostLoadMeter)
   std::unique_ptr<QemuProcess> qemu;
   std::string console;
   size_t console_size = 0;
@@ -565,6 +567,7 @@ class Launcher {
   void start(Slot& s) {
     close_control(s);
     s.qmp.reset();
+    if (s.qemu) host_load_.forget(s.qemu->pid());
     s.qemu.reset();
     if (opts_.prepare_only && (!snapshots_ || snapshot_key_.empty())) {
       if (failure_.empty()) failure_ = "the VM could not be saved (see the log)";
@@ -626,6 +629,9 @@ class Launcher {
     QemuConfig c;
     if (phase == Slot::Phase::kBoot) {
       c = config(boot_append(s), s.console, kvm_);
+      // Its ttyS1 carries the host's load to the guest (send_host_view).
+      s.control_socket = c.control_socket = socket_path(s.index, "ctl");
+      unlink(c.control_socket.c_str());
     } else {
       // The template and its copies boot the image without the token, with
       // the same command line: the saved state must match the machine it is
@@ -835,6 +841,21 @@ class Launcher {
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) close_control(s);
   }
 
+  // Once a second, tells a running VM how busy the host is outside it: its
+  // guest cannot see that, and lookup-scale records it with every point
+  // (scenarios/catalogue/scale_host.h). A line the UART cannot take now is
+  // dropped; the guest then treats the host's load as unknown, never as idle.
+  void send_host_view(Slot& s, Steady::time_point now) {
+    if (s.control_socket.empty() || now - s.last_host_view < milliseconds(1000)) return;
+    s.last_host_view = now;
+    const std::string line = host_load_.line_for(s.qemu->pid(), static_cast<uint32_t>(opts_.cpus));
+    if (line.empty()) return;
+    if (s.control_fd < 0) s.control_fd = connect_unix(s.control_socket);
+    if (s.control_fd < 0) return;
+    const ssize_t n = send(s.control_fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) close_control(s);
+  }
+
   void close_control(Slot& s) {
     if (s.control_fd >= 0) close(s.control_fd);
     s.control_fd = -1;
@@ -951,6 +972,7 @@ class Launcher {
         return;
       }
     }
+    if (!exited) send_host_view(s, now);
     // The label's kernel was rebuilt: reboot into it between jobs.
     if (s.kernel_sha256 != kernel_.sha256 && s.job == 0 && !exited) {
       spdlog::info("vm.reboot_new_kernel agent={} old_sha256={} new_sha256={} release={}", s.name,
@@ -1033,6 +1055,7 @@ class Launcher {
   }
 
   LauncherOptions opts_;
+  HostLoadMeter host_load_;
   const std::atomic<bool>& stop_;
   Coordinator coord_;
   StoredKernel kernel_;

@@ -176,6 +176,8 @@ export interface ScalePoint {
   ci95_high?: number;
   idle_pct?: number;
   other_load?: number;
+  // In a VM: CPUs busy on its host outside it (-1 unknown; absent before).
+  host_load?: number;
 }
 
 // The machine a lookup-scale run measured on (Outcome JSON "scale_host").
@@ -185,6 +187,12 @@ export interface ScaleHost {
   warmup_s: number;
   max_other_load: number;
   load_average: number;
+  // In a VM, what its launcher said about the host (absent from older runs;
+  // max_host_load -1 when not in a VM).
+  max_host_load?: number;
+  host_cpus?: number;
+  vcpus?: number;
+  vcpu_pinning?: string;
   warnings: string[];
 }
 

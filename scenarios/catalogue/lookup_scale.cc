@@ -52,6 +52,7 @@ struct PointResult {
   double other_load = -1;
   double task_cpu_s = 0;  // CPU time the tasks ran over the samples
   double window_s = 0;    // wall time of the samples
+  double host_load = -1;  // the VM host's other load, highest over the samples (-1: unknown)
 };
 
 struct Board {
@@ -175,6 +176,8 @@ PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
     const TimeNs t1 = now_ns();
     const uint64_t c1 = total_ops(b, tasks);
     r.samples[r.n++] = static_cast<double>(c1 - c0) / (static_cast<double>(t1 - t0) / 1e9);
+    const scale::HostView host = scale::read_host_view(scale::host_view_path());
+    if (host.known) r.host_load = std::max(r.host_load, host.other_load);
     t0 = t1;
     c0 = c1;
   }
@@ -312,7 +315,7 @@ class LookupScale : public Scenario {
     host.cpus = static_cast<uint32_t>(cpus);
     host.sample_s = static_cast<double>(tm.sample) / 1e9;
     host.warmup_s = static_cast<double>(tm.warmup) / 1e9;
-    std::string busiest;
+    std::string busiest, busiest_on_host;
     for (int ti = 0; ti < kTestcaseCount; ++ti) {
       if (only >= 0 && ti != only) continue;
       for (int threads = 0; threads < 2; ++threads) {
@@ -333,6 +336,11 @@ class LookupScale : public Scenario {
           p.other_load = r.other_load;
           p.task_cpu_s = r.task_cpu_s;
           p.window_s = r.window_s;
+          p.host_load = r.host_load;
+          if (r.host_load > host.max_host_load) {
+            host.max_host_load = r.host_load;
+            busiest_on_host = p.test + " " + p.mode + " " + std::to_string(n) + " tasks";
+          }
           if (r.other_load > host.max_other_load) {
             host.max_other_load = r.other_load;
             busiest = p.test + " " + p.mode + " " + std::to_string(n) + " tasks";
@@ -351,6 +359,31 @@ class LookupScale : public Scenario {
       std::snprintf(buf, sizeof buf, "loaded: other work used %.2f CPUs during %s%s",
                     host.max_other_load, busiest.c_str(),
                     mutator ? " (the background mutator counts)" : "");
+      host.warnings.push_back(buf);
+    }
+    const std::string view_path = scale::host_view_path();
+    const scale::HostView view = scale::read_host_view(view_path);
+    struct stat view_stat {};
+    if (::stat(view_path.c_str(), &view_stat) == 0) {
+      // In a VM whose launcher reports: a point it said nothing about is
+      // unknown, never idle.
+      const auto unknown = std::count_if(out.scale.begin(), out.scale.end(),
+                                         [](const ScalePoint& p) { return p.host_load < 0; });
+      if (unknown > 0)
+        host.warnings.push_back(
+            "the VM's host did not report its load during " + std::to_string(unknown) + " of " +
+            std::to_string(out.scale.size()) + " points: whether it was loaded then is unknown");
+    }
+    if (view.known) {
+      host.host_cpus = view.host_cpus;
+      host.vcpus = view.vcpus;
+      host.vcpu_pinning = view.pinning;
+    }
+    if (host.max_host_load > kLoadedCpus) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "loaded host: work outside this VM used %.2f of the host's %u CPUs during %s",
+                    host.max_host_load, host.host_cpus, busiest_on_host.c_str());
       host.warnings.push_back(buf);
     }
     host.load_average = scale::load_average();

@@ -1,9 +1,12 @@
 #include "scenarios/catalogue/scale_host.h"
 
 #include <sched.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -113,6 +116,53 @@ double load_average() {
   double one = -1;
   if (!(f >> one)) return -1;
   return one;
+}
+
+std::string host_view_path() {
+  const char* env = std::getenv("LEAPFROG_HOST_VIEW");
+  return env && *env ? env : "/run/leapfrog/host";
+}
+
+HostView read_host_view(const std::string& path, double max_age_s) {
+  HostView v;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return v;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const double age = static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
+                     static_cast<double>(now.tv_nsec - st.st_mtim.tv_nsec) / 1e9;
+  if (age > max_age_s) return v;  // the launcher stopped saying: unknown, not idle
+  std::ifstream f(path);
+  std::string line;
+  if (!std::getline(f, line)) return v;
+  std::istringstream words(line);
+  std::string w;
+  bool other = false, end = false;
+  while (words >> w) {
+    const auto eq = w.find('=');
+    const std::string key = w.substr(0, eq),
+                      value = eq == std::string::npos ? "" : w.substr(eq + 1);
+    try {
+      if (key == "other") {
+        size_t used = 0;
+        v.other_load = std::stod(value, &used);
+        other = used == value.size() && v.other_load >= 0 && v.other_load < 1e6;
+      } else if (key == "host_cpus") {
+        v.host_cpus = static_cast<uint32_t>(std::stoul(value));
+      } else if (key == "vcpus") {
+        v.vcpus = static_cast<uint32_t>(std::stoul(value));
+      } else if (key == "pinning") {
+        v.pinning = value;
+      } else if (key == "end") {
+        end = true;
+      }
+    } catch (const std::exception&) {
+      return HostView{};
+    }
+  }
+  v.known = other && end;
+  if (!v.known) return HostView{};
+  return v;
 }
 
 }  // namespace leapfrog::catalogue::scale

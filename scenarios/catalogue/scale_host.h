@@ -38,4 +38,24 @@ double ticks_per_second();
 // The 1-minute load average; -1 when unreadable.
 double load_average();
 
+// What the host of this VM last said about itself. A TCG or KVM guest cannot
+// see the host's other work in its own /proc/stat, so the VM launcher sends
+// it on the guest's second serial port once a second, and the guest's /init
+// writes each line to host_view_path():
+//   other=CPUS host_cpus=N vcpus=N pinning=none|LIST end
+// `other` is the host's CPU time used by everything but this VM over the
+// last second, in CPUs' worth.
+struct HostView {
+  bool known = false;      // a fresh, well-formed view was read
+  double other_load = 0;   // CPUs busy outside this VM
+  uint32_t host_cpus = 0;  // CPUs of the host
+  uint32_t vcpus = 0;      // this VM's vCPUs
+  std::string pinning;     // host CPUs the vCPUs are pinned to ("none": unpinned)
+};
+// $LEAPFROG_HOST_VIEW, else /run/leapfrog/host.
+std::string host_view_path();
+// The view in `path`, if it was written within the last `max_age_s` seconds
+// (the launcher writes every second) and parses; otherwise known = false.
+HostView read_host_view(const std::string& path, double max_age_s = 3);
+
 }  // namespace leapfrog::catalogue::scale
