@@ -632,7 +632,7 @@ TEST_F(AgentE2E, BadInputGetsOneLineAndExit2) {
   expect_usage_error(agent({"run", "--scenario", "setattr-lookup", "--dir", "/nonexistent/x"}), "/nonexistent/x");
   expect_usage_error(agent({"run"}), "--scenario is required");
   expect_usage_error(agent({"frobnicate"}), "error:");
-  expect_usage_error(agent({"connect", "--token-file", "/dev/null"}), "--coordinator is required");
+  expect_usage_error(agent({"connect", "--token-file", "/dev/null"}), "--coordinator (or --data-dir) is required");
   expect_usage_error(agent({"connect", "--coordinator", "127.0.0.1:1"}), "--token-file is required");
   // A VM's identity file (deploy/vm/init writes it) without a token.
   const std::string identity =
