@@ -52,6 +52,10 @@ std::string wis_csv(const std::vector<ScalePoint>& points, const std::string& te
   return out.str();
 }
 
+bool loaded(const ScalePoint& p) {
+  return p.other_load > kLoadedCpus || p.host_load > kLoadedCpus;
+}
+
 std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
                                         const std::vector<ScalePoint>& after,
                                         const std::string& test) {
@@ -62,8 +66,10 @@ std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
       return p.test == a.test && p.mode == a.mode && p.tasks == a.tasks;
     });
     if (b == before.end()) continue;
-    out.push_back(
-        PointChange{a.test, a.mode, a.tasks, stats::compare(samples_of(*b), samples_of(a))});
+    PointChange c{a.test, a.mode, a.tasks, stats::compare(samples_of(*b), samples_of(a))};
+    if (c.change.significance != stats::Significance::TooFewSamples && (loaded(*b) || loaded(a)))
+      c.change.significance = stats::Significance::Loaded;
+    out.push_back(std::move(c));
   }
   return out;
 }

@@ -26,7 +26,12 @@ struct PointChange {
   stats::Change change;
 };
 // Every point present in both, in `after`'s order; only `test` unless empty.
-// A point without samples counts as its mean alone (too few samples).
+// A point without samples counts as its mean alone (too few samples). A
+// point either side measured beside more than kLoadedCpus of other work
+// (its other_load, or in a VM its host_load) is "loaded: not judged": the
+// interval is shown, but other work makes both the change and the noise.
+constexpr double kLoadedCpus = 0.5;
+bool loaded(const ScalePoint& p);
 std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
                                         const std::vector<ScalePoint>& after,
                                         const std::string& test = "");

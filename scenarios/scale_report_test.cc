@@ -83,6 +83,37 @@ TEST(ComparePoints, IdenticalRunsAreWithinNoiseAndAShiftIsSignificant) {
   EXPECT_EQ(compare_points(before, after).size(), 3u);
 }
 
+// A point measured beside other work is not judged, however far apart the
+// samples are: the load makes both the change and the noise. Either side's
+// own other_load or, in a VM, its host's load counts; -1 (unknown) does not.
+TEST(ComparePoints, ALoadedPointIsNotJudged) {
+  const std::vector<double> base = {1000, 1012, 991, 1006, 995};
+  std::vector<double> fast;
+  for (double x : base) fast.push_back(1.3 * x);
+  const ScalePoint quiet_before = point("lseek1", "processes", 1, 1000, 0, base);
+  const ScalePoint quiet_after = point("lseek1", "processes", 1, 1300, 0, fast);
+  ASSERT_EQ(compare_points({quiet_before}, {quiet_after})[0].change.significance,
+            stats::Significance::Significant);  // the control: judged when quiet
+
+  ScalePoint busy = quiet_after;
+  busy.other_load = 0.9;
+  EXPECT_EQ(compare_points({quiet_before}, {busy})[0].change.significance,
+            stats::Significance::Loaded);
+  ScalePoint busy_host = quiet_before;
+  busy_host.host_load = 1.4;
+  const auto c = compare_points({busy_host}, {quiet_after})[0];
+  EXPECT_EQ(c.change.significance, stats::Significance::Loaded);
+  EXPECT_NEAR(c.change.change_pct, 30, 1);  // the figures are still shown
+  EXPECT_STREQ(stats::to_string(c.change.significance), "loaded: not judged");
+  EXPECT_NE(to_text({c}, "a", "b").find("loaded: not judged"), std::string::npos);
+
+  ScalePoint unknown = quiet_after;
+  unknown.other_load = -1;
+  unknown.host_load = -1;
+  EXPECT_EQ(compare_points({quiet_before}, {unknown})[0].change.significance,
+            stats::Significance::Significant);
+}
+
 TEST(ComparePoints, OldPointsWithoutSamplesCannotBeTested) {
   const auto changes = compare_points({point("stat-same", "threads", 1, 100, 50)},
                                       {point("stat-same", "threads", 1, 181, 50)});

@@ -216,7 +216,7 @@ export interface ScaleChange {
   ci95_low_pct: number;
   ci95_high_pct: number;
   p_value: number | null;
-  verdict: 'significant' | 'within noise' | 'too few samples';
+  verdict: 'significant' | 'within noise' | 'too few samples' | 'loaded: not judged';
 }
 
 // How a run raced (Outcome.strategy): what the spec fixed, what the seed chose.

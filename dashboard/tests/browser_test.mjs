@@ -265,7 +265,8 @@ try {
     assert(rows.length >= 2, `compare rows ${JSON.stringify(rows)}`);
     for (const r of rows) {
       assert(/^[+-]\d+\.\d %$/.test(r[3]), `change column ${r[3]}`);
-      assert(['significant', 'within noise'].includes(r[6]), `verdict column ${r[6]}`);
+      // Real runs: on a busy machine a point is not judged, and says so.
+      assert(['significant', 'within noise', 'loaded: not judged'].includes(r[6]), `verdict column ${r[6]}`);
     }
     const bars = Number(await page.getAttribute('#scaling-chart', 'data-error-bars'));
     assert(bars >= 4, `error bars drawn: ${bars}`);

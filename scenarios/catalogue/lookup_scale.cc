@@ -21,6 +21,7 @@
 #include "scenarios/catalogue/scale_host.h"
 #include "scenarios/catalogue/scale_testcases.h"
 #include "scenarios/clock.h"
+#include "scenarios/scale_report.h"
 #include "scenarios/shared_region.h"
 #include "scenarios/stats/sample_stats.h"
 #include "scenarios/sys/posix_ops.h"
@@ -34,8 +35,7 @@ using scale::Testcase;
 
 constexpr uint32_t kMaxTasks = 64;
 constexpr uint32_t kMaxSamples = 30;
-// Other work beyond this many CPUs' worth during a point marks the run loaded.
-constexpr double kLoadedCpus = 0.5;
+// Other work beyond kLoadedCpus (scale_report.h) during a point marks the run loaded.
 // Longest wait, after the warm-up, for every task to have started iterating.
 constexpr TimeNs kStartWait = 10'000'000'000;
 

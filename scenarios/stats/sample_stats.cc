@@ -43,6 +43,8 @@ const char* to_string(Significance s) {
       return "within noise";
     case Significance::TooFewSamples:
       return "too few samples";
+    case Significance::Loaded:
+      return "loaded: not judged";
   }
   return "?";
 }

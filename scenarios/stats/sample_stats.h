@@ -24,8 +24,9 @@ enum class Significance {
   Significant,    // the t-test rejects "no change" at alpha
   WithinNoise,    // it does not
   TooFewSamples,  // a side has fewer than two samples: no test is possible
+  Loaded,         // a side ran beside other work (scale_report.h): not judged
 };
-// "significant", "within noise", "too few samples".
+// "significant", "within noise", "too few samples", "loaded: not judged".
 const char* to_string(Significance s);
 
 // after against before.

@@ -114,11 +114,11 @@ export const scalingPage: Page = async (root, _params, query) => {
             pct(c.change_pct),
             c.verdict === 'too few samples' ? '—' : `[${pct(c.ci95_low_pct)}, ${pct(c.ci95_high_pct)}]`,
             c.p_value === null || c.verdict === 'too few samples' ? '—' : c.p_value < 0.001 ? '< 0.001' : c.p_value.toFixed(3),
-            h('span', { class: `badge sig-${c.verdict.replace(/ /g, '-')}` }, c.verdict),
+            h('span', { class: `badge sig-${c.verdict.replace(/[^a-z]+/g, '-')}` }, c.verdict),
           ]),
           { id: 'scaling-compare' },
         ),
-        h('p', {}, 'Welch\'s t-test at 5 %: "significant" only when the samples say the change is beyond the noise.'),
+        h('p', {}, 'Welch\'s t-test at 5 %: "significant" only when the samples say the change is beyond the noise; "loaded: not judged" when either run shared its CPUs (or, in a VM, its host) with other work.'),
       );
     } else {
       compare.replaceChildren(h('p', {}, 'Pick a second kernel to compare.'));
