@@ -1,11 +1,13 @@
 #include "coordinator/agent_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include "common/bounds.h"
 #include "common/proto_time.h"
 #include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/agent_secret.h"
 #include "coordinator/report_check.h"
-#include "coordinator/rpc_status.h"
+#include "coordinator/error_status.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
@@ -182,7 +184,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
 Status AgentServiceImpl::report_status(const v1::ReportOutcomeRequest* req,
                                        v1::ReportOutcomeResponse* resp, ReportResult result,
                                        std::exception_ptr error) {
-  if (error) return status_of("ReportOutcome", error);
+  if (error) return grpc_status_of("ReportOutcome", error);
   switch (result) {
     case ReportResult::Stored:
       spdlog::info("job.outcome job={} attempt={} verdict={}", req->job_id(), req->attempt(),

@@ -1,9 +1,10 @@
 #include "coordinator/control_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include "common/bounds.h"
-#include "coordinator/rpc_status.h"
+#include "coordinator/error_status.h"
 #include "coordinator/scaling.h"
-#include "coordinator/schedule/next_firing.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
@@ -18,34 +19,16 @@ Status ControlServiceImpl::CreateCampaign(grpc::ServerContext* ctx, const v1::Cr
                                           v1::Campaign* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("CreateCampaign", [&] {
-    const v1::CampaignSpec spec = normalize(req->spec());
-    const auto jobs = expand(spec);
-    const int64_t id = store_.create_campaign(spec, jobs, 0, clock_.now());
-    work_.notify();
-    spdlog::info("campaign.create campaign={} jobs={} name=\"{}\"", id, jobs.size(), spec.name());
-    auto c = store_.get_campaign(id);
-    if (!c) return Status(StatusCode::INTERNAL, "campaign vanished after creation");
-    *resp = std::move(*c);
-    add_warnings(*resp, true);
+    *resp = campaigns_.create(req->spec());
     return Status::OK;
   });
-}
-
-void ControlServiceImpl::add_warnings(v1::Campaign& c, bool log) {
-  for (auto& w : unserved(store_, c, online_since())) {
-    if (log) spdlog::warn("campaign.unserved campaign={} why=\"{}\"", c.id(), w);
-    c.add_warnings(std::move(w));
-  }
 }
 
 Status ControlServiceImpl::GetCampaign(grpc::ServerContext* ctx, const v1::GetCampaignRequest* req,
                                        v1::Campaign* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("GetCampaign", [&] {
-    auto c = store_.get_campaign(req->id());
-    if (!c) return Status(StatusCode::NOT_FOUND, "no campaign \"" + std::to_string(req->id()) + "\"");
-    *resp = std::move(*c);
-    add_warnings(*resp, false);
+    *resp = campaigns_.get(req->id());
     return Status::OK;
   });
 }
@@ -57,7 +40,7 @@ Status ControlServiceImpl::ListCampaigns(grpc::ServerContext* ctx, const v1::Lis
     CampaignQuery q;
     q.limit = req->limit();
     q.page_token = req->page_token();
-    auto page = store_.page_campaigns(q);
+    auto page = campaigns_.list(q);
     for (auto& c : page.items) *resp->add_campaigns() = std::move(c);
     resp->set_next_page_token(page.next_page_token);
     return Status::OK;
@@ -68,9 +51,7 @@ Status ControlServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobs
                                     v1::ListJobsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListJobs", [&] {
-    if (!store_.get_campaign(req->campaign_id()))
-      return Status(StatusCode::NOT_FOUND, "no campaign \"" + std::to_string(req->campaign_id()) + "\"");
-    auto page = store_.page_jobs(req->campaign_id(), req->limit(), req->page_token());
+    auto page = campaigns_.jobs(req->campaign_id(), req->limit(), req->page_token());
     for (auto& j : page.items) *resp->add_jobs() = std::move(j);
     resp->set_next_page_token(page.next_page_token);
     return Status::OK;
@@ -89,7 +70,7 @@ Status ControlServiceImpl::ListOutcomes(grpc::ServerContext* ctx, const v1::List
     q.with_violations = req->with_violations();
     q.limit = req->limit();
     q.page_token = req->page_token();
-    auto page = store_.page_outcomes(q);
+    auto page = campaigns_.outcomes(q);
     for (auto& o : page.items) *resp->add_outcomes() = std::move(o);
     resp->set_next_page_token(page.next_page_token);
     return Status::OK;
@@ -109,15 +90,7 @@ Status ControlServiceImpl::AddSchedule(grpc::ServerContext* ctx, const v1::AddSc
                                        v1::Schedule* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("AddSchedule", [&] {
-    if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "schedule name is empty");
-    if (auto why = too_long("schedule name", req->name(), kMaxNameBytes); !why.empty())
-      return Status(StatusCode::INVALID_ARGUMENT, why);
-    if (auto why = too_long("cron", req->cron(), kMaxLabelBytes); !why.empty())
-      return Status(StatusCode::INVALID_ARGUMENT, why);
-    const TimePoint next = next_firing(req->cron(), clock_.now());
-    const v1::CampaignSpec spec = normalize(req->campaign());
-    *resp = store_.add_schedule(req->name(), req->cron(), spec, next);
-    spdlog::info("schedule.add schedule={} cron=\"{}\"", resp->id(), req->cron());
+    *resp = schedules_.add(req->name(), req->cron(), req->campaign());
     return Status::OK;
   });
 }
@@ -126,7 +99,7 @@ Status ControlServiceImpl::ListSchedules(grpc::ServerContext* ctx, const v1::Lis
                                          v1::ListSchedulesResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListSchedules", [&] {
-    for (auto& s : store_.list_schedules()) *resp->add_schedules() = std::move(s);
+    for (auto& s : schedules_.list()) *resp->add_schedules() = std::move(s);
     return Status::OK;
   });
 }
@@ -135,13 +108,7 @@ Status ControlServiceImpl::SetScheduleEnabled(grpc::ServerContext* ctx, const v1
                                               v1::Schedule* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("SetScheduleEnabled", [&] {
-    // Re-enabling starts from now: firings missed while disabled are skipped.
-    TimePoint next = clock_.now();
-    for (const auto& s : store_.list_schedules())
-      if (s.id() == req->id()) next = next_firing(s.cron(), clock_.now());
-    auto s = store_.set_schedule_enabled(req->id(), req->enabled(), next);
-    if (!s) return Status(StatusCode::NOT_FOUND, "no schedule \"" + std::to_string(req->id()) + "\"");
-    *resp = std::move(*s);
+    *resp = schedules_.set_enabled(req->id(), req->enabled());
     return Status::OK;
   });
 }
@@ -150,8 +117,7 @@ Status ControlServiceImpl::RemoveSchedule(grpc::ServerContext* ctx, const v1::Re
                                           v1::RemoveScheduleResponse*) {
   LEAPFROG_AUTH(ctx);
   return guarded("RemoveSchedule", [&] {
-    if (!store_.remove_schedule(req->id()))
-      return Status(StatusCode::NOT_FOUND, "no schedule \"" + std::to_string(req->id()) + "\"");
+    schedules_.remove(req->id());
     return Status::OK;
   });
 }
@@ -186,13 +152,10 @@ Status ControlServiceImpl::GetScaling(grpc::ServerContext* ctx, const v1::GetSca
   LEAPFROG_AUTH(ctx);
   return guarded("GetScaling", [&] {
     const std::vector<std::string> kernels(req->kernels().begin(), req->kernels().end());
-    try {
-      ScalingRuns runs = latest_scaling_runs(store_, kernels);
-      for (auto& k : runs.available) resp->add_available(std::move(k));
-      for (auto& r : runs.runs) *resp->add_runs() = std::move(r);
-    } catch (const NoScalingRun& e) {
-      return Status(StatusCode::NOT_FOUND, e.what());
-    }
+    // NoScalingRun is NOT_FOUND (error_status.h).
+    ScalingRuns runs = latest_scaling_runs(store_, kernels);
+    for (auto& k : runs.available) resp->add_available(std::move(k));
+    for (auto& r : runs.runs) *resp->add_runs() = std::move(r);
     return Status::OK;
   });
 }

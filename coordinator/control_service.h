@@ -1,10 +1,14 @@
 #pragma once
-// The ControlService (proto/leapfrog/v1/control.proto), used by the CLI.
+// The ControlService (proto/leapfrog/v1/control.proto), used by the CLI: a
+// façade over the use-cases (coordinator/usecases/), answering what they
+// throw by the table of error_status.h.
 
 #include "common/token.h"
 #include "coordinator/clock.h"
 #include "coordinator/service_config.h"
 #include "coordinator/store/store.h"
+#include "coordinator/usecases/campaigns.h"
+#include "coordinator/usecases/schedules.h"
 #include "coordinator/work_signal.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
@@ -12,9 +16,14 @@ namespace leapfrog::coord {
 
 class ControlServiceImpl final : public v1::ControlService::Service {
  public:
-  ControlServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth, const ServiceConfig& cfg,
-                     WorkSignal& work)
-      : store_(store), clock_(clock), auth_(auth), cfg_(cfg), work_(work) {}
+  ControlServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth,
+                     const ServiceConfig& cfg, WorkSignal& work)
+      : store_(store),
+        clock_(clock),
+        auth_(auth),
+        cfg_(cfg),
+        campaigns_(store, clock, 3 * cfg.heartbeat_interval, &work),
+        schedules_(store, clock) {}
 
   grpc::Status CreateCampaign(grpc::ServerContext*, const v1::CreateCampaignRequest*, v1::Campaign*) override;
   grpc::Status GetCampaign(grpc::ServerContext*, const v1::GetCampaignRequest*, v1::Campaign*) override;
@@ -35,9 +44,6 @@ class ControlServiceImpl final : public v1::ControlService::Service {
                           v1::GetScalingResponse*) override;
 
  private:
-  // Campaign::warnings for `c` (see unserved() in campaign.h); `log` also
-  // logs them (once, at creation: GetCampaign is polled).
-  void add_warnings(v1::Campaign& c, bool log);
   // Agents seen since then count as online: within three heartbeat intervals.
   TimePoint online_since() const { return clock_.now() - 3 * cfg_.heartbeat_interval; }
 
@@ -45,7 +51,8 @@ class ControlServiceImpl final : public v1::ControlService::Service {
   const Clock& clock_;
   const TokenAuth& auth_;
   ServiceConfig cfg_;
-  WorkSignal& work_;
+  usecases::Campaigns campaigns_;
+  usecases::Schedules schedules_;
 };
 
 }  // namespace leapfrog::coord

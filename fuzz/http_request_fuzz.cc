@@ -3,7 +3,7 @@
 // parser into a Request, then query_uint() and path_id() as the routes call
 // them; the body through json_body(), body_string() and
 // campaign_spec_from_json() then normalize(), as POST /api/campaigns and
-// /api/schedules do. Every failure must be an HttpError (400) or a
+// /api/schedules do. Every failure must be a RequestError (400) or a
 // SpecError, never a crash, UB or another exception.
 
 #include <httplib.h>
@@ -25,8 +25,8 @@ template <typename F>
 void refused_or_ok(F f) {
   try {
     f();
-  } catch (const HttpError& e) {
-    if (e.status() != 400) __builtin_trap();
+  } catch (const RequestError& e) {
+    if (e.kind() != ErrorKind::kInvalidArgument) __builtin_trap();
   } catch (const SpecError&) {
   }
 }

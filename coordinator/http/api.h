@@ -1,7 +1,8 @@
 #pragma once
 // The pieces every group of JSON endpoints shares: the context handlers read,
-// the typed error they throw (answered with its status and {"error": ...}),
-// and route registration with the token check for actions.
+// route registration with the token check for actions, and the answer to
+// what a handler throws (its status by the table of error_status.h, and
+// {"error": ...}).
 
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -10,11 +11,13 @@
 #include <vector>
 
 #include "coordinator/clock.h"
+#include "coordinator/error_status.h"
 #include "coordinator/store/store.h"
 
 namespace httplib {
 class Server;
 struct Request;
+struct Response;
 }  // namespace httplib
 
 namespace leapfrog::metrics {
@@ -28,17 +31,6 @@ namespace triage {
 class TriageEngine;
 }
 
-// An expected failure of a request: 400 bad body or parameter, 401 no or
-// wrong token, 404 unknown id, 409 conflict. Thrown by handlers.
-class HttpError : public std::runtime_error {
- public:
-  HttpError(int status, const std::string& what) : std::runtime_error(what), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
-
 // What handlers work with.
 struct ApiContext {
   Store& store;
@@ -48,8 +40,8 @@ struct ApiContext {
 
 using Handler = std::function<nlohmann::json(const httplib::Request&)>;
 
-// Registers handlers on the server; each answers JSON (status 200 or the
-// HttpError's). Actions check the token before the handler runs. The
+// Registers handlers on the server; each answers JSON (status 200, or
+// answer_error's for what it throws). Actions check the token before the handler runs. The
 // server and the token must outlive the handlers; the router need not.
 class ApiRouter {
  public:
@@ -62,6 +54,10 @@ class ApiRouter {
   httplib::Server& server_;
   const std::string& token_;
 };
+
+// Answers `error` (not null), thrown while serving `path`, with its status
+// by the table (error_status.h) and {"error": message}.
+void answer_error(httplib::Response& res, const std::string& path, std::exception_ptr error);
 
 // ---- request helpers ----
 // The body as a JSON object; 400 if it is not one.

@@ -36,7 +36,7 @@ nlohmann::json to_json(const v1::Schedule& s);
 nlohmann::json to_json(const v1::Kernel& k);
 
 // A campaign spec from the API's JSON shape (the inverse of to_json); throws
-// HttpError 400 naming the bad field.
+// RequestError (400) naming the bad field.
 v1::CampaignSpec campaign_spec_from_json(const nlohmann::json& j);
 
 }  // namespace leapfrog::coord

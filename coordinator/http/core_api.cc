@@ -1,8 +1,8 @@
 // Endpoints over campaigns, jobs, outcomes, agents, kernels, schedules and
-// lookup-scale results (docs/api.md).
+// lookup-scale results (docs/api.md). Campaigns and schedules go through
+// their use-cases (coordinator/usecases/), as the gRPC ControlService does.
 
 #include <httplib.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <map>
@@ -10,12 +10,12 @@
 #include <tuple>
 
 #include "coordinator/campaign.h"
-#include "coordinator/control_service.h"
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/http_server.h"
 #include "coordinator/scaling.h"
-#include "coordinator/schedule/next_firing.h"
+#include "coordinator/usecases/campaigns.h"
+#include "coordinator/usecases/schedules.h"
 
 namespace leapfrog::coord {
 
@@ -25,10 +25,12 @@ namespace {
 
 constexpr uint32_t kTrendNights = 14;
 
-v1::Campaign campaign_or_404(Store& store, int64_t id) {
-  auto c = store.get_campaign(id);
-  if (!c) throw HttpError(404, "no campaign \"" + std::to_string(id) + "\"");
-  return std::move(*c);
+usecases::Campaigns campaigns(const ApiContext& ctx) {
+  return usecases::Campaigns(ctx.store, ctx.clock, ctx.options.offline_after);
+}
+
+usecases::Schedules schedules(const ApiContext& ctx) {
+  return usecases::Schedules(ctx.store, ctx.clock);
 }
 
 // Scenario x kernel x file system of one campaign, with counts by verdict
@@ -66,9 +68,12 @@ json trend_point(const v1::Campaign& c) {
               {"violations", j["violations"]}};
 }
 
-// Why the campaign's queued jobs have no agent to run them (campaign.h).
-json campaign_warnings(const ApiContext& ctx, const v1::Campaign& c) {
-  return unserved(ctx.store, c, ctx.clock.now() - ctx.options.offline_after);
+// Why the campaign's queued jobs have no agent to run them (campaign.h), as
+// usecases::Campaigns::get() filled them in.
+json warnings_of(const v1::Campaign& c) {
+  json out = json::array();
+  for (const auto& w : c.warnings()) out.push_back(w);
+  return out;
 }
 
 // The nightly and the trend: the latest campaigns made by a schedule (or of
@@ -93,7 +98,7 @@ json overview(ApiContext& ctx) {
   if (!nightly.empty()) {
     out["campaign"] = to_json(*nightly.front());
     out["matrix"] = matrix_of(ctx.store.campaign_cells(nightly.front()->id()));
-    out["warnings"] = campaign_warnings(ctx, *nightly.front());
+    out["warnings"] = campaigns(ctx).warnings(*nightly.front());
   }
   json trend = json::array();
   for (size_t i = std::min<size_t>(nightly.size(), kTrendNights); i-- > 0;)
@@ -137,22 +142,12 @@ json agents(ApiContext& ctx) {
   return json{{"now", iso_time(now)}, {"agents", out}};
 }
 
-v1::Schedule schedule_or_404(Store& store, int64_t id) {
-  for (auto& s : store.list_schedules())
-    if (s.id() == id) return s;
-  throw HttpError(404, "no schedule \"" + std::to_string(id) + "\"");
-}
-
 // Latest passing lookup-scale run per kernel (or only `kernels`), with its
 // points and machine; with two kernels, the second against the first, point
 // by point (coordinator/scaling.h).
 json scaling(ApiContext& ctx, const std::vector<std::string>& kernels, const std::string& test) {
-  ScalingRuns found;
-  try {
-    found = latest_scaling_runs(ctx.store, kernels);
-  } catch (const NoScalingRun& e) {
-    throw HttpError(404, e.what());
-  }
+  // NoScalingRun is a 404 (error_status.h).
+  const ScalingRuns found = latest_scaling_runs(ctx.store, kernels);
   json runs = json::array();
   for (const auto& o : found.runs) {
     json j = to_json(o);
@@ -189,27 +184,27 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     CampaignQuery q;
     q.limit = query_uint(req, "limit", kCampaignPage.fallback, 1, kCampaignPage.max);
     q.page_token = query_page(req);
-    const auto page = ctx.store.page_campaigns(q);
+    const auto page = campaigns(ctx).list(q);
     for (const auto& c : page.items) out.push_back(to_json(c));
     return json{{"campaigns", out}, {"next_page", next_page(page.next_page_token)}};
   });
   r.get(R"(/api/campaigns/([^/]+))", [ctx](const httplib::Request& req) {
-    const v1::Campaign c = campaign_or_404(ctx.store, path_id(req, 1));
+    const v1::Campaign c = campaigns(ctx).get(path_id(req, 1));
     json jobs = json::array();
-    const auto page = ctx.store.page_jobs(
+    const auto page = campaigns(ctx).jobs(
         c.id(), query_uint(req, "limit", kJobPage.fallback, 1, kJobPage.max), query_page(req));
     for (const auto& j : page.items) jobs.push_back(to_json(j));
     return json{{"campaign", to_json(c)},
                 {"matrix", matrix_of(ctx.store.campaign_cells(c.id()))},
                 {"jobs", jobs},
                 {"jobs_next_page", next_page(page.next_page_token)},
-                {"warnings", campaign_warnings(ctx, c)}};
+                {"warnings", warnings_of(c)}};
   });
 
   r.get(R"(/api/jobs/([^/]+))", [ctx](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);
     auto job = ctx.store.get_job(id);
-    if (!job) throw HttpError(404, "no job \"" + std::to_string(id) + "\"");
+    if (!job) throw RequestError(ErrorKind::kNotFound, "no job \"" + std::to_string(id) + "\"");
     OutcomeFilter f;
     f.job_id = id;
     json outcomes = json::array();
@@ -229,7 +224,7 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     q.page_token = query_page(req);
     if (req.has_param("campaign")) q.campaign_id = query_uint(req, "campaign", 0, 1, UINT32_MAX);
     json out = json::array();
-    const auto page = ctx.store.page_outcomes(q);
+    const auto page = campaigns(ctx).outcomes(q);
     for (const auto& o : page.items) out.push_back(to_json(o));
     return json{{"outcomes", out}, {"next_page", next_page(page.next_page_token)}};
   });
@@ -244,33 +239,23 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
 
   r.get("/api/schedules", [ctx](const httplib::Request&) {
     json out = json::array();
-    for (const auto& s : ctx.store.list_schedules()) out.push_back(to_json(s));
+    for (const auto& s : schedules(ctx).list()) out.push_back(to_json(s));
     return json{{"schedules", out}};
   });
   r.action("POST", "/api/schedules", [ctx](const httplib::Request& req) {
     const json body = json_body(req);
     const std::string name = body_string(body, "name");
     const std::string cron = body_string(body, "cron");
-    if (name.empty()) throw HttpError(400, "\"name\" is empty");
-    if (!body.contains("campaign")) throw HttpError(400, "\"campaign\" is missing");
-    const TimePoint next = next_firing(cron, ctx.clock.now());
-    const v1::CampaignSpec spec = normalize(campaign_spec_from_json(body["campaign"]));
-    const v1::Schedule s = ctx.store.add_schedule(name, cron, spec, next);
-    spdlog::info("schedule.add schedule={} cron=\"{}\" via=http", s.id(), cron);
-    return to_json(s);
+    if (!body.contains("campaign"))
+      throw RequestError(ErrorKind::kInvalidArgument, "\"campaign\" is missing");
+    return to_json(schedules(ctx).add(name, cron, campaign_spec_from_json(body["campaign"])));
   });
   r.action("POST", R"(/api/schedules/([^/]+)/enabled)", [ctx](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);
     const json body = json_body(req);
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
-      throw HttpError(400, "\"enabled\" must be true or false");
-    const v1::Schedule old = schedule_or_404(ctx.store, id);
-    // Re-enabling starts from now: firings missed while disabled are skipped.
-    const TimePoint now = ctx.clock.now();
-    auto s = ctx.store.set_schedule_enabled(id, body["enabled"].get<bool>(),
-                                            next_firing(old.cron(), now));
-    if (!s) throw HttpError(404, "no schedule \"" + std::to_string(id) + "\"");
-    return to_json(*s);
+      throw RequestError(ErrorKind::kInvalidArgument, "\"enabled\" must be true or false");
+    return to_json(schedules(ctx).set_enabled(id, body["enabled"].get<bool>()));
   });
 
   r.get("/api/scaling", [ctx](const httplib::Request& req) mutable {

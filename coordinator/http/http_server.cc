@@ -32,40 +32,30 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   send_json(res, status, json{{"error", message}});
 }
 
-// Runs `h` and answers its JSON, or the error it threw: the one boundary
-// where request failures become statuses.
+// Runs `h` and answers its JSON, or the error it threw.
 void run_handler(const Handler& h, const httplib::Request& req, httplib::Response& res) {
   try {
     send_json(res, 200, h(req));
-  } catch (const HttpError& e) {
-    send_error(res, e.status(), e.what());
-  } catch (const SpecError& e) {
-    send_error(res, 400, e.what());
-  } catch (const BadPageToken& e) {
-    send_error(res, 400, e.what());
-  } catch (const StoreError& e) {
-    spdlog::warn("http.store_error path={} unavailable={} error=\"{}\"", req.path, e.unavailable(),
-                 e.what());
-    send_error(res, e.unavailable() ? 503 : 409, e.what());
-  } catch (const std::exception& e) {
-    spdlog::error("http.error path={} error=\"{}\"", req.path, e.what());
-    send_error(res, 500, e.what());
+  } catch (...) {
+    answer_error(res, req.path, std::current_exception());
   }
 }
 
 // 401 unless the request carries "Authorization: Bearer <token>".
 void check_token(const httplib::Request& req, const std::string& token) {
   if (!req.has_header("Authorization"))
-    throw HttpError(401, "missing token: send \"Authorization: Bearer <token>\"");
+    throw RequestError(ErrorKind::kUnauthenticated,
+                       "missing token: send \"Authorization: Bearer <token>\"");
   const std::string value = req.get_header_value("Authorization");
   const std::string prefix = "Bearer ";
   if (value.rfind(prefix, 0) != 0)
-    throw HttpError(401, "malformed authorization header, want \"Bearer <token>\"");
+    throw RequestError(ErrorKind::kUnauthenticated,
+                       "malformed authorization header, want \"Bearer <token>\"");
   const std::string given = value.substr(prefix.size());
   // Constant-time comparison.
   unsigned char diff = given.size() != token.size();
   for (size_t i = 0; i < given.size() && i < token.size(); ++i) diff |= given[i] ^ token[i];
-  if (diff) throw HttpError(401, "wrong token");
+  if (diff) throw RequestError(ErrorKind::kUnauthenticated, "wrong token");
 }
 
 std::string lower(std::string s) {
@@ -132,6 +122,11 @@ std::pair<std::string, int> split_listen(const std::string& listen) {
 }  // namespace
 
 // ---- ApiRouter and request helpers ----
+
+void answer_error(httplib::Response& res, const std::string& path, std::exception_ptr error) {
+  const HttpErrorAnswer a = http_error_of(path, error);
+  send_error(res, a.status, a.message);
+}
 
 void ApiRouter::get(const std::string& pattern, Handler h) {
   server_.Get(pattern, [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
@@ -207,8 +202,8 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
   if ((!reads || reads_need_token_) && !probe) {
     try {
       check_token(req, opts_.token);
-    } catch (const HttpError& e) {
-      return refuse(res, e.status(), e.what());
+    } catch (const RequestError& e) {
+      return refuse(res, error_kind_status(e.kind()).http, e.what());
     }
   }
   if (req.has_header("Content-Length")) {

@@ -129,7 +129,7 @@ json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::strin
   const auto kernels = ctx.store.list_kernels();
   auto it = std::find_if(kernels.begin(), kernels.end(),
                          [&](const v1::Kernel& k) { return k.label() == label; });
-  if (it == kernels.end()) throw HttpError(404, "no kernel \"" + label + "\"");
+  if (it == kernels.end()) throw RequestError(ErrorKind::kNotFound, "no kernel \"" + label + "\"");
 
   // Its outcomes, a page at a time (?limit=&page=), filtered by the store.
   OutcomeQuery q;

@@ -11,8 +11,10 @@ using nlohmann::json;
 
 json json_body(const httplib::Request& req) {
   json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded()) throw HttpError(400, "the request body is not JSON");
-  if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
+  if (body.is_discarded())
+    throw RequestError(ErrorKind::kInvalidArgument, "the request body is not JSON");
+  if (!body.is_object())
+    throw RequestError(ErrorKind::kInvalidArgument, "the request body must be a JSON object");
   return body;
 }
 
@@ -24,7 +26,7 @@ int64_t path_id(const httplib::Request& req, size_t i) {
     if (used == text.size() && id > 0) return id;
   } catch (const std::exception&) {
   }
-  throw HttpError(400, "bad id \"" + text + "\"");
+  throw RequestError(ErrorKind::kInvalidArgument, "bad id \"" + text + "\"");
 }
 
 uint32_t query_uint(const httplib::Request& req, const std::string& name, uint32_t fallback,
@@ -37,8 +39,9 @@ uint32_t query_uint(const httplib::Request& req, const std::string& name, uint32
     if (used == text.size() && v >= lo && v <= hi) return static_cast<uint32_t>(v);
   } catch (const std::exception&) {
   }
-  throw HttpError(400, "bad " + name + " \"" + text + "\", want " + std::to_string(lo) + ".." +
-                           std::to_string(hi));
+  throw RequestError(
+      ErrorKind::kInvalidArgument,
+      "bad " + name + " \"" + text + "\", want " + std::to_string(lo) + ".." + std::to_string(hi));
 }
 
 std::string query_page(const httplib::Request& req) {
@@ -52,10 +55,11 @@ json next_page(const std::string& token) {
 std::string body_string(const json& body, const std::string& key, bool required) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) {
-    if (required) throw HttpError(400, "\"" + key + "\" is missing");
+    if (required) throw RequestError(ErrorKind::kInvalidArgument, "\"" + key + "\" is missing");
     return "";
   }
-  if (!it->is_string()) throw HttpError(400, "\"" + key + "\" must be a string");
+  if (!it->is_string())
+    throw RequestError(ErrorKind::kInvalidArgument, "\"" + key + "\" must be a string");
   return it->get<std::string>();
 }
 

@@ -34,8 +34,9 @@ v1::IssueStatus parse_status(const std::string& name) {
     upper += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   v1::IssueStatus s = v1::ISSUE_STATUS_UNSPECIFIED;
   if (name.empty() || !v1::IssueStatus_Parse(upper, &s) || s == v1::ISSUE_STATUS_UNSPECIFIED)
-    throw HttpError(400, "bad status \"" + name +
-                             "\", want new, triaged, fixed, invalid, duplicate or regression");
+    throw RequestError(
+        ErrorKind::kInvalidArgument,
+        "bad status \"" + name + "\", want new, triaged, fixed, invalid, duplicate or regression");
   return s;
 }
 
@@ -129,29 +130,12 @@ json issue_json(const v1::Issue& i) {
               {"actions", actions}};
 }
 
-// Runs `f`, turning the engine's typed errors into HTTP statuses.
-template <class F>
-auto guarded(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const tr::TriageError& e) {
-    switch (e.code()) {
-      case tr::TriageError::Code::NotFound:
-        throw HttpError(404, e.what());
-      case tr::TriageError::Code::InvalidArgument:
-        throw HttpError(400, e.what());
-      case tr::TriageError::Code::FailedPrecondition:
-        throw HttpError(409, e.what());
-    }
-    throw;
-  }
-}
-
 uint32_t body_uint(const json& body, const std::string& key, uint32_t hi) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return 0;
   if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > hi)
-    throw HttpError(400, "\"" + key + "\" must be an integer in 0.." + std::to_string(hi));
+    throw RequestError(ErrorKind::kInvalidArgument,
+                       "\"" + key + "\" must be an integer in 0.." + std::to_string(hi));
   return static_cast<uint32_t>(it->get<int64_t>());
 }
 
@@ -170,7 +154,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     lr.set_kind(req.get_param_value("kind"));
     lr.set_page_token(query_page(req));
     json out = json::array();
-    const v1::ListIssuesResponse found = guarded([&] { return e->list_issues(lr); });
+    const v1::ListIssuesResponse found = e->list_issues(lr);
     for (const auto& i : found.issues()) out.push_back(issue_json(i));
     return json{{"issues", out}, {"next_page", next_page(found.next_page_token())}};
   });
@@ -181,13 +165,13 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     lr.set_limit(query_uint(req, "limit", tr::kActionPage.fallback, 1, tr::kActionPage.max));
     lr.set_page_token(query_page(req));
     json out = json::array();
-    const v1::ListActionsResponse found = guarded([&] { return e->list_actions(lr); });
+    const v1::ListActionsResponse found = e->list_actions(lr);
     for (const auto& a : found.actions()) out.push_back(action_json(a));
     return json{{"actions", out}, {"next_page", next_page(found.next_page_token())}};
   });
 
   r.get(R"(/api/issues/([^/]+))", [e, ctx](const httplib::Request& req) {
-    const v1::Issue issue = guarded([&] { return e->get_issue(path_id(req, 1)); });
+    const v1::Issue issue = e->get_issue(path_id(req, 1));
     json example = nullptr;
     if (issue.example_job_id() != 0) {
       OutcomeFilter f;
@@ -204,9 +188,8 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
                 {"kernels", kernels_by_label(ctx.store, labels)}};
   });
 
-  r.get(R"(/api/actions/([^/]+))", [e](const httplib::Request& req) {
-    return action_json(guarded([&] { return e->get_action(path_id(req, 1)); }));
-  });
+  r.get(R"(/api/actions/([^/]+))",
+        [e](const httplib::Request& req) { return action_json(e->get_action(path_id(req, 1))); });
 
   r.action("POST", R"(/api/issues/([^/]+)/status)", [e](const httplib::Request& req) {
     const json body = json_body(req);
@@ -216,10 +199,10 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     auto dup = body.find("duplicate_of");
     if (dup != body.end() && !dup->is_null()) {
       if (!dup->is_number_integer() || dup->get<int64_t>() < 0)
-        throw HttpError(400, "\"duplicate_of\" must be an issue id");
+        throw RequestError(ErrorKind::kInvalidArgument, "\"duplicate_of\" must be an issue id");
       sr.set_duplicate_of(dup->get<int64_t>());
     }
-    return issue_json(guarded([&] { return e->set_issue_status(sr); }));
+    return issue_json(e->set_issue_status(sr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/notes)", [e](const httplib::Request& req) {
@@ -227,8 +210,8 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     v1::AddIssueNoteRequest nr;
     nr.set_id(path_id(req, 1));
     nr.set_text(body_string(body, "text"));
-    if (nr.text().empty()) throw HttpError(400, "\"text\" is empty");
-    return issue_json(guarded([&] { return e->add_issue_note(nr); }));
+    if (nr.text().empty()) throw RequestError(ErrorKind::kInvalidArgument, "\"text\" is empty");
+    return issue_json(e->add_issue_note(nr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/replay)", [e](const httplib::Request& req) {
@@ -237,7 +220,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     rr.set_issue_id(path_id(req, 1));
     rr.set_kernel_label(body_string(body, "kernel", false));
     rr.set_runs(body_uint(body, "runs", 1000));
-    return action_json(guarded([&] { return e->start_replay(rr); }));
+    return action_json(e->start_replay(rr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/minimize)", [e](const httplib::Request& req) {
@@ -246,7 +229,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     mr.set_issue_id(path_id(req, 1));
     mr.set_kernel_label(body_string(body, "kernel", false));
     mr.set_max_runs(body_uint(body, "max_runs", 1000));
-    return action_json(guarded([&] { return e->start_minimize(mr); }));
+    return action_json(e->start_minimize(mr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/bisect)", [e](const httplib::Request& req) {
@@ -255,13 +238,16 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     br.set_issue_id(path_id(req, 1));
     auto ks = body.find("kernels");
     if (ks == body.end() || !ks->is_array())
-      throw HttpError(400, "\"kernels\" must be a list of kernel labels");
+      throw RequestError(ErrorKind::kInvalidArgument,
+                         "\"kernels\" must be a list of kernel labels");
     for (const auto& k : *ks) {
-      if (!k.is_string()) throw HttpError(400, "\"kernels\" must be a list of kernel labels");
+      if (!k.is_string())
+        throw RequestError(ErrorKind::kInvalidArgument,
+                           "\"kernels\" must be a list of kernel labels");
       br.add_kernels(k.get<std::string>());
     }
     br.set_max_runs(body_uint(body, "max_runs", 1000));
-    return action_json(guarded([&] { return e->start_bisect(br); }));
+    return action_json(e->start_bisect(br));
   });
 }
 
@@ -271,23 +257,14 @@ void register_triage_files(httplib::Server& server, tr::TriageEngine& engine) {
                                                               httplib::Response& res) {
     try {
       const v1::Action a = engine.get_action(std::stoll(req.matches[1]));
-      if (a.minimize().c_reproducer().empty()) {
-        res.status = 404;
-        res.set_content(
-            json{{"error", "action \"" + std::string(req.matches[1]) + "\" has no C reproducer"}}
-                .dump(),
-            "application/json");
-        return;
-      }
+      if (a.minimize().c_reproducer().empty())
+        throw RequestError(ErrorKind::kNotFound,
+                           "action \"" + std::string(req.matches[1]) + "\" has no C reproducer");
       res.set_header("Content-Disposition",
                      "attachment; filename=\"issue-" + std::to_string(a.issue_id()) + "-repro.c\"");
       res.set_content(a.minimize().c_reproducer(), "text/x-c");
-    } catch (const tr::TriageError& e) {
-      res.status = e.code() == tr::TriageError::Code::NotFound ? 404 : 400;
-      res.set_content(json{{"error", e.what()}}.dump(), "application/json");
-    } catch (const std::exception& e) {
-      res.status = 500;
-      res.set_content(json{{"error", e.what()}}.dump(), "application/json");
+    } catch (...) {
+      answer_error(res, req.path, std::current_exception());
     }
   });
 }

@@ -18,17 +18,14 @@ void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& c
     return json{{"subscriptions", list}};
   });
   router.action("POST", R"(/api/subscriptions)", [&store, &clock](const httplib::Request& req) {
-    try {
-      const auto s = store.add_subscription(subscription_from_json(json_body(req)), clock.now());
-      return json{{"subscription", to_json(s)}};
-    } catch (const SubscriptionError& e) {
-      throw HttpError(400, e.what());
-    }
+    // A SubscriptionError is the caller's mistake (400, error_status.h).
+    const auto s = store.add_subscription(subscription_from_json(json_body(req)), clock.now());
+    return json{{"subscription", to_json(s)}};
   });
   router.action("DELETE", R"(/api/subscriptions/(\d+))", [&store](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);
     if (!store.remove_subscription(id))
-      throw HttpError(404, "no subscription \"" + std::to_string(id) + "\"");
+      throw RequestError(ErrorKind::kNotFound, "no subscription \"" + std::to_string(id) + "\"");
     return json{{"removed", id}};
   });
   router.action("GET", R"(/api/notifications)", [&store](const httplib::Request& req) {

@@ -3,22 +3,18 @@
 #include "coordinator/notify/notify_service.h"
 
 #include "coordinator/notify/outbox.h"
-#include "coordinator/rpc_status.h"
+#include "coordinator/error_status.h"
 
 namespace leapfrog::coord::notify {
 
 namespace {
 
+// Checks the token, then runs `body`, answering what it throws by the table
+// (error_status.h).
 template <typename Body>
 grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* rpc, Body&& body) {
   if (auto s = auth.check(*ctx); !s.ok()) return s;
-  return guarded(rpc, [&]() -> grpc::Status {
-    try {
-      return body();
-    } catch (const SubscriptionError& e) {
-      return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-    }
-  });
+  return guarded(rpc, body);
 }
 
 }  // namespace

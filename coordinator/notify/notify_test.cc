@@ -16,7 +16,7 @@
 #include "coordinator/notify/outbox.h"
 #include "coordinator/notify/test_receivers.h"
 #include "coordinator/pg/test_postgres.h"
-#include "coordinator/rpc_status.h"
+#include "coordinator/campaign.h"
 #include "coordinator/work_signal.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/store/pg_store.h"

@@ -1,31 +1,19 @@
 #include "coordinator/triage/triage_service.h"
 
-#include "coordinator/rpc_status.h"
+#include "coordinator/error_status.h"
 
 namespace leapfrog::coord::triage {
 
 namespace {
 
-// Checks the token, then runs `body`, mapping TriageError to its status and
-// everything else as `guarded` does.
+// Checks the token, then runs `body`, answering what it throws by the table
+// (error_status.h).
 template <typename Body>
 grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* rpc, Body&& body) {
   if (auto s = auth.check(*ctx); !s.ok()) return s;
   return guarded(rpc, [&]() -> grpc::Status {
-    try {
-      body();
-      return grpc::Status::OK;
-    } catch (const TriageError& e) {
-      switch (e.code()) {
-        case TriageError::Code::NotFound:
-          return {grpc::StatusCode::NOT_FOUND, e.what()};
-        case TriageError::Code::InvalidArgument:
-          return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-        case TriageError::Code::FailedPrecondition:
-          return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
-      }
-      return {grpc::StatusCode::INTERNAL, e.what()};
-    }
+    body();
+    return grpc::Status::OK;
   });
 }
 
