@@ -59,8 +59,8 @@ template <class Request, class Result>
 class PgGroupCommit;
 template <class Request, class Result>
 class PgBatchWriter;
-struct PgLease;   // one lease_job call (pg_store.cc)
-struct PgReport;  // one report_outcome call (pg_store.cc)
+struct PgLease;   // one lease_job call (pg_lease.h)
+struct PgReport;  // one report_outcome call (pg_reports.h)
 struct PgTouch;   // one touch_agent_async call (pg_agents.h)
 struct PgRenew;   // one renew_lease call (pg_agents.h)
 
