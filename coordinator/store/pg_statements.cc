@@ -207,32 +207,12 @@ const PgStatement kStatements[] = {
      " WHERE id = $1 AND enabled AND next_run = lf_ts($2) RETURNING spec"},
 };
 
-// list_outcomes, by (campaign filter, failed only).
-std::string outcomes_query(bool by_campaign, bool failed_only) {
-  std::string sql = "SELECT " + std::string(kOutcomeColumns) +
-                    " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE true";
-  if (by_campaign) sql += " AND o.campaign_id = $2";
-  if (failed_only) sql += " AND o.verdict <> " + std::to_string(v1::VERDICT_PASS);
-  return sql + " ORDER BY o.seq DESC LIMIT $1";
-}
-
 }  // namespace
-
-const char* outcomes_statement(bool by_campaign, bool failed_only) {
-  static const char* names[2][2] = {{"outcomes_all", "outcomes_all_failed"},
-                                    {"outcomes_campaign", "outcomes_campaign_failed"}};
-  return names[by_campaign][failed_only];
-}
 
 std::vector<PgStatement> store_statements() {
   std::vector<PgStatement> out(std::begin(kStatements), std::end(kStatements));
   for (auto& st : summary_statements()) out.push_back(std::move(st));
   for (auto& st : agent_statements()) out.push_back(std::move(st));
-  for (bool by_campaign : {false, true}) {
-    for (bool failed : {false, true}) {
-      out.push_back({outcomes_statement(by_campaign, failed), outcomes_query(by_campaign, failed)});
-    }
-  }
   return out;
 }
 

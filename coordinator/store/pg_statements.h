@@ -13,7 +13,5 @@ namespace leapfrog::coord {
 std::vector<PgStatement> store_statements();
 // The SQL of the statement `name`; throws std::out_of_range for another name.
 std::string store_statement_sql(const std::string& name);
-// The name of list_outcomes' statement for (campaign filter, failed only).
-const char* outcomes_statement(bool by_campaign, bool failed_only);
 
 }  // namespace leapfrog::coord

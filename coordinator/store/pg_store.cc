@@ -394,26 +394,18 @@ std::optional<AgentJob> PgStore::agent_job(const std::string& agent_name, int64_
 
 // ---- outcomes ----
 
-std::vector<v1::OutcomeRecord> PgStore::list_outcomes(int64_t campaign_id, bool failed_only,
-                                                      uint32_t limit) {
-  if (limit == 0) limit = kDefaultOutcomeLimit;
-  return run_transaction(*pool_, "list_outcomes", [&](pqxx::work& txn) {
-    const char* statement = outcomes_statement(campaign_id != 0, failed_only);
-    pqxx::result rows = campaign_id != 0 ? txn.exec_prepared(statement, limit, campaign_id)
-                                         : txn.exec_prepared(statement, limit);
-    return outcome_records(txn, rows);
-  });
-}
-
 std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
   const uint32_t limit = f.limit ? f.limit : kDefaultOutcomeLimit;
   return run_transaction(*pool_, "find_outcomes", [&](pqxx::work& txn) {
-    // Not prepared: each filter gets its own plan.
+    // Not prepared: each filter gets its own plan. The casts keep campaign
+    // and job ids bigint (as list_outcomes' prepared statements had them).
     pqxx::result rows =
         txn.exec_params("SELECT " + std::string(kOutcomeColumns) +
                             " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
-                            " WHERE ($2 = 0 OR o.campaign_id = $2) AND ($3 = 0 OR o.job_id = $3)"
-                            "  AND ($4 = '' OR j.scenario = $4) AND (NOT $5 OR o.verdict <> " +
+                            " WHERE ($2::bigint = 0 OR o.campaign_id = $2::bigint)"
+                            "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)"
+                            "  AND ($4::text = '' OR j.scenario = $4::text)"
+                            "  AND (NOT $5::bool OR o.verdict <> " +
                             std::to_string(kPassVerdict) +
                             ")"
                             " ORDER BY o.seq DESC LIMIT $1",
