@@ -61,10 +61,10 @@
 #include <vector>
 
 #include "bench/touch_every_lease_store.h"
-#include "common/hex.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
+#include "coordinator/store/pg_util.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 
 namespace leapfrog::coord {
@@ -987,11 +987,6 @@ class Bench {
                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                   static_cast<long long>(us % 1000000));
     return buf;
-  }
-
-  // bytea in COPY text format, as the store writes it.
-  static std::string bytea_text(const google::protobuf::MessageLite& m) {
-    return "\\x" + hex_encode(m.SerializeAsString());
   }
 
   Options opts_;

@@ -78,10 +78,6 @@ class TouchEveryLeaseStore : public Store {
     inner_.release_job(agent_id, job_id, attempt, key);
   }
   int expire_leases(TimePoint now) override { return inner_.expire_leases(now); }
-  std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
-                                               uint32_t limit) override {
-    return inner_.list_outcomes(campaign_id, failed_only, limit);
-  }
   std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override {
     return inner_.find_outcomes(filter);
   }

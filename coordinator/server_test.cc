@@ -1552,7 +1552,7 @@ TEST_F(CoordinatorServerTest, MaintenanceAppliesRetentionOnceOutcomesAreOldEnoug
   EXPECT_EQ(untrimmed(), 1) << "a fresh outcome was trimmed";
   clock_.advance(24h * 31);
   ASSERT_TRUE(poll_until([&] { return untrimmed() == 0; }, 30s));
-  const auto stored = store_->list_outcomes(c.id(), false, 10);
+  const auto stored = store_->find_outcomes({.campaign_id = c.id(), .limit = 10});
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_TRUE(stored[0].outcome().outcome_json().empty());
   EXPECT_EQ(stored[0].outcome().ops(), o.ops());

@@ -126,7 +126,7 @@ std::optional<CampaignData> gather(Store& store, triage::TriageEngine* triage, i
   // Every attempt's outcome: a job has at most max_attempts of them.
   const uint32_t cap = static_cast<uint32_t>(
       std::max<size_t>(1, d.jobs.size()) * std::max<uint32_t>(3, d.campaign.spec().max_attempts()));
-  d.outcomes = store.list_outcomes(id, false, cap);
+  d.outcomes = store.find_outcomes({.campaign_id = id, .limit = cap});
   d.kernels = store.list_kernels();
   if (triage) {
     v1::ListIssuesRequest req;  // every page: an outcome may match any issue

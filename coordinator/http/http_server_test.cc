@@ -602,7 +602,7 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
       << s.error_message();
   ASSERT_TRUE(report(holder, mine).ok());
   EXPECT_FALSE(mine.duplicate()) << "the holder's result was dropped for the other's";
-  const auto stored = store_->list_outcomes(0, false, 10);
+  const auto stored = store_->find_outcomes({.limit = 10});
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].outcome().error(), holder);
 }

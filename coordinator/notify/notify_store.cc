@@ -15,18 +15,6 @@ namespace leapfrog::coord::notify {
 
 namespace {
 
-int64_t us(TimePoint t) {
-  return t.time_since_epoch().count();
-}
-
-google::protobuf::Timestamp ts(int64_t us) {
-  google::protobuf::Timestamp t;
-  t.set_seconds(us / 1'000'000);
-  t.set_nanos(static_cast<int32_t>((us % 1'000'000) * 1000));
-  return t;
-}
-
-
 // Backoff after `attempts` failed attempts: first, 2 first, 4 first, ... max.
 Duration backoff(const RetryPolicy& p, uint32_t attempts) {
   Duration d = p.first;
@@ -49,13 +37,13 @@ v1::Subscription PgNotifyStore::add_subscription(const v1::Subscription& in, Tim
   s.clear_pending();
   s.clear_failed();
   s.clear_last_error();
-  *s.mutable_created_at() = ts(us(now));
+  *s.mutable_created_at() = proto_timestamp(us(now));
   const int64_t id = run_transaction(*pool_, "add_subscription", [&](pqxx::work& txn) {
     return txn
         .exec_params1(
             "INSERT INTO subscriptions (name, subscription, created_at)"
             " VALUES ($1, $2, lf_ts($3)) RETURNING id",
-            clean(s.name()), pqxx::binarystring(s.SerializeAsString()), us(now))[0]
+            clean(s.name()), bytes(s), us(now))[0]
         .as<int64_t>();
   });
   s.set_id(id);
@@ -108,7 +96,7 @@ std::vector<v1::Event> PgNotifyStore::recent_events(uint32_t limit) {
              std::max<uint32_t>(limit, 1))) {
       auto e = parse<v1::Event>(r[1], "event");
       e.set_id(r[0].as<int64_t>());
-      *e.mutable_at() = ts(r[2].as<int64_t>());
+      *e.mutable_at() = proto_timestamp(r[2].as<int64_t>());
       out.push_back(std::move(e));
     }
     return out;
@@ -143,7 +131,7 @@ bool PgNotifyStore::deliver_next(const std::function<std::string(const Delivery&
     d.event = parse<v1::Event>(r[0][3], "event");
     d.event.set_id(event_id);
     d.event.set_key(r[0][6].as<std::string>());
-    *d.event.mutable_at() = ts(r[0][4].as<int64_t>());
+    *d.event.mutable_at() = proto_timestamp(r[0][4].as<int64_t>());
     d.subscription = parse<v1::Subscription>(r[0][5], "subscription");
     d.subscription.set_id(sub_id);
     const std::string error = send(d);

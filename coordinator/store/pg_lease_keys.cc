@@ -33,6 +33,10 @@ std::string LeaseHolders::of(uint32_t attempt) const {
 std::string wrong_key(const std::string& holder, const std::string& key, int64_t job_id,
                       uint32_t attempt) {
   if (holder.empty() || key.empty() || key.compare(0, 32, holder) == 0) return "";
+  return other_key_message(job_id, attempt);
+}
+
+std::string other_key_message(int64_t job_id, uint32_t attempt) {
   return "job " + std::to_string(job_id) + " attempt " + std::to_string(attempt) +
          " was leased with another agent_secret";
 }

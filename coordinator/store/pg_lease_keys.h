@@ -33,6 +33,10 @@ class LeaseHolders {
   std::vector<std::string> keys_;
 };
 
+// Why a call on (job, attempt) was refused: its lease was taken with another
+// key (WrongAgentSecret's message).
+std::string other_key_message(int64_t job_id, uint32_t attempt);
+
 // "" when `key` may act on a lease recorded with `holder` (32 hex digits or
 // ""), else why not (for WrongAgentSecret).
 std::string wrong_key(const std::string& holder, const std::string& key, int64_t job_id,

@@ -178,7 +178,7 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
             counters_before);
   EXPECT_EQ(summaries(url_), counted);
   // The outcomes still read back through the store.
-  const auto listed = store_->list_outcomes(0, false, 10);
+  const auto listed = store_->find_outcomes({.limit = 10});
   EXPECT_EQ(listed.size(), 5u);
 
   // A second pass finds nothing; a year later, the recent one goes too.

@@ -59,8 +59,8 @@ template <class Request, class Result>
 class PgGroupCommit;
 template <class Request, class Result>
 class PgBatchWriter;
-struct PgLease;   // one lease_job call (pg_store.cc)
-struct PgReport;  // one report_outcome call (pg_store.cc)
+struct PgLease;   // one lease_job call (pg_lease.h)
+struct PgReport;  // one report_outcome call (pg_reports.h)
 struct PgTouch;   // one touch_agent_async call (pg_agents.h)
 struct PgRenew;   // one renew_lease call (pg_agents.h)
 
@@ -115,8 +115,6 @@ class PgStore : public Store {
   int expire_leases(TimePoint now) override;
   std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) override;
 
-  std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
-                                               uint32_t limit) override;
   std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override;
   Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override;
   std::optional<v1::JobInfo> get_job(int64_t id) override;

@@ -443,7 +443,7 @@ TEST_F(PgStoreTest, RepeatedReportIsStoredOnce) {
             ReportResult::Stored);
   EXPECT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 2s),
             ReportResult::Duplicate);
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 1u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 1u);
   auto info = job_info(campaign, j->job_id());
   EXPECT_EQ(info.state(), v1::JOB_STATE_DONE);
   EXPECT_EQ(info.verdict(), v1::VERDICT_VIOLATION);
@@ -473,7 +473,7 @@ TEST_F(PgStoreTest, ConcurrentRepeatedReportsStoreOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(stored.load(), 1);
   EXPECT_EQ(duplicate.load(), 5);
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 1u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 1u);
 }
 
 TEST_F(PgStoreTest, LateReportIsTakenUntilTheJobIsLeasedAgain) {
@@ -503,7 +503,7 @@ TEST_F(PgStoreTest, LateReportIsTakenUntilTheJobIsLeasedAgain) {
   EXPECT_EQ(
       store_->report_outcome("a", second->job_id(), 1, outcome(v1::VERDICT_PASS), kT0 + 1h + 5s),
       ReportResult::Superseded);
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 2u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 2u);
   EXPECT_EQ(job_info(campaign, second->job_id()).verdict(), v1::VERDICT_ERROR);
 
   // Unknown jobs and attempts never handed out are the caller's error.
@@ -546,7 +546,7 @@ TEST_F(PgStoreTest, SupersededReportWithViolationsIsKeptAsAnExtraOutcome) {
       ReportResult::Duplicate);
   EXPECT_EQ(job_info(campaign, first->job_id()).verdict(), v1::VERDICT_PASS);
 
-  auto all = store_->list_outcomes(campaign, false, 0);
+  auto all = store_->find_outcomes({.campaign_id = campaign});
   ASSERT_EQ(all.size(), 2u);
   std::map<uint32_t, v1::OutcomeRecord> by_attempt;
   for (const auto& o : all) by_attempt[o.attempt()] = o;
@@ -555,7 +555,7 @@ TEST_F(PgStoreTest, SupersededReportWithViolationsIsKeptAsAnExtraOutcome) {
   ASSERT_EQ(by_attempt.at(1).outcome().violations_size(), 1);
   EXPECT_EQ(by_attempt.at(1).outcome().violations(0).kind(), "stale-grant");
   EXPECT_FALSE(by_attempt.at(2).superseded());
-  auto failed = store_->list_outcomes(campaign, true, 0);
+  auto failed = store_->find_outcomes({.campaign_id = campaign, .failed_only = true});
   ASSERT_EQ(failed.size(), 1u);
   EXPECT_TRUE(failed[0].superseded());
 
@@ -571,7 +571,7 @@ TEST_F(PgStoreTest, SupersededReportWithViolationsIsKeptAsAnExtraOutcome) {
   EXPECT_EQ(store_->report_outcome("a", j1->job_id(), 1, found, kT0 + 3h + 2s),
             ReportResult::KeptSuperseded);
   EXPECT_EQ(job_info(c2, j1->job_id()).verdict(), v1::VERDICT_PASS);
-  EXPECT_EQ(store_->list_outcomes(c2, false, 0).size(), 2u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = c2}).size(), 2u);
 }
 
 TEST_F(PgStoreTest, RealOutcomeReplacesInfraFailureOfTheSameAttempt) {
@@ -658,7 +658,7 @@ TEST_F(PgStoreTest, MixedBatchJudgesEachReportAsIfAlone) {
     EXPECT_EQ(calls[i].failed, !calls[i].want.has_value()) << "report " << i;
   }
   // Before: stored_before and infra; now fresh (with its violation) and held.
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 4u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 4u);
   EXPECT_EQ(job_info(campaign, fresh->job_id()).verdict(), v1::VERDICT_VIOLATION);
   EXPECT_EQ(job_info(campaign, stale->job_id()).state(), v1::JOB_STATE_LEASED);
   EXPECT_EQ(job_info(campaign, infra->job_id()).verdict(), v1::VERDICT_INFRA_FAILURE);
@@ -785,7 +785,7 @@ TEST_F(PgStoreTest, RefusedReportFailsAloneInItsBatch) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(stored.load(), 2);
   EXPECT_EQ(refused.load(), 1);
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 3u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 3u);
   EXPECT_EQ(job_info(campaign, leased[1].job_id()).state(), v1::JOB_STATE_LEASED);
   pqxx::connection conn(url_);
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 4);
@@ -818,7 +818,7 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
   }
   ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 5s),
             ReportResult::Stored);
-  auto listed = store_->list_outcomes(campaign, false, 10);
+  auto listed = store_->find_outcomes({.campaign_id = campaign, .limit = 10});
   ASSERT_EQ(listed.size(), 1u);
   const auto& r = listed[0];
   EXPECT_EQ(r.job_id(), j->job_id());
@@ -836,7 +836,7 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 500);
 }
 
-TEST_F(PgStoreTest, ListOutcomesNewestFirstAndFailedOnly) {
+TEST_F(PgStoreTest, FindOutcomesNewestFirstByCampaignAndFailedOnly) {
   auto c1 = store_->create_campaign(campaign_spec("one"), jobs(4), 0, kT0);
   auto c2 = store_->create_campaign(campaign_spec("two"), jobs(2), 0, kT0);
   std::vector<v1::Verdict> verdicts = {v1::VERDICT_PASS, v1::VERDICT_VIOLATION,
@@ -851,23 +851,23 @@ TEST_F(PgStoreTest, ListOutcomesNewestFirstAndFailedOnly) {
                                      kT0 + std::chrono::seconds(i)),
               ReportResult::Stored);
   }
-  auto all = store_->list_outcomes(0, false, 0);
+  auto all = store_->find_outcomes({});
   ASSERT_EQ(all.size(), 6u);
   EXPECT_EQ(all.front().job_id(), order.back());
   EXPECT_EQ(all.back().job_id(), order.front());
 
-  auto failed = store_->list_outcomes(0, true, 0);
+  auto failed = store_->find_outcomes({.failed_only = true});
   ASSERT_EQ(failed.size(), 3u);
   EXPECT_EQ(failed[0].outcome().verdict(), v1::VERDICT_KERNEL_CRASH);
   EXPECT_EQ(failed[1].outcome().verdict(), v1::VERDICT_ERROR);
   EXPECT_EQ(failed[2].outcome().verdict(), v1::VERDICT_VIOLATION);
 
-  EXPECT_EQ(store_->list_outcomes(c1, false, 0).size(), 4u);
-  EXPECT_EQ(store_->list_outcomes(c1, true, 0).size(), 2u);
-  auto c2_failed = store_->list_outcomes(c2, true, 0);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = c1}).size(), 4u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = c1, .failed_only = true}).size(), 2u);
+  auto c2_failed = store_->find_outcomes({.campaign_id = c2, .failed_only = true});
   ASSERT_EQ(c2_failed.size(), 1u);
   EXPECT_EQ(c2_failed[0].campaign_id(), c2);
-  EXPECT_EQ(store_->list_outcomes(0, false, 2).size(), 2u);
+  EXPECT_EQ(store_->find_outcomes({.limit = 2}).size(), 2u);
 
   auto counts = store_->get_campaign(c1);
   EXPECT_EQ(counts->by_verdict().at("pass"), 2u);
@@ -1080,7 +1080,8 @@ TEST_F(PgStoreTest, NothingIsLostAcrossRestartsUnderLoad) {
   c = store_->get_campaign(campaign);
   EXPECT_EQ(c->by_state().at("done"), static_cast<uint32_t>(kJobs));
   EXPECT_EQ(c->by_verdict().at("pass"), static_cast<uint32_t>(kJobs));
-  EXPECT_EQ(store_->list_outcomes(campaign, false, kJobs + 10).size(), static_cast<size_t>(kJobs));
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign, .limit = kJobs + 10}).size(),
+            static_cast<size_t>(kJobs));
   EXPECT_GT(unavailable.load(), 0) << "no call met a restart; the test proved nothing";
   std::printf("lease+report cycles: %d in %.2f s (%.0f/s) with 2 restarts; %d calls unavailable\n",
               kJobs, seconds, kJobs / seconds, unavailable.load());
@@ -1279,7 +1280,7 @@ TEST_F(PgStoreTest, AsyncReportsAnswerAsReportOutcome) {
   ASSERT_EQ(store_->list_kernels().size(), 1u);
   EXPECT_EQ(store_->list_kernels()[0].release(), "6.1.0-lfasync");
   // held, fresh and the build job.
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 3u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 3u);
 }
 
 // With the database down an async report fails as unavailable (the agent
@@ -1307,7 +1308,7 @@ TEST_F(PgStoreTest, AsyncReportWhileTheDatabaseIsDownIsUnavailableThenStored) {
   store_->report_outcome_async(agent, j->job_id(), j->attempt(), pass, kT0 + 3s, again.callback());
   ASSERT_TRUE(again.wait());
   EXPECT_EQ(again.result, ReportResult::Duplicate);
-  EXPECT_EQ(store_->list_outcomes(campaign, false, 0).size(), 1u);
+  EXPECT_EQ(store_->find_outcomes({.campaign_id = campaign}).size(), 1u);
 }
 
 // Reports still queued when the store is destroyed are written first: none
@@ -1351,7 +1352,7 @@ TEST_F(PgStoreTest, DestroyedStoreWritesItsQueuedReportsFirst) {
     EXPECT_EQ(replies[i].result, ReportResult::Stored) << "report " << i;
   }
   PgStore reopened(url_);
-  EXPECT_EQ(reopened.list_outcomes(campaign, false, 0).size(), static_cast<size_t>(kJobs));
+  EXPECT_EQ(reopened.find_outcomes({.campaign_id = campaign}).size(), static_cast<size_t>(kJobs));
 }
 
 }  // namespace

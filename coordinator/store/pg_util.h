@@ -1,13 +1,21 @@
 #pragma once
-// Small helpers the PgStore files share: cleaning text for PostgreSQL, array
-// literals (libpqxx 6 binds no arrays), and the names stored rows use.
+// Small helpers and codecs the PostgreSQL stores share (PgStore, the triage
+// and notify stores, the bench): cleaning text for PostgreSQL, times as
+// microseconds, proto messages as bytea, array literals (libpqxx 6 binds no
+// arrays), and the names stored rows use.
+
+#include <google/protobuf/message_lite.h>
+#include <google/protobuf/timestamp.pb.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
 
+#include "common/hex.h"
+#include "coordinator/clock.h"
 #include "coordinator/store/store.h"
 #include "leapfrog/v1/control.pb.h"
 
@@ -20,6 +28,45 @@ inline std::string clean(const std::string& s) {
   out.erase(std::remove(out.begin(), out.end(), '\0'), out.end());
   return out;
 }
+
+// A time as it crosses the wire: microseconds since the epoch (lf_ts and
+// lf_us convert in SQL).
+inline int64_t us(TimePoint t) {
+  return t.time_since_epoch().count();
+}
+
+// `us` microseconds since the epoch into `ts` (rounding down before 1970 too).
+inline void set_timestamp(google::protobuf::Timestamp* ts, int64_t us) {
+  int64_t seconds = us / 1000000;
+  int64_t rest = us % 1000000;
+  if (rest < 0) {
+    seconds -= 1;
+    rest += 1000000;
+  }
+  ts->set_seconds(seconds);
+  ts->set_nanos(static_cast<int32_t>(rest * 1000));
+}
+
+inline google::protobuf::Timestamp proto_timestamp(int64_t us) {
+  google::protobuf::Timestamp ts;
+  set_timestamp(&ts, us);
+  return ts;
+}
+
+// A proto message as a bytea parameter.
+inline pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
+  return pqxx::binarystring(m.SerializeAsString());
+}
+
+// A proto message as a bytea in COPY text format (the stream escapes the
+// backslash once more).
+inline std::string bytea_text(const google::protobuf::MessageLite& m) {
+  return "\\x" + hex_encode(m.SerializeAsString());
+}
+
+// The outcome serialized without its violations (they are rows of their
+// own; pg_util.cc).
+std::string without_violations(const v1::Outcome& o);
 
 // A proto message stored as bytea; StoreError naming `what` if it does not parse.
 template <class M>
@@ -53,6 +100,15 @@ inline std::string number_array(const std::vector<T>& items) {
   for (const auto& v : items) {
     if (out.size() > 1) out += ',';
     out += std::to_string(v);
+  }
+  return out + "}";
+}
+
+inline std::string bool_array(const std::vector<bool>& items) {
+  std::string out = "{";
+  for (bool v : items) {
+    if (out.size() > 1) out += ',';
+    out += v ? 't' : 'f';
   }
   return out + "}";
 }

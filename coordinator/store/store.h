@@ -287,12 +287,9 @@ class Store {
   }
 
   // ---- outcomes ----
-  // Most recent first. campaign_id 0: all; limit 0 means 200. Violations come
-  // back in each outcome, in the order reported.
-  virtual std::vector<v1::OutcomeRecord> list_outcomes(int64_t campaign_id, bool failed_only,
-                                                       uint32_t limit) = 0;
-  // Outcomes matching every set field of `filter`, most recent first, with
-  // their violations (the dashboard's reads).
+  // Outcomes matching every set field of `filter` (none set: all; limit 0
+  // means 200), most recent first, each with its violations in the order
+  // reported.
   virtual std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) = 0;
   // One page of the outcomes matching `query`, most recent first (by report
   // order). Throws BadPageToken for a token of another list.

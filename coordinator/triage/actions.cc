@@ -438,7 +438,7 @@ Tally tally_campaign(Store& store, int64_t campaign_id, const std::string& signa
   t.finished = by.count("done") ? by.at("done") : 0;
   if (c->state() != v1::CAMPAIGN_STATE_DONE) return t;
   t.done = true;
-  for (const auto& o : store.list_outcomes(campaign_id, false, t.runs + 1)) {
+  for (const auto& o : store.find_outcomes({.campaign_id = campaign_id, .limit = t.runs + 1})) {
     if (outcome_has_signature(o.spec(), o.outcome(), signature)) {
       ++t.reproduced;
     } else if (o.outcome().verdict() == v1::VERDICT_PASS) {

@@ -23,27 +23,6 @@ namespace {
 // Advisory lock held while grouping ("triage" in ASCII).
 constexpr long long kIngestLock = 0x747269616765LL;
 
-int64_t us(TimePoint t) {
-  return t.time_since_epoch().count();
-}
-
-google::protobuf::Timestamp ts(int64_t us) {
-  google::protobuf::Timestamp t;
-  int64_t s = us / 1000000, rest = us % 1000000;
-  if (rest < 0) {
-    s -= 1;
-    rest += 1000000;
-  }
-  t.set_seconds(s);
-  t.set_nanos(static_cast<int32_t>(rest * 1000));
-  return t;
-}
-
-pqxx::binarystring bytes(const google::protobuf::MessageLite& m) {
-  return pqxx::binarystring(m.SerializeAsString());
-}
-
-
 const char* const kIssueColumns =
     "i.id, i.signature, i.kind, i.scenario, i.title, i.status, coalesce(i.duplicate_of, 0),"
     " lf_us(i.first_seen), lf_us(i.last_seen), i.count, lf_us(i.fixed_at), i.regressions,"
@@ -58,10 +37,10 @@ v1::Issue issue_from_row(const pqxx::row& r) {
   i.set_title(r[4].as<std::string>());
   i.set_status(static_cast<v1::IssueStatus>(r[5].as<int>()));
   i.set_duplicate_of(r[6].as<int64_t>());
-  *i.mutable_first_seen() = ts(r[7].as<int64_t>());
-  *i.mutable_last_seen() = ts(r[8].as<int64_t>());
+  *i.mutable_first_seen() = proto_timestamp(r[7].as<int64_t>());
+  *i.mutable_last_seen() = proto_timestamp(r[8].as<int64_t>());
   i.set_count(r[9].as<uint64_t>());
-  if (!r[10].is_null()) *i.mutable_fixed_at() = ts(r[10].as<int64_t>());
+  if (!r[10].is_null()) *i.mutable_fixed_at() = proto_timestamp(r[10].as<int64_t>());
   i.set_regressions(r[11].as<uint32_t>());
   i.set_example_job_id(r[12].as<int64_t>());
   i.set_example_attempt(r[13].as<uint32_t>());
@@ -94,8 +73,8 @@ void add_kernels(pqxx::work& txn, std::vector<v1::Issue>& issues) {
     auto* k = by_id.at(r[0].as<int64_t>())->add_kernels();
     k->set_kernel_label(r[1].as<std::string>());
     k->set_count(r[2].as<uint64_t>());
-    *k->mutable_first_seen() = ts(r[3].as<int64_t>());
-    *k->mutable_last_seen() = ts(r[4].as<int64_t>());
+    *k->mutable_first_seen() = proto_timestamp(r[3].as<int64_t>());
+    *k->mutable_last_seen() = proto_timestamp(r[4].as<int64_t>());
   }
 }
 
@@ -397,7 +376,7 @@ std::optional<v1::Issue> PgTriageStore::get_issue(int64_t id) {
     for (const auto& r : txn.exec_params(
              "SELECT lf_us(at), text FROM issue_notes WHERE issue_id = $1 ORDER BY id", id)) {
       auto* n = i.add_notes();
-      *n->mutable_at() = ts(r[0].as<int64_t>());
+      *n->mutable_at() = proto_timestamp(r[0].as<int64_t>());
       n->set_text(r[1].as<std::string>());
     }
     for (const auto& r : txn.exec_params(
@@ -472,7 +451,7 @@ std::optional<v1::OutcomeRecord> PgTriageStore::get_outcome(int64_t job_id, uint
         o.set_kernel_label(r[4].as<std::string>());
         o.set_agent_id(r[5].as<std::string>());
         *o.mutable_outcome() = parse<v1::Outcome>(r[6], "outcome");
-        *o.mutable_reported_at() = ts(r[7].as<int64_t>());
+        *o.mutable_reported_at() = proto_timestamp(r[7].as<int64_t>());
         add_violations(txn, o.job_id(), o.attempt(), *o.mutable_outcome());
         return o;
       });
@@ -484,8 +463,8 @@ v1::Action PgTriageStore::create_action(const v1::Action& action, const std::str
     v1::Action a = action;
     a.set_id(txn.exec1("SELECT nextval('triage_actions_id_seq')")[0].as<int64_t>());
     a.set_state(v1::ACTION_STATE_RUNNING);
-    *a.mutable_created_at() = ts(us(now));
-    *a.mutable_updated_at() = ts(us(now));
+    *a.mutable_created_at() = proto_timestamp(us(now));
+    *a.mutable_updated_at() = proto_timestamp(us(now));
     txn.exec_params(
         "INSERT INTO triage_actions (id, kind, issue_id, state, action, machine, created_at,"
         " updated_at) VALUES ($1, $2, $3, $4, $5, $6, lf_ts($7), lf_ts($7))",
@@ -573,7 +552,7 @@ bool PgTriageStore::advance_action(int64_t id, TimePoint now,
     step(a, machine);
     if (a.SerializeAsString() + machine == before) return true;
     if (a.state() != v1::ACTION_STATE_RUNNING) publish_action_event(txn, a);
-    *a.mutable_updated_at() = ts(us(now));
+    *a.mutable_updated_at() = proto_timestamp(us(now));
     txn.exec_params(
         "UPDATE triage_actions SET state = $2, issue_id = $3, action = $4, machine = $5,"
         " updated_at = lf_ts($6) WHERE id = $1",

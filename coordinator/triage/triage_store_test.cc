@@ -215,7 +215,7 @@ TEST_F(TriageStoreTest, ActionsOnMissingIssuesOrOutcomesFailClearly) {
   v1::Outcome pass;
   pass.set_verdict(v1::VERDICT_PASS);
   night("k1", pass);
-  const auto outcome = store_->list_outcomes(0, false, 1).at(0);
+  const auto outcome = store_->find_outcomes({.limit = 1}).at(0);
   replay.mutable_outcome()->set_job_id(outcome.job_id());
   replay.mutable_outcome()->set_attempt(outcome.attempt());
   try {
@@ -289,7 +289,7 @@ TEST_F(TriageStoreTest, ReplayRacesWithTheStrategyTheOutcomeReported) {
   }
 
   // A replay of the outcome itself, once the replay's campaign is out of the way.
-  const auto first = store_->list_outcomes(0, false, 10).back();
+  const auto first = store_->find_outcomes({.limit = 10}).back();
   ASSERT_TRUE(first.outcome().has_strategy());
   const v1::ScenarioSpec as_run = spec_as_run(first.spec(), first.outcome());
   EXPECT_EQ(as_run.align(), "both");
