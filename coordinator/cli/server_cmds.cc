@@ -95,6 +95,31 @@ std::string kept_listen(const std::string& listen, const std::string& port_file)
   return listen.substr(0, colon + 1) + std::to_string(port);
 }
 
+// A server on the port kept in `port_file` when `options.listen` asks for
+// port 0 and that port is free, else on `options.listen`; `make(options)`
+// starts one (throwing std::runtime_error when it cannot listen). Afterwards
+// a port-0 listen records the port it got, for the next run.
+template <typename Options, typename Make>
+auto on_kept_port(const Options& options, const std::string& port_file, const char* what,
+                  Make make) -> decltype(make(options)) {
+  const std::string kept = kept_listen(options.listen, port_file);
+  decltype(make(options)) server;
+  if (kept != options.listen) {
+    Options on_kept = options;
+    on_kept.listen = kept;
+    try {
+      server = make(on_kept);
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("{}.kept_port_taken listen={} error=\"{}\"", what, kept, e.what());
+    }
+  }
+  if (!server) server = make(options);
+  const std::string& l = options.listen;
+  if (l.size() >= 2 && l.compare(l.size() - 2, 2, ":0") == 0)
+    write_file(port_file, std::to_string(server->port()), 0644);
+  return server;
+}
+
 sigset_t block_stop_signals() {
   sigset_t set;
   sigemptyset(&set);
@@ -316,23 +341,12 @@ int serve(const ServeOptions& opts) {
   so.metrics = &coord_metrics;
   // Port 0 (`up` without --port): the port of the last run in this folder
   // while it is free, so agents and waiting clients find it again.
-  const std::string port_file = opts.data_dir + "/port";
-  const std::string kept = kept_listen(so.listen, port_file);
-  std::unique_ptr<coord::CoordinatorServer> server_ptr;
-  if (kept != so.listen) {
-    coord::ServerOptions on_kept = so;
-    on_kept.listen = kept;
-    try {
-      server_ptr = std::make_unique<coord::CoordinatorServer>(store, clock, on_kept);
-    } catch (const std::runtime_error& e) {
-      spdlog::warn("coordinator.kept_port_taken listen={} error=\"{}\"", kept, e.what());
-    }
-  }
-  if (!server_ptr) server_ptr = std::make_unique<coord::CoordinatorServer>(store, clock, so);
+  const auto server_ptr =
+      on_kept_port(so, opts.data_dir + "/port", "coordinator", [&](const coord::ServerOptions& o) {
+        return std::make_unique<coord::CoordinatorServer>(store, clock, o);
+      });
   coord::CoordinatorServer& server = *server_ptr;
   write_file(opts.data_dir + "/address", server.address(), 0644);
-  if (so.listen.size() >= 2 && so.listen.compare(so.listen.size() - 2, 2, ":0") == 0)
-    write_file(port_file, std::to_string(server.port()), 0644);
   coord::HttpOptions ho;
   ho.listen = opts.http_listen;
   ho.token = token;
@@ -346,25 +360,12 @@ int serve(const ServeOptions& opts) {
     coord::notify::register_notify_api(router, notify_store, clock);
   });
   // The dashboard's port too: open tabs, bookmarks and issue links find it again.
-  const std::string http_port_file = opts.data_dir + "/http-port";
-  const std::string http_kept = kept_listen(ho.listen, http_port_file);
-  std::unique_ptr<coord::HttpServer> http_ptr;
-  if (http_kept != ho.listen) {
-    coord::HttpOptions on_kept = ho;
-    on_kept.listen = http_kept;
-    try {
-      http_ptr = std::make_unique<coord::HttpServer>(store, clock, on_kept, server.triage(),
-                                                     &coord_metrics);
-    } catch (const std::runtime_error& e) {
-      spdlog::warn("http.kept_port_taken listen={} error=\"{}\"", http_kept, e.what());
-    }
-  }
-  if (!http_ptr)
-    http_ptr =
-        std::make_unique<coord::HttpServer>(store, clock, ho, server.triage(), &coord_metrics);
+  const auto http_ptr =
+      on_kept_port(ho, opts.data_dir + "/http-port", "http", [&](const coord::HttpOptions& o) {
+        return std::make_unique<coord::HttpServer>(store, clock, o, server.triage(),
+                                                   &coord_metrics);
+      });
   coord::HttpServer& http = *http_ptr;
-  if (ho.listen.size() >= 2 && ho.listen.compare(ho.listen.size() - 2, 2, ":0") == 0)
-    write_file(http_port_file, std::to_string(http.port()), 0644);
   write_file(opts.data_dir + "/http", http.url(), 0644);
   NightlyExports nightly(opts, store, server.triage(), http.url());
   coord::notify::Notifier notifier(store, notify_store, clock, notifier_options(opts, http.url()));

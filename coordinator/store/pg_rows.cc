@@ -35,23 +35,27 @@ std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::resu
   if (out.empty() || !with_violations) return out;
   for (const auto& r :
        txn.exec_prepared("outcome_violations", number_array(job_ids), number_array(attempts))) {
-    auto* v = out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})]
-                  .mutable_outcome()
-                  ->add_violations();
-    v->set_kind(r[2].as<std::string>());
-    v->set_actor(r[3].as<uint32_t>());
-    v->set_op(r[4].as<std::string>());
-    v->set_path(r[5].as<std::string>());
-    v->set_step(r[6].as<int32_t>());
-    v->set_component(r[7].as<std::string>());
-    v->set_object(r[8].as<std::string>());
-    v->set_observed(r[9].as<std::string>());
-    v->set_expected(r[10].as<std::string>());
-    v->set_invoke_ns(r[11].as<int64_t>());
-    v->set_complete_ns(r[12].as<int64_t>());
-    v->set_detail_json(r[13].as<std::string>());
+    violation_from_row(r, 2,
+                       out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})]
+                           .mutable_outcome()
+                           ->add_violations());
   }
   return out;
+}
+
+void violation_from_row(const pqxx::row& r, int first, v1::Violation* v) {
+  v->set_kind(r[first].as<std::string>());
+  v->set_actor(r[first + 1].as<uint32_t>());
+  v->set_op(r[first + 2].as<std::string>());
+  v->set_path(r[first + 3].as<std::string>());
+  v->set_step(r[first + 4].as<int32_t>());
+  v->set_component(r[first + 5].as<std::string>());
+  v->set_object(r[first + 6].as<std::string>());
+  v->set_observed(r[first + 7].as<std::string>());
+  v->set_expected(r[first + 8].as<std::string>());
+  v->set_invoke_ns(r[first + 9].as<int64_t>());
+  v->set_complete_ns(r[first + 10].as<int64_t>());
+  v->set_detail_json(r[first + 11].as<std::string>());
 }
 
 v1::JobInfo job_info_from_row(const pqxx::row& r) {

@@ -25,6 +25,10 @@ inline constexpr const char* kOutcomeColumns =
 std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::result& rows,
                                                bool with_violations = true);
 // A JobInfo of a kJobInfoColumns row (build and release only if present).
+// A violation row's columns from `first` on: kind, actor, op, path, step,
+// component, object, observed, expected, invoke_ns, complete_ns, detail.
+void violation_from_row(const pqxx::row& r, int first, v1::Violation* v);
+
 v1::JobInfo job_info_from_row(const pqxx::row& r);
 // (id, name, cron, spec, enabled, next_run, last_run)
 v1::Schedule schedule_from_row(const pqxx::row& r);

@@ -14,6 +14,7 @@
 
 #include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_pool.h"
+#include "coordinator/store/pg_rows.h"
 #include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord::triage {
@@ -83,19 +84,7 @@ void add_violations(pqxx::work& txn, int64_t job, uint32_t attempt, v1::Outcome&
            "SELECT kind, actor, op, path, step, component, object, observed, expected, invoke_ns,"
            " complete_ns, detail FROM violations WHERE job_id = $1 AND attempt = $2 ORDER BY idx",
            job, attempt)) {
-    auto* v = o.add_violations();
-    v->set_kind(r[0].as<std::string>());
-    v->set_actor(r[1].as<uint32_t>());
-    v->set_op(r[2].as<std::string>());
-    v->set_path(r[3].as<std::string>());
-    v->set_step(r[4].as<int32_t>());
-    v->set_component(r[5].as<std::string>());
-    v->set_object(r[6].as<std::string>());
-    v->set_observed(r[7].as<std::string>());
-    v->set_expected(r[8].as<std::string>());
-    v->set_invoke_ns(r[9].as<int64_t>());
-    v->set_complete_ns(r[10].as<int64_t>());
-    v->set_detail_json(r[11].as<std::string>());
+    violation_from_row(r, 0, o.add_violations());
   }
 }
 
