@@ -7,18 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-namespace leapfrog::vm {
+#include "scenarios/catalogue/scale_host.h"
 
-bool host_busy_ticks(uint64_t& out) {
-  std::ifstream f("/proc/stat");
-  std::string name;
-  uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(f >> name >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
-      name != "cpu")
-    return false;
-  out = user + nice + system + irq + softirq + steal;
-  return true;
-}
+namespace leapfrog::vm {
 
 bool process_ticks(pid_t pid, uint64_t& out) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
@@ -40,7 +31,9 @@ bool process_ticks(pid_t pid, uint64_t& out) {
 std::string HostLoadMeter::line_for(pid_t qemu_pid, uint32_t vcpus) {
   Reading now;
   now.at = std::chrono::steady_clock::now();
-  if (!host_busy_ticks(now.host_busy_ticks) || !process_ticks(qemu_pid, now.qemu_ticks)) return "";
+  const catalogue::scale::CpuTimes host = catalogue::scale::read_cpu_times();
+  if (host.busy + host.idle == 0 || !process_ticks(qemu_pid, now.qemu_ticks)) return "";
+  now.host_busy_ticks = host.busy;
   const auto it = last_.find(qemu_pid);
   if (it == last_.end()) {
     last_[qemu_pid] = now;

@@ -34,10 +34,10 @@ class HostLoadMeter {
   std::map<pid_t, Reading> last_;
 };
 
-// The host's busy CPU time (user + nice + system + irq + softirq + steal of
-// /proc/stat's "cpu" line) and a process's (utime + stime of
-// /proc/PID/stat, all its threads), in clock ticks; false if unreadable.
-bool host_busy_ticks(uint64_t& out);
+// A process's CPU time (utime + stime of /proc/PID/stat, all its threads),
+// in clock ticks; false if unreadable. The host's busy time is
+// scale::read_cpu_times() (scenarios/catalogue/scale_host.h), which
+// lookup-scale uses for the guest's own side.
 bool process_ticks(pid_t pid, uint64_t& out);
 
 }  // namespace leapfrog::vm
