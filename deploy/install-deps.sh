@@ -41,7 +41,7 @@ packages=(
 # against (deploy/kernel/kprobe-widen/); before any is installed, those of the
 # one linux-image-amd64 brings. Headers the archive no longer has are skipped.
 images="$(dpkg-query -W -f='${Package} ${Status}\n' 'linux-image-[0-9]*' 2>/dev/null |
-  awk '$NF == "installed" && $1 !~ /-(dbg|unsigned)$/ { sub(/^linux-image-/, "", $1); print $1 }')"
+  awk '$NF == "installed" && $1 !~ /-(dbg|unsigned)$/ { sub(/^linux-image-/, "", $1); print $1 }' || true)"
 if [ -z "$images" ]; then
   packages+=(linux-headers-amd64)
 fi
