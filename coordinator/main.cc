@@ -115,9 +115,14 @@ int main(int argc, char** argv) {
     cmd->add_option("--smtp-password-file", serve_opts.smtp_password_file,
                     "file holding the SMTP password");
     cmd->add_flag("--smtp-require-tls", serve_opts.smtp_require_tls, "send mail only over TLS");
-    cmd->add_option(
-        "--notify-link-base", serve_opts.notify_link_base,
-        "base URL of the dashboard links in notifications (default: the --http address)");
+    auto* link_base = cmd->add_option(
+        "--link-base,--notify-link-base", serve_opts.link_base,
+        "public base URL of the dashboard, for the links in notifications and in the nightly "
+        "exports (default: the --http address)");
+    link_base->check([](const std::string& v) -> std::string {
+      if (v.rfind("http://", 0) == 0 || v.rfind("https://", 0) == 0) return "";
+      return "want an http:// or https:// URL, not \"" + v.substr(0, 64) + "\"";
+    });
     cmd->add_option("--notify-retry-ms", serve_opts.notify_retry_ms,
                     "first retry of a failed delivery, doubling after (default 10000)")
         ->check(CLI::Range(10, 3'600'000));

@@ -120,7 +120,11 @@ int ExportCommands::run(const std::string& coordinator, const std::string& token
       coordinator, own_token || token_file_.empty() ? token_file : token_file_, data_dir);
   ex::ExportOptions o;
   o.origin = origin_;
-  o.link_base = link_base_.empty() ? read_trimmed(data_dir + "/http") : link_base_;
+  // The base the running coordinator links with (serve --link-base), else its
+  // dashboard's own address.
+  if (o.link_base = link_base_; o.link_base.empty())
+    o.link_base = read_trimmed(data_dir + "/link-base");
+  if (o.link_base.empty()) o.link_base = read_trimmed(data_dir + "/http");
   std::string doc;
   try {
     doc = ex::render(f, gather(ep, campaign_), o);

@@ -241,6 +241,12 @@ void wait_for_stop(const sigset_t& set, AgentFleet* fleet, PostgresSupervisor* p
   }
 }
 
+// Where the dashboard's links in mails, webhooks and nightly exports point:
+// --link-base when given (the address people reach), else the --http one.
+std::string public_link_base(const ServeOptions& opts, const std::string& http) {
+  return opts.link_base.empty() ? http : opts.link_base;
+}
+
 // The nightly export folder's loop (--export-dir), on a thread of its own:
 // a tick every few seconds, stopped by stop().
 class NightlyExports {
@@ -293,7 +299,7 @@ class NightlyExports {
 // The notifier's settings from the flags; the SMTP password from its file.
 coord::notify::NotifierOptions notifier_options(const ServeOptions& opts, const std::string& http) {
   coord::notify::NotifierOptions no;
-  no.link_base = opts.notify_link_base.empty() ? http : opts.notify_link_base;
+  no.link_base = public_link_base(opts, http);
   no.smtp.url = opts.smtp_url;
   no.smtp.from = opts.smtp_from;
   no.smtp.user = opts.smtp_user;
@@ -356,6 +362,7 @@ int serve(const ServeOptions& opts) {
   ho.build_caches.insert(ho.build_caches.begin(), vm::default_cache_dir());
   ho.allowed_hosts = opts.http_allowed_hosts;
   ho.export_origin = opts.export_origin;
+  ho.link_base = opts.link_base;
   ho.extra_api.push_back([&](coord::ApiRouter& router) {
     coord::notify::register_notify_api(router, notify_store, clock);
   });
@@ -367,7 +374,9 @@ int serve(const ServeOptions& opts) {
       });
   coord::HttpServer& http = *http_ptr;
   write_file(opts.data_dir + "/http", http.url(), 0644);
-  NightlyExports nightly(opts, store, server.triage(), http.url());
+  // `leapfrog export` on this machine links where the nightly files do.
+  write_file(opts.data_dir + "/link-base", public_link_base(opts, http.url()), 0644);
+  NightlyExports nightly(opts, store, server.triage(), public_link_base(opts, http.url()));
   coord::notify::Notifier notifier(store, notify_store, clock, notifier_options(opts, http.url()));
   notifier.start();
 
@@ -410,6 +419,7 @@ int serve(const ServeOptions& opts) {
   server.shutdown();
   std::remove((opts.data_dir + "/address").c_str());
   std::remove((opts.data_dir + "/http").c_str());
+  std::remove((opts.data_dir + "/link-base").c_str());
   if (pg) pg->stop();
   return 0;
 }

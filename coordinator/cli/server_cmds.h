@@ -43,7 +43,7 @@ struct ServeOptions {
   std::string smtp_user;
   std::string smtp_password_file;
   bool smtp_require_tls = false;
-  std::string notify_link_base;
+  std::string link_base;
   int notify_retry_ms = 10'000;       // first retry after a failed delivery, then doubling
   int notify_poll_ms = 1000;          // outbox poll
   int notify_unserved_after_s = 600;  // a nightly's jobs waiting this long with no agent

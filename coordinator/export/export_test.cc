@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/ktap/ktap.h"
 #include "coordinator/campaign.h"
 #include "coordinator/clock.h"
 #include "coordinator/export/kcidb.h"
-#include "common/ktap/ktap.h"
 #include "coordinator/export/nightly.h"
 #include "coordinator/store/pg_store.h"
 #include "tests/e2e_util.h"
@@ -42,6 +42,8 @@ const std::string kTestdata = LEAPFROG_EXPORT_TESTDATA;
 // another python3 earlier on PATH.
 const char* const kPython = "/usr/bin/python3";
 const char* const kIterations = "40";
+// serve --link-base: the dashboard as the readers of the exports reach it.
+const char* const kLinkBase = "https://ci.example.org/leapfrog";
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -82,7 +84,8 @@ struct World {
             "--listen",        "127.0.0.1:0", "--data-dir",      data,
             "--token-file",    token_file,    "--export-dir",    export_dir,
             "--export-format", "kcidb",       "--export-format", "junit",
-            "--export-format", "ktap",        "--export-origin", "leapfrog_test"},
+            "--export-format", "ktap",        "--export-origin", "leapfrog_test",
+            "--link-base",     kLinkBase},
         logs + "/serve.out", logs + "/serve.err"));
     if (!wait_address(data, *procs.back(), 30s)) throw std::runtime_error("serve did not start");
     address = read_address(data);
@@ -229,8 +232,9 @@ TEST_F(ExportTest, KcidbDocumentPassesTheSchemaAndMapsJobsIssuesIncidents) {
     EXPECT_EQ(i["test_id"], bad["id"]);
     EXPECT_TRUE(i["present"].get<bool>());
   }
-  EXPECT_NE(doc["issues"][0]["report_url"].get<std::string>().find(world->http + "/#/issues/"),
-            std::string::npos);
+  EXPECT_NE(
+      doc["issues"][0]["report_url"].get<std::string>().find(std::string(kLinkBase) + "/#/issues/"),
+      std::string::npos);
   // The same campaign exported again is the same document: the same ids.
   EXPECT_EQ(exported("kcidb"), text);
 }
@@ -365,7 +369,7 @@ TEST_F(ExportTest, JunitPassesTheXsdAndCarriesTheViolationAndIssueLink) {
   ASSERT_NE(failure, std::string::npos) << xml;
   const std::string rest = xml.substr(failure, xml.find("</failure>", failure) - failure);
   EXPECT_NE(rest.find("violation"), std::string::npos) << rest;
-  EXPECT_NE(rest.find(world->http + "/#/issues/"), std::string::npos) << rest;
+  EXPECT_NE(rest.find(std::string(kLinkBase) + "/#/issues/"), std::string::npos) << rest;
 
   // Positive control: xmllint refuses a testcase without its classname.
   std::string broken = xml;
@@ -524,6 +528,11 @@ TEST_F(ExportTest, NightlyCampaignsAreWrittenToTheExportFolderOnce) {
   const std::string text = slurp(kcidb);
   EXPECT_EQ(kcidb_check(text).exit, 0);
   EXPECT_EQ(json::parse(text)["tests"][0]["origin"], "leapfrog_test");  // serve --export-origin
+  // Links start at serve --link-base, where mails point too, not at the
+  // dashboard's loopback address.
+  const std::string url = json::parse(text)["tests"][0]["misc"].value("url", "");
+  EXPECT_EQ(url.rfind(std::string(kLinkBase) + "/#/jobs/", 0), 0u) << url;
+  EXPECT_EQ(text.find(world->http), std::string::npos) << world->http;
   // A tick finds the files there and writes nothing again.
   leapfrog::coord::exports::NightlyOptions no;
   no.dir = world->export_dir;

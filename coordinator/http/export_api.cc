@@ -32,8 +32,11 @@ void register_export_api(httplib::Server& server, Store& store, triage::TriageEn
       } catch (const std::invalid_argument& e) {
         throw RequestError(ErrorKind::kInvalidArgument, e.what());
       }
-      // Links point where this request came from (its Host was checked).
-      if (req.has_header("Host")) o.link_base = "http://" + req.get_header_value("Host");
+      // Links start at the public base, or else where this request came from
+      // (its Host was checked).
+      o.link_base = options.link_base;
+      if (o.link_base.empty() && req.has_header("Host"))
+        o.link_base = "http://" + req.get_header_value("Host");
       auto data = exports::gather(store, triage, id);
       if (!data)
         throw RequestError(ErrorKind::kNotFound, "no campaign \"" + std::to_string(id) + "\"");

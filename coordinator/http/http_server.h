@@ -58,6 +58,8 @@ struct HttpOptions {
   bool reads_need_token = false;
   // KCIDB origin of /api/campaigns/{id}/export when the request names none.
   std::string export_origin = "leapfrog";
+  // Where export links start (serve --link-base); empty: the request's Host.
+  std::string link_base;
   // Route groups of other folders (coordinator/notify/ ...), registered
   // after the built-in ones.
   std::vector<std::function<void(ApiRouter&)>> extra_api;
