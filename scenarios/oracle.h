@@ -1,5 +1,5 @@
 #pragma once
-// The per-step linearizability oracle (DESIGN.md §2) and the shared-offset check.
+// The per-step linearizability oracle (docs/design.md, "What it checks") and the shared-offset check.
 
 #include <array>
 #include <cstdint>
