@@ -607,10 +607,16 @@ bool EmbeddedPostgres::supervise() {
     const int status = reap(pid_);
     close(pidfd_);
     pidfd_ = -1;
-    spdlog::warn("pg_died data_dir={} pid={} status=\"{}\"", data_dir_, pid_,
-                 status < 0 ? std::string("not our child") : describe_status(status));
+    // A clean exit is a shutdown someone asked for; an adopted server's end
+    // (not our child) cannot be told apart from one.
+    const bool asked = status < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    spdlog::warn("pg_died data_dir={} pid={} status=\"{}\" grace_ms={}", data_dir_, pid_,
+                 status < 0 ? std::string("not our child") : describe_status(status),
+                 asked ? options_.restart_grace.count() : 0);
     pid_ = 0;
+    if (asked) grace_until_ = Clock::now() + options_.restart_grace;
   }
+  if (Clock::now() < grace_until_) return false;
   // Backends outlive a killed postmaster by a moment; until they are gone a
   // new postmaster refuses the folder (the caller retries).
   const PgRunAs user = PgRunAs::resolve(options_.run_as);

@@ -44,6 +44,12 @@ struct EmbeddedPostgresOptions {
   std::chrono::milliseconds start_timeout{30000};
   // How long a fast shutdown may take before the server is killed.
   std::chrono::milliseconds stop_timeout{10000};
+  // A server that someone else shut down cleanly (`pg_ctl restart`, `pg_ctl
+  // stop` then `start`), or one adopted from them that went away, is not
+  // started again by supervise() for this long: whoever stopped it may be
+  // starting it, and two starts would race for the folder. A crashed or
+  // killed server of ours is started again at once.
+  std::chrono::milliseconds restart_grace{5000};
 };
 
 class EmbeddedPostgres {
@@ -65,7 +71,8 @@ class EmbeddedPostgres {
   // server: true while a server runs in the folder. A server started there
   // by someone else (`pg_ctl restart`) is adopted, found through
   // postmaster.pid; if none runs, one is started on the same port (throws
-  // PostgresError if it cannot be, the caller backs off and calls again).
+  // PostgresError if it cannot be, the caller backs off and calls again),
+  // after options.restart_grace when the server was stopped by someone else.
   // False before the first start and after stop().
   bool supervise();
 
@@ -103,6 +110,8 @@ class EmbeddedPostgres {
   int port_ = 0;
   pid_t pid_ = 0;
   int pidfd_ = -1;
+  // Until then supervise() only adopts (restart_grace); epoch: no grace.
+  std::chrono::steady_clock::time_point grace_until_{};
   bool stopped_ = true;  // by stop(), or never started: supervise() does nothing
   int restarts_ = 0;
 };

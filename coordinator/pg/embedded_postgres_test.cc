@@ -292,6 +292,52 @@ TEST(EmbeddedPostgres, AServerRestartedBehindItsBackIsAdoptedAndStopped) {
   EXPECT_EQ(query(pg.url(), "SELECT 1"), "1");
 }
 
+// `pg_ctl` as the server's own user, the way an operator runs it.
+int pg_ctl(const EmbeddedPostgres& pg, const std::string& action) {
+  const std::string cmd = "/usr/lib/postgresql/15/bin/pg_ctl -D " + pg.data_dir() + " -l " +
+                          pg.data_dir() + "/pg_ctl.log -w -m fast " + action + " > /dev/null";
+  return std::system(((geteuid() == 0 ? "runuser -u postgres -- " : "") + cmd).c_str());
+}
+
+// `pg_ctl restart` stops the server, then starts it: a supervise() that came
+// in between and started its own made that start fail.
+TEST(EmbeddedPostgres, AServerStoppedByAnOperatorIsLeftForThemToStartDuringTheGrace) {
+  TestDir tmp;
+  EmbeddedPostgresOptions o = test_options();
+  o.restart_grace = std::chrono::seconds(3);
+  EmbeddedPostgres pg(o);
+  pg.start(tmp / "data");
+  const pid_t first = pg.pid();
+  ASSERT_EQ(pg_ctl(pg, "stop"), 0);
+  ASSERT_TRUE(within(10, [&] { return !pg.running(); }));
+
+  // The middle of an outside restart: nothing runs, and nothing is started.
+  EXPECT_FALSE(pg.supervise());
+  EXPECT_EQ(pg.restarts(), 0);
+  EXPECT_LE(pid_file_of(pg.data_dir()), 0) << "supervise() started a server in the grace";
+  // The operator's start succeeds, and is adopted.
+  ASSERT_EQ(pg_ctl(pg, "start"), 0);
+  EXPECT_TRUE(pg.supervise());
+  EXPECT_NE(pg.pid(), first);
+  EXPECT_EQ(pg.pid(), pid_file_of(pg.data_dir()));
+  EXPECT_EQ(pg.restarts(), 0);
+
+  // Stopped and not started by anyone: supervise() starts it after the grace.
+  ASSERT_EQ(pg_ctl(pg, "stop"), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(within(30, [&] {
+    try {
+      return pg.supervise();
+    } catch (const PostgresError&) {
+      return false;
+    }
+  }));
+  EXPECT_GE(std::chrono::steady_clock::now() - stopped, o.restart_grace);
+  EXPECT_EQ(pg.restarts(), 1);
+  EXPECT_EQ(query(pg.url(), "SELECT 1"), "1");
+  pg.stop();
+}
+
 // stop() also finds the real server when no supervise() came between.
 TEST(EmbeddedPostgres, StopAfterAnOutsideRestartStopsTheRealServer) {
   TestDir tmp;
