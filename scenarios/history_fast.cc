@@ -1,23 +1,28 @@
-// The fast line decoder of read_history (history_reader.h): simdjson's DOM
-// parser on each operation line, and a cache from the raw text of an effect
-// or query template to its id, so that only a template's first line goes
-// through nlohmann. Anything this decoder does not fully understand is left
-// to the reference decoder, which gives every error message.
+// The fast line decoder of read_history (history_reader.h): simdjson's
+// On-Demand parser on each operation line where it lies in the reader's
+// chunk (no copy, no DOM, no allocation per line). A line's record fields
+// are parsed and validated here; its template fields (a mutation's op and
+// sets, a lookup's op, start, path, access, follow, resolve) are kept as
+// their raw text, and that text is looked up among the templates the
+// reference decoder has already accepted: only a template's first line, and
+// anything this decoder does not fully understand, goes through nlohmann,
+// which gives every error message.
 
 #include <simdjson.h>
 
-#include <array>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "scenarios/history_reader.h"
 
 namespace leapfrog::history_detail {
 namespace {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
+static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING);
+
+namespace od = simdjson::ondemand;
 
 enum Field : uint8_t {
   kType,
@@ -43,11 +48,29 @@ enum Field : uint8_t {
   kFields
 };
 
-// The field a key names (-1: one the format does not read), by length
-// first: this runs for every key of every line.
-int field_of(std::string_view k) {
-  auto is = [k](std::string_view name, Field f) { return k == name ? int{f} : -1; };
-  switch (k.size()) {
+constexpr uint32_t bit(Field f) {
+  return 1u << f;
+}
+
+// Fields kept as raw text: valid only as part of a template key the
+// reference accepted, so each type allows only those of its own templates.
+constexpr uint32_t kRawFields =
+    bit(kOp) | bit(kSets) | bit(kStart) | bit(kPath) | bit(kAccess) | bit(kFollow) | bit(kResolve);
+constexpr uint32_t kMutateRaw = bit(kOp) | bit(kSets);
+constexpr uint32_t kLookupRaw = kRawFields & ~bit(kSets);
+
+// The field a raw key names (-1: one the format does not read, or a key with
+// escapes), by length first: this runs for every key of every line. `k`
+// points after the key's opening quote; stage 1 guarantees a closing one.
+int field_of(const char* k) {
+  size_t n = 0;
+  while (n < 9 && k[n] != '"') {
+    if (k[n] == '\\') return -1;
+    ++n;
+  }
+  const std::string_view key(k, n);
+  auto is = [key](std::string_view name, Field f) { return key == name ? int{f} : -1; };
+  switch (n) {
     case 2:
       return is("op", kOp);
     case 3:
@@ -100,198 +123,190 @@ int field_of(std::string_view k) {
   return -1;
 }
 
-// An integer element in [0, hi], as the reference's exact_integer accepts it.
-bool unsigned_in(element e, uint64_t hi, uint64_t& out) {
-  if (e.type() == element_type::INT64) {
-    const int64_t v = e.get_int64().value_unsafe();
-    if (v < 0 || static_cast<uint64_t>(v) > hi) return false;
-    out = static_cast<uint64_t>(v);
-    return true;
-  }
-  if (e.type() == element_type::UINT64) {
-    out = e.get_uint64().value_unsafe();
-    return out <= hi;
-  }
-  return false;
+std::string_view trim(std::string_view s) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
 }
 
-// An integer element in [lo, hi] (signed).
-bool signed_in(element e, int64_t lo, int64_t hi, int64_t& out) {
-  if (e.type() != element_type::INT64) return false;  // UINT64 is > INT64_MAX
-  out = e.get_int64().value_unsafe();
-  return out >= lo && out <= hi;
-}
-
-template <typename T>
-bool u32(element e, T& out) {
-  uint64_t v = 0;
-  if (!unsigned_in(e, UINT32_MAX, v)) return false;
-  out = static_cast<T>(v);
+// A string token's content if it has no escape and no control character (so
+// it is valid JSON and reads as itself), else false.
+bool plain_string(std::string_view token, std::string_view& out) {
+  token = trim(token);
+  if (token.size() < 2 || token.front() != '"' || token.back() != '"') return false;
+  out = token.substr(1, token.size() - 2);
+  for (const char c : out)
+    if (c == '\\' || static_cast<unsigned char>(c) < 0x20) return false;
   return true;
 }
 
-void append_bytes(std::string& key, std::string_view s) {
+template <typename T>
+bool u32(od::value& v, T& out) {
+  uint64_t x = 0;
+  if (v.get_uint64().get(x) || x > UINT32_MAX) return false;
+  out = static_cast<T>(x);
+  return true;
+}
+
+bool time_of(od::value& v, int64_t& out) {
+  return !v.get_int64().get(out) && out >= -kMaxTimeNs && out <= kMaxTimeNs;
+}
+
+void append_bytes(std::string& key, uint8_t tag, std::string_view s) {
   const auto n = static_cast<uint32_t>(s.size());
+  key += static_cast<char>(tag);
   key.append(reinterpret_cast<const char*>(&n), sizeof n);
   key.append(s);
 }
 
-template <typename T>
-void append_raw(std::string& key, T v) {
-  key.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-// A template's value as an unambiguous byte string (tag, then contents), so
-// that equal text gives equal keys without formatting it back to JSON.
-void append_value(std::string& key, element e) {
-  const auto type = e.type();
-  key += static_cast<char>(type);
-  switch (type) {
-    case element_type::ARRAY: {
-      const auto a = e.get_array().value_unsafe();
-      append_raw(key, static_cast<uint32_t>(a.size()));
-      for (element x : a) append_value(key, x);
-      return;
-    }
-    case element_type::OBJECT: {
-      const auto o = e.get_object().value_unsafe();
-      append_raw(key, static_cast<uint32_t>(o.size()));
-      for (auto field : o) {
-        append_bytes(key, field.key);
-        append_value(key, field.value);
-      }
-      return;
-    }
-    case element_type::STRING:
-      append_bytes(key, e.get_string().value_unsafe());
-      return;
-    case element_type::INT64:
-      append_raw(key, e.get_int64().value_unsafe());
-      return;
-    case element_type::UINT64:
-      append_raw(key, e.get_uint64().value_unsafe());
-      return;
-    case element_type::DOUBLE:
-      append_raw(key, e.get_double().value_unsafe());
-      return;
-    case element_type::BOOL:
-      key += e.get_bool().value_unsafe() ? 't' : 'f';
-      return;
-    case element_type::NULL_VALUE:
-      return;
-  }
-}
+enum class Type : uint8_t { Mutate, Lookup, Read, Seek };
 
 class SimdDecoder final : public FastDecoder {
  public:
-  bool decode(std::string& line, size_t lineno, ReaderState& st) override {
+  bool decode(std::string_view line, size_t lineno, ReaderState& st) override {
     pending_ = Pending::None;
-    if (line.capacity() < line.size() + simdjson::SIMDJSON_PADDING)
-      line.reserve(line.size() + simdjson::SIMDJSON_PADDING);
-    element doc;
-    if (parser_.parse(line).get(doc)) return false;
-    simdjson::dom::object obj;
-    if (doc.get_object().get(obj)) return false;
-    std::array<element, kFields> f;
-    uint32_t seen = 0;
-    for (auto field : obj) {
-      const int i = field_of(field.key);
-      if (i < 0) continue;
-      if (seen & (1u << i)) return false;  // nlohmann keeps the last of duplicate keys
-      seen |= 1u << i;
-      f[i] = field.value;
-    }
-    auto has = [seen](Field x) { return (seen & (1u << x)) != 0; };
-    constexpr uint32_t kRequired =
-        1u << kType | 1u << kActor | 1u << kInvoke | 1u << kComplete | 1u << kResult;
-    if ((seen & kRequired) != kRequired) return false;
-    std::string_view type, result;
-    if (f[kType].get_string().get(type) || f[kResult].get_string().get(result)) return false;
-    const int err = errno_from_name(std::string(result));
-    int64_t invoke = 0, complete = 0;
-    if (!signed_in(f[kInvoke], -kMaxTimeNs, kMaxTimeNs, invoke) ||
-        !signed_in(f[kComplete], -kMaxTimeNs, kMaxTimeNs, complete) || complete < invoke)
+    od::document doc;
+    if (parser_.iterate(line.data(), line.size(), line.size() + kLinePadding).get(doc))
       return false;
-    uint32_t actor = 0;
-    if (!u32(f[kActor], actor) || actor >= st.h.header.actors.size()) return false;
-    uint32_t round = 0;
-    if (has(kRound) && !u32(f[kRound], round)) return false;
-
-    if (type == "mutate") {
-      std::string_view op;
-      if (!has(kOp) || f[kOp].get_string().get(op) || !has(kSets) || !f[kSets].is_array())
-        return false;
-      key_.clear();
-      append_bytes(key_, op);
-      append_value(key_, f[kSets]);
-      auto it = effects_.find(key_);
-      if (it == effects_.end()) return miss(Pending::Effect);
-      st.h.mutations.push_back(MutationRecord{actor, it->second, invoke, complete, err, round});
-      st.mutation_lines.push_back(lineno);
-      return true;
-    }
-    if (type == "lookup") {
-      std::string_view op, path;
-      uint32_t start = 0;
-      if (!has(kOp) || f[kOp].get_string().get(op) || !has(kStart) || !u32(f[kStart], start) ||
-          start >= st.h.header.nodes.size() || !has(kPath) || f[kPath].get_string().get(path) ||
-          (!path.empty() && path[0] == '/'))
-        return false;
-      uint64_t access = 0;
-      if (has(kAccess) && !unsigned_in(f[kAccess], 7, access)) return false;
-      bool follow = true;
-      if (has(kFollow) && f[kFollow].get_bool().get(follow)) return false;
-      uint8_t resolve = 0;
-      if (has(kResolve)) {
-        simdjson::dom::array flags;
-        if (f[kResolve].get_array().get(flags)) return false;
-        for (element flag : flags) {
-          std::string_view name;
-          if (flag.get_string().get(name)) return false;
-          uint8_t bit = 1;
-          while ((bit & kResolveAll) && name != resolve_flag_name(bit)) bit = uint8_t(bit << 1);
-          if (!(bit & kResolveAll)) return false;
-          resolve |= bit;
+    od::object obj;
+    if (doc.get_object().get(obj)) return false;
+    // The record's fields, parsed as they come (On-Demand reads forward only).
+    uint32_t seen = 0;
+    Type type = Type::Mutate;
+    std::string_view result;
+    int64_t invoke = 0, complete = 0, offset = 0;
+    uint32_t actor = 0, round = 0, euid = 0, egid = 0, epoch = 0, length = 0;
+    uint64_t dev = 0, ino = 0;
+    key_.clear();
+    for (auto field_result : obj) {
+      od::field field;
+      if (std::move(field_result).get(field)) return false;
+      const int i = field_of(reinterpret_cast<const char*>(field.key().raw()));
+      if (i < 0) return false;  // a field the reference ignores, unchecked here: its way
+      const Field f = static_cast<Field>(i);
+      if (seen & bit(f)) return false;  // nlohmann keeps the last of duplicate keys
+      seen |= bit(f);
+      od::value v = field.value();
+      switch (f) {
+        case kType: {
+          std::string_view t;
+          if (!plain_string(v.raw_json_token(), t)) return false;
+          if (t == "lookup")
+            type = Type::Lookup;
+          else if (t == "mutate")
+            type = Type::Mutate;
+          else if (t == "read")
+            type = Type::Read;
+          else if (t == "seek")
+            type = Type::Seek;
+          else
+            return false;
+          break;
         }
+        case kResult:
+          if (!plain_string(v.raw_json_token(), result)) return false;
+          break;
+        case kActor:
+          if (!u32(v, actor)) return false;
+          break;
+        case kInvoke:
+          if (!time_of(v, invoke)) return false;
+          break;
+        case kComplete:
+          if (!time_of(v, complete)) return false;
+          break;
+        case kRound:
+          if (!u32(v, round)) return false;
+          break;
+        case kDev:
+          if (v.get_uint64().get(dev)) return false;
+          break;
+        case kIno:
+          if (v.get_uint64().get(ino)) return false;
+          break;
+        case kEuid:
+          if (!u32(v, euid)) return false;
+          break;
+        case kEgid:
+          if (!u32(v, egid)) return false;
+          break;
+        case kEpoch:
+          if (!u32(v, epoch)) return false;
+          break;
+        case kLength:
+          if (!u32(v, length)) return false;
+          break;
+        case kOffset:
+          if (v.get_int64().get(offset) || offset < -2) return false;
+          break;
+        case kSets:
+        case kResolve: {
+          od::array a;
+          std::string_view raw;
+          if (v.get_array().get(a) || a.raw_json().get(raw)) return false;
+          append_bytes(key_, f, trim(raw));
+          break;
+        }
+        default:  // op, start, path, access, follow: the template's scalars
+          append_bytes(key_, f, trim(v.raw_json_token()));
+          break;
       }
-      LookupRecord l;
-      l.actor = actor;
-      l.invoke = invoke;
-      l.complete = complete;
-      l.err = err;
-      l.round = round;
-      if (has(kDev) && !unsigned_in(f[kDev], UINT64_MAX, l.dev)) return false;
-      if (has(kIno) && !unsigned_in(f[kIno], UINT64_MAX, l.ino)) return false;
-      if (has(kEuid) || has(kEgid)) {
-        if (!has(kEuid) || !has(kEgid) || !u32(f[kEuid], l.euid) || !u32(f[kEgid], l.egid))
-          return false;
-        l.has_ids = true;
-      }
-      key_.clear();
-      append_bytes(key_, op);
-      append_bytes(key_, path);
-      key_.append(reinterpret_cast<const char*>(&start), sizeof start);
-      key_ += static_cast<char>(access);
-      key_ += follow ? 'f' : 'n';
-      if (has(kResolve)) key_ += static_cast<char>(0x80 | resolve);
-      auto it = queries_.find(key_);
-      if (it == queries_.end()) return miss(Pending::Query);
-      l.query = it->second;
-      st.h.lookups.push_back(l);
-      return true;
     }
-    if (type == "read" || type == "seek") {
-      OffsetRecord o;
-      o.kind = type == "read" ? OffsetRecord::Kind::Read : OffsetRecord::Kind::Seek;
-      o.actor = actor;
-      o.invoke = invoke;
-      o.complete = complete;
-      o.err = err;
-      if (has(kEpoch) && !u32(f[kEpoch], o.epoch)) return false;
-      if (!has(kOffset) || !signed_in(f[kOffset], -2, INT64_MAX, o.offset)) return false;
-      if (has(kLength) && !u32(f[kLength], o.length)) return false;
-      st.h.offsets.push_back(o);
-      return true;
+    // Nothing may follow the object.
+    if (!doc.current_location().error()) return false;
+    constexpr uint32_t kRequired =
+        bit(kType) | bit(kActor) | bit(kInvoke) | bit(kComplete) | bit(kResult);
+    if ((seen & kRequired) != kRequired || complete < invoke) return false;
+    if (actor >= st.h.header.actors.size()) return false;
+    const int err = errno_from_name(result);
+    const uint32_t raw = seen & kRawFields;
+    switch (type) {
+      case Type::Mutate: {
+        if ((raw & ~kMutateRaw) || raw != kMutateRaw) return false;
+        auto it = effects_.find(key_);
+        if (it == effects_.end()) return miss(Pending::Effect);
+        st.h.mutations.push_back(MutationRecord{actor, it->second, invoke, complete, err, round});
+        if (st.keep_mutation_lines) st.mutation_lines.push_back(lineno);
+        return true;
+      }
+      case Type::Lookup: {
+        if (raw & ~kLookupRaw) return false;
+        LookupRecord l;
+        l.actor = actor;
+        l.invoke = invoke;
+        l.complete = complete;
+        l.err = err;
+        l.round = round;
+        l.dev = dev;
+        l.ino = ino;
+        if (seen & (bit(kEuid) | bit(kEgid))) {
+          if ((seen & (bit(kEuid) | bit(kEgid))) != (bit(kEuid) | bit(kEgid))) return false;
+          l.has_ids = true;
+          l.euid = euid;
+          l.egid = egid;
+        }
+        auto it = queries_.find(key_);
+        if (it == queries_.end()) return miss(Pending::Query);
+        l.query = it->second;
+        st.h.lookups.push_back(l);
+        return true;
+      }
+      case Type::Read:
+      case Type::Seek: {
+        if (raw || !(seen & bit(kOffset))) return false;
+        OffsetRecord o;
+        o.kind = type == Type::Read ? OffsetRecord::Kind::Read : OffsetRecord::Kind::Seek;
+        o.actor = actor;
+        o.epoch = epoch;
+        o.invoke = invoke;
+        o.complete = complete;
+        o.err = err;
+        o.offset = offset;
+        o.length = length;
+        st.h.offsets.push_back(o);
+        return true;
+      }
     }
     return false;
   }
@@ -312,7 +327,7 @@ class SimdDecoder final : public FastDecoder {
     return false;
   }
 
-  simdjson::dom::parser parser_;
+  od::parser parser_;
   std::unordered_map<std::string, uint32_t> effects_, queries_;
   std::string key_;  // the raw template key of the line being decoded
   Pending pending_ = Pending::None;
