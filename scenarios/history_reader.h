@@ -21,7 +21,7 @@ namespace leapfrog::history_detail {
 // SIMDJSON_PADDING), so the fast decoder parses lines where they lie.
 inline constexpr size_t kLinePadding = 64;
 // Bytes LineReader asks the stream for at a time.
-inline constexpr size_t kDefaultChunk = size_t{1} << 20;
+inline constexpr size_t kDefaultChunk = size_t{1} << 17;
 
 // Reads lines of at most max_line_bytes from a stream of at most max_bytes,
 // in large chunks, without copying a line out of its chunk.

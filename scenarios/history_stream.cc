@@ -1,6 +1,7 @@
 #include "scenarios/history_stream.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -56,6 +57,7 @@ class StreamJudge final : public history_detail::LineSink {
     st_ = &st;
     out_.header = st.h.header;
     flush(true);
+    collect();
     History h;
     h.header = st.h.header;
     h.offsets = std::move(offsets_);
@@ -125,12 +127,30 @@ class StreamJudge final : public history_detail::LineSink {
     pending_.push_back(l);
   }
 
+  // Waits for the batch being judged, if any, and adds up its counts.
+  void collect() {
+    if (!judging_.valid()) return;
+    CheckResult r;
+    try {
+      r = judging_.get();
+    } catch (const HistoryError&) {
+      throw Rewind{"the oracle refused a batch"};
+    }
+    if (r.violation_count) throw Rewind{"a violation, reported from the whole history"};
+    if (!r.notes.empty()) throw Rewind{"a note about the whole history"};
+    ++out_.stats.batches;
+    out_.check.lookups_checked += r.lookups_checked;
+    out_.check.steps_checked += r.steps_checked;
+    out_.check.unjudged += r.unjudged;
+  }
+
   // Judges the pending lookups whose windows have closed (all at the end).
   // The order they are judged in changes no count, and a violation is
   // reported from the whole history.
   void flush(bool all) {
     std::vector<LookupRecord> open;
     History h;
+    h.lookups.reserve(pending_.size());
     for (const LookupRecord& l : pending_)
       (all || l.complete + eps_ < frontier_ ? h.lookups : open).push_back(l);
     next_flush_ = open.size() + opts_.batch;
@@ -141,21 +161,15 @@ class StreamJudge final : public history_detail::LineSink {
     h.effects = st_->h.effects;
     h.queries = st_->h.queries;
     h.mutations = mutations_;
-    CheckResult r;
-    try {
-      r = check_history(h, opts_.check);
-    } catch (const HistoryError&) {
-      throw Rewind{"the oracle refused a batch"};
-    }
-    if (r.violation_count) throw Rewind{"a violation, reported from the whole history"};
-    if (!r.notes.empty()) throw Rewind{"a note about the whole history"};
-    ++out_.stats.batches;
-    out_.check.lookups_checked += r.lookups_checked;
-    out_.check.steps_checked += r.steps_checked;
-    out_.check.unjudged += r.unjudged;
     for (const LookupRecord& l : h.lookups)
       judged_until_ = std::max(judged_until_, l.complete + eps_);
-    pending_ = std::move(open);
+    // One batch is judged on a second thread while the next is read: the
+    // batch is a history of its own, so the two share nothing.
+    collect();
+    judging_ = std::async(std::launch::async, [h = std::move(h), opts = opts_.check] {
+      return check_history(h, opts);
+    });
+    pending_.assign(open.begin(), open.end());  // keeping its capacity
     // Every window still to judge starts at or after the horizon: a mutation
     // complete before it only gives its value to the next batch's initial.
     TimeNs horizon = frontier_ - eps_;
@@ -189,10 +203,11 @@ class StreamJudge final : public history_detail::LineSink {
   std::vector<LookupRecord> pending_;  // lookups not yet judged
   size_t next_flush_ = 0;              // judge when pending_ holds this many
   std::vector<OffsetRecord> offsets_;
-  TimeNs last_invoke_ = kTimeMin;   // of the latest mutation
-  TimeNs frontier_ = kTimeMin;      // latest invoke of any record
-  TimeNs judged_until_ = kTimeMin;  // latest window end judged
-  TimeNs horizon_ = kTimeMin;       // mutations completed before it are in base_
+  TimeNs last_invoke_ = kTimeMin;     // of the latest mutation
+  TimeNs frontier_ = kTimeMin;        // latest invoke of any record
+  TimeNs judged_until_ = kTimeMin;    // latest window end judged
+  TimeNs horizon_ = kTimeMin;         // mutations completed before it are in base_
+  std::future<CheckResult> judging_;  // the batch being judged, if any
 };
 
 StreamCheck check_whole(std::istream& in, const ReadLimits& limits, const StreamOptions& opts,

@@ -19,7 +19,7 @@ struct StreamOptions {
   // Lookups judged together, once each one's window has closed.
   size_t batch = size_t{1} << 16;
   // Bytes read at a time (tests make it small to split lines across reads).
-  size_t chunk = size_t{1} << 20;
+  size_t chunk = size_t{1} << 17;
 };
 
 struct StreamStats {
