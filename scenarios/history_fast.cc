@@ -1,12 +1,15 @@
-// The fast line decoder of read_history (history_reader.h): simdjson's
-// On-Demand parser on each operation line where it lies in the reader's
-// chunk (no copy, no DOM, no allocation per line). A line's record fields
-// are parsed and validated here; its template fields (a mutation's op and
-// sets, a lookup's op, start, path, access, follow, resolve) are kept as
-// their raw text, and that text is looked up among the templates the
-// reference decoder has already accepted: only a template's first line, and
-// anything this decoder does not fully understand, goes through nlohmann,
-// which gives every error message.
+// The fast line decoder of read_history (history_reader.h). Each operation
+// line is decoded where it lies in the reader's chunk (no copy, no DOM, no
+// allocation per line), by the first of three tiers that takes it:
+//   1. a strict scanner of the flat objects write_history writes, 8 bytes
+//      at a time (known keys, strings without escapes, integers);
+//   2. simdjson's On-Demand parser (escapes, UTF-8, spacing, big numbers);
+//   3. the reference decoder (nlohmann), which gives every error message.
+// A line's record fields are parsed and validated in tiers 1 and 2; its
+// template fields (a mutation's op and sets, a lookup's op, start, path,
+// access, follow, resolve) are kept as their raw text, looked up among the
+// templates the reference has already accepted: only a template's first
+// line, anything unusual and every error go through nlohmann.
 
 #include <simdjson.h>
 

@@ -487,7 +487,9 @@ namespace history_detail {
 
 bool LineReader::next(std::string_view& line, size_t lineno) {
   for (;;) {
-    const void* nl = std::memchr(buf_.data() + scan_, '\n', end_ - scan_);
+    // (An empty buffer has no data() to search.)
+    const void* nl =
+        end_ > scan_ ? std::memchr(buf_.data() + scan_, '\n', end_ - scan_) : nullptr;
     const size_t n = nl ? static_cast<const char*>(nl) - (buf_.data() + pos_) : end_ - pos_;
     if (n > limits_.max_line_bytes)
       throw HistoryFormatError("line " + std::to_string(lineno) + ": longer than " +
