@@ -65,6 +65,7 @@ class StreamJudge final : public history_detail::LineSink {
     check_offsets(h, offsets, opts_.check);
     CheckResult& r = out_.check;
     r.offsets_checked += offsets.offsets_checked;
+    r.unjudged += offsets.unjudged;
     r.violation_count += offsets.violation_count;
     r.first_violation_at = std::min(r.first_violation_at, offsets.first_violation_at);
     for (int k = 0; k < kViolationKinds; ++k) r.by_kind[k] += offsets.by_kind[k];

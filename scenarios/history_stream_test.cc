@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <streambuf>
 
@@ -175,6 +177,44 @@ TEST(HistoryStream, WhatBatchesCannotJudgeIsJudgedWhole) {
   EXPECT_NE(whole(overlapping).find("format error: line "), std::string::npos);
   EXPECT_NE(whole(bad_line).find("format error: line " + std::to_string(lines.size() + 1)),
             std::string::npos);
+}
+
+// The golden files (mounts, openat2, exec ids, violations) and shared-offset
+// histories (judged at the end, with unjudged results and a torn read):
+// the same answer in batches of every size.
+TEST(HistoryStream, GoldenAndOffsetHistoriesJudgeAlike) {
+  std::vector<std::string> texts;
+  for (const auto& entry : std::filesystem::directory_iterator(LEAPFROG_TESTDATA)) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    texts.push_back(text.str());
+  }
+  ASSERT_GE(texts.size(), 10u);
+  const std::string header =
+      R"({"format":"leapfrog-history","version":1,"nodes":[],"actors":[{"id":0,"uid":0,"gid":0},)"
+      R"({"id":1,"uid":0,"gid":0}],"block_size":64,"blocks":4})"
+      "\n";
+  const std::string reads =
+      R"({"type":"read","actor":0,"epoch":0,"invoke":100,"complete":200,"result":"ok","offset":0,"length":64})"
+      "\n"
+      R"({"type":"read","actor":1,"epoch":0,"invoke":150,"complete":250,"result":"EWHAT","offset":64,"length":64})"
+      "\n"
+      R"({"type":"seek","actor":1,"epoch":0,"invoke":300,"complete":310,"result":"ok","offset":64})"
+      "\n";
+  texts.push_back(header + reads);
+  texts.push_back(
+      header + reads +
+      R"({"type":"read","actor":0,"epoch":0,"invoke":400,"complete":410,"result":"ok","offset":0,"length":64})"
+      "\n");
+  for (const std::string& text : texts) {
+    const std::string want = whole(text);
+    for (size_t batch : {size_t{1}, size_t{3}, size_t{1} << 16})
+      EXPECT_EQ(streamed(text, batch), want) << "batch " << batch << "\n" << text;
+  }
+  EXPECT_NE(whole(texts.back()).find("torn"), std::string::npos) << whole(texts.back());
+  EXPECT_NE(whole(texts[texts.size() - 2]).find("unjudged 1"), std::string::npos);
 }
 
 // A stream that cannot seek (a pipe) is judged whole from the start.
