@@ -247,12 +247,15 @@ constexpr uint64_t word(std::string_view k) {
 
 // field_of for a key of n (1..8) bytes read as a word (zero bytes after it).
 int field_of_word(unsigned n, uint64_t w) {
+  // (Constants, so that no word is computed at run time.)
+  constexpr uint64_t kOpWord = word("op"), kDevWord = word("dev"), kInoWord = word("ino"),
+                     kResolveWord = word("resolve"), kCompleteWord = word("complete");
   auto is = [w](uint64_t k, Field f) { return w == k ? int{f} : -1; };
   switch (n) {
     case 2:
-      return is(word("op"), kOp);
+      return is(kOpWord, kOp);
     case 3:
-      return w == word("dev") ? int{kDev} : is(word("ino"), kIno);
+      return w == kDevWord ? int{kDev} : is(kInoWord, kIno);
     case 4:
       switch (w) {
         case word("type"):
@@ -296,9 +299,9 @@ int field_of_word(unsigned n, uint64_t w) {
       }
       return -1;
     case 7:
-      return is(word("resolve"), kResolve);
+      return is(kResolveWord, kResolve);
     case 8:
-      return is(word("complete"), kComplete);
+      return is(kCompleteWord, kComplete);
   }
   return -1;
 }
