@@ -1,9 +1,10 @@
 #pragma once
 // `leapfrog-agent check` in one pass with bounded memory (issue 19 §3): the
 // history is read line by line and its lookups are judged in batches as
-// their windows close, so that only the records whose windows are still open
-// are held. The result is exactly check_history(read_history(in)): where
-// judging in batches could differ, the input is read again and judged whole.
+// their windows close (each batch on a second thread while the next is
+// read), so that only the records whose windows are still open are held.
+// The result is exactly check_history(read_history(in)): where judging in
+// batches could differ, the input is read again and judged whole.
 
 #include <cstdint>
 #include <istream>
@@ -24,12 +25,14 @@ struct StreamOptions {
 
 struct StreamStats {
   uint64_t batches = 0;  // batches of lookups judged
-  // Most mutation and lookup records held at once: bounded by the batch and
-  // the records whose windows overlap, not by the history's length.
+  // Most mutation and lookup records held at once (besides the copy of the
+  // batch being judged on the second thread): bounded by the batch and the
+  // records whose windows overlap, not by the history's length.
   uint64_t peak_retained = 0;
   // Judged whole instead (then `why` says why): the input cannot be read
-  // twice, or it is not in invoke order, or it holds a violation, a note or
-  // overlapping mutations, whose report needs the whole history.
+  // twice, or it is not in invoke order, or it holds a violation, a note,
+  // overlapping mutations or a mount that changes, which batches could
+  // judge or report otherwise than the whole check.
   bool whole = false;
   std::string why;
 };
