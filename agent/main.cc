@@ -29,6 +29,7 @@
 #include "common/ktap/ktap.h"
 #include "common/token.h"
 #include "scenarios/history_io.h"
+#include "scenarios/history_stream.h"
 #include "scenarios/registry.h"
 
 namespace leapfrog {
@@ -153,26 +154,27 @@ int cmd_check(const std::string& file, bool json_out, const ReadLimits& limits) 
   if (S_ISDIR(st.st_mode)) throw UsageError("history file \"" + file + "\" is a directory");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError("cannot read history file \"" + file + "\"");
-  History h;
+  // One pass, judging lookups as their windows close (history_stream.h).
+  StreamCheck sc;
   try {
-    h = read_history(in, limits);
+    sc = check_history_stream(in, limits);
   } catch (const HistoryFormatError& e) {
     throw UsageError("\"" + file + "\": " + e.what());
-  }
-  if (in.bad()) throw UsageError("cannot read history file \"" + file + "\": read error");
-  Outcome o;
-  o.scenario = h.header.scenario;
-  o.seed = h.header.seed;
-  o.fs = h.header.fs;
-  o.clock_source = h.header.clock_source;
-  o.epsilon_ns = h.header.epsilon_ns;
-  o.ops = h.mutations.size() + h.lookups.size() + h.offsets.size();
-  o.mutations = h.mutations.size();
-  try {
-    o.check = check_history(h);
   } catch (const HistoryError& e) {
     throw UsageError("\"" + file + "\": " + e.what());
   }
+  if (in.bad()) throw UsageError("cannot read history file \"" + file + "\": read error");
+  spdlog::info("check.read lookups={} batches={} peak_retained={} whole={} why=\"{}\"", sc.lookups,
+               sc.stats.batches, sc.stats.peak_retained, sc.stats.whole, sc.stats.why);
+  Outcome o;
+  o.scenario = sc.header.scenario;
+  o.seed = sc.header.seed;
+  o.fs = sc.header.fs;
+  o.clock_source = sc.header.clock_source;
+  o.epsilon_ns = sc.header.epsilon_ns;
+  o.ops = sc.mutations + sc.lookups + sc.offsets;
+  o.mutations = sc.mutations;
+  o.check = std::move(sc.check);
   o.notes = o.check.notes;
   std::string unearned;
   o.verdict = earned_verdict(o.check, unearned);

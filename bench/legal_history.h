@@ -24,8 +24,8 @@ inline std::unique_ptr<History> make_history(int64_t ops) {
   auto h = std::make_unique<History>();
   tree.fill_header(h->header);
   h->header.base_dev = 1;
-  h->header.actors = {Actor{0, "mutator", Cred{0, 0, {}}},
-                      Actor{1, "observer", Cred{65534, 65534, {}}}};
+  h->header.actors = {Actor{0, "mutator", Cred{0, 0, {}}, ""},
+                      Actor{1, "observer", Cred{65534, 65534, {}}, ""}};
   h->effects = {tree.chmod(target, closed), tree.chmod(target, open)};
   h->queries = {Query{"stat", 0, {"d0", "d1", "d2", "f"}, 0, true}};
   h->mutations.reserve(ops / 4 + 1);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "scenarios/history_io.h"
+#include "scenarios/history_reader.h"
 #include "scenarios/oracle_brute.h"
 
 namespace leapfrog {
@@ -133,6 +134,106 @@ TEST(HistoryFast, OddFieldsReadAlike) {
     }
   }
   EXPECT_GT(variants, 1000u);
+}
+
+// What the fast reader makes of `text` read `chunk` bytes at a time.
+std::string chunked(const std::string& text, size_t chunk, const ReadLimits& limits = {}) {
+  std::istringstream in(text);
+  try {
+    history_detail::ReaderState st;
+    history_detail::read_lines(in, limits, true, st, chunk);
+    std::ostringstream out;
+    write_history(st.h, out);
+    return out.str();
+  } catch (const HistoryFormatError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// Lines split across the reader's chunks at every place read alike; so do
+// the line and size limits.
+TEST(HistoryFast, ChunkBoundariesReadAlike) {
+  std::vector<std::string> texts;
+  for (const auto& entry : std::filesystem::directory_iterator(LEAPFROG_TESTDATA)) {
+    if (entry.path().extension() != ".jsonl") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    texts.push_back(text.str());
+  }
+  for (uint64_t seed = 1; seed <= 20; ++seed)
+    texts.push_back(history_text(brute::random_history(seed)));
+  // Blank lines, CRLF, no final newline, a bad line.
+  texts.push_back(texts.back() + "\n  \r\n\t\n");
+  texts.push_back(texts.back().substr(0, texts.back().size() - 1));
+  texts.push_back(texts.back() + "{\"type\":\"lookup\"\n");
+  ASSERT_GE(texts.size(), 30u);
+  size_t compared = 0;
+  for (const std::string& text : texts) {
+    const std::string want = outcome(text, false);
+    for (size_t chunk : {size_t{1}, size_t{2}, size_t{3}, size_t{17}, size_t{64}, size_t{4096}}) {
+      EXPECT_EQ(chunked(text, chunk), want) << "chunk " << chunk << "\n" << text;
+      ++compared;
+    }
+    // Limits that cut the text: the same error for every chunk size.
+    const size_t longest = [&] {
+      size_t best = 0, at = 0;
+      for (size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+        best = std::max(best, nl - at);
+      return best;
+    }();
+    for (const ReadLimits limits :
+         {ReadLimits{longest - 1, uint64_t{1} << 30}, ReadLimits{longest, text.size() / 2},
+          ReadLimits{longest, text.size()}}) {
+      std::istringstream in(text);
+      std::string ref;
+      try {
+        std::ostringstream out;
+        write_history(read_history_reference(in, limits), out);
+        ref = out.str();
+      } catch (const HistoryFormatError& e) {
+        ref = std::string("error: ") + e.what();
+      }
+      for (size_t chunk : {size_t{1}, size_t{5}, size_t{100}, size_t{1} << 20})
+        EXPECT_EQ(chunked(text, chunk, limits), ref) << "chunk " << chunk;
+    }
+  }
+  EXPECT_GT(compared, 150u);
+}
+
+// Strings with a raw control character, escapes where the fast decoder reads
+// raw text, keys it does not know, and trailing content: the reference's answer.
+TEST(HistoryFast, UnusualTextReadsAlike) {
+  const std::string base = history_text(brute::random_history(11));
+  const auto nl = base.find('\n');
+  const std::string header = base.substr(0, nl + 1);
+  std::string line = base.substr(nl + 1, base.find('\n', nl + 1) - nl - 1);
+  ASSERT_NE(line.find("\"result\":\""), std::string::npos);
+  auto swap = [&](const std::string& from, const std::string& to) {
+    std::string l = line;
+    const auto at = l.find(from);
+    if (at != std::string::npos) l.replace(at, from.size(), to);
+    return l;
+  };
+  const std::vector<std::string> variants = {
+      swap("\"result\":\"", "\"result\":\"\t"),
+      swap("\"result\":\"", "\"result\":\"\\u0045"),
+      swap("\"type\":\"", "\"type\":\"\\u006c"),
+      swap("\"type\"", "\"t\\u0079pe\""),
+      swap("\"path\":\"", "\"path\":\"\\/"),
+      swap("\"actor\"", "\"extra\":[1,,2],\"actor\""),
+      swap("\"actor\"", "\"extra\":{\"a\":1},\"actor\""),
+      swap("\"sets\":[", "\"sets\":[ "),
+      line + " x",
+      line + "}",
+      line.substr(0, line.size() - 1),
+      " " + line + " ",
+  };
+  for (const auto& v : variants) {
+    // Twice each, and after the plain line, so that the template is known.
+    EXPECT_SAME_READ(header + line + "\n" + v + "\n" + v + "\n");
+    EXPECT_SAME_READ(header + v + "\n" + line + "\n" + v + "\n");
+  }
 }
 
 }  // namespace

@@ -411,7 +411,7 @@ std::string errno_name(int err) {
   return "E" + std::to_string(err);
 }
 
-int errno_from_name(const std::string& name) {
+int errno_from_name(std::string_view name) {
   if (name == "ok") return 0;
   for (const auto& [v, n] : kErrnoNames)
     if (name == n) return v;
@@ -485,39 +485,58 @@ void write_history(const History& h, std::ostream& out) {
 
 namespace history_detail {
 
-bool LineReader::next(std::string& line, size_t lineno) {
-  line.clear();
+bool LineReader::next(std::string_view& line, size_t lineno) {
   for (;;) {
-    if (pos_ == end_ && !fill()) return !line.empty();
-    const char* start = buf_.data() + pos_;
-    const void* nl = std::memchr(start, '\n', end_ - pos_);
-    const size_t n = nl ? static_cast<const char*>(nl) - start : end_ - pos_;
-    if (line.size() + n > limits_.max_line_bytes)
+    // (An empty buffer has no data() to search.)
+    const void* nl =
+        end_ > scan_ ? std::memchr(buf_.data() + scan_, '\n', end_ - scan_) : nullptr;
+    const size_t n = nl ? static_cast<const char*>(nl) - (buf_.data() + pos_) : end_ - pos_;
+    if (n > limits_.max_line_bytes)
       throw HistoryFormatError("line " + std::to_string(lineno) + ": longer than " +
                                std::to_string(limits_.max_line_bytes) + " bytes (the line limit)");
-    line.append(start, n);
-    pos_ += n;
     if (nl) {
-      ++pos_;
+      line = std::string_view(buf_.data() + pos_, n);
+      pos_ = scan_ = pos_ + n + 1;
+      return true;
+    }
+    scan_ = end_;
+    if (!fill()) {
+      if (pos_ == end_) return false;
+      line = std::string_view(buf_.data() + pos_, end_ - pos_);
+      pos_ = scan_ = end_;
       return true;
     }
   }
 }
 
 bool LineReader::fill() {
+  if (eof_) return false;
   if (total_ >= limits_.max_bytes) {
     // One more byte tells a file of exactly max_bytes from a longer one.
-    if (in_.rdbuf()->sgetc() == std::char_traits<char>::eof()) return false;
+    if (in_.rdbuf()->sgetc() == std::char_traits<char>::eof()) {
+      eof_ = true;
+      return false;
+    }
     throw HistoryFormatError("input longer than " + std::to_string(limits_.max_bytes) +
                              " bytes (the size limit)");
   }
-  const auto want =
-      static_cast<std::streamsize>(std::min<uint64_t>(buf_.size(), limits_.max_bytes - total_));
-  in_.read(buf_.data(), want);
+  // The unread part (a line in progress) moves to the front; the buffer
+  // grows only for a line longer than what is left of it.
+  if (pos_ > 0) {
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    scan_ -= pos_;
+    pos_ = 0;
+  }
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_, limits_.max_bytes - total_));
+  if (buf_.size() < end_ + want + kLinePadding) buf_.resize(end_ + want + kLinePadding);
+  in_.read(buf_.data() + end_, static_cast<std::streamsize>(want));
   const auto got = in_.gcount();
-  if (got <= 0) return false;
-  pos_ = 0;
-  end_ = static_cast<size_t>(got);
+  if (got <= 0) {
+    eof_ = true;
+    return false;
+  }
+  end_ += static_cast<size_t>(got);
   total_ += static_cast<uint64_t>(got);
   return true;
 }
@@ -562,7 +581,7 @@ void check_overlaps(const History& h, const std::vector<size_t>& lines) {
 
 }  // namespace
 
-void decode_line_reference(const std::string& line, size_t lineno, ReaderState& st) {
+void decode_line_reference(std::string_view line, size_t lineno, ReaderState& st) {
   try {
     json j;
     try {
@@ -621,7 +640,7 @@ void decode_line_reference(const std::string& line, size_t lineno, ReaderState& 
       m.err = err;
       m.round = get_or<uint32_t>(j, "round", 0);
       st.h.mutations.push_back(m);
-      st.mutation_lines.push_back(lineno);
+      if (st.keep_mutation_lines) st.mutation_lines.push_back(lineno);
     } else if (type == "lookup") {
       Query q;
       q.op = get<std::string>(j, "op");
@@ -687,7 +706,27 @@ void decode_line_reference(const std::string& line, size_t lineno, ReaderState& 
 
 void finish(ReaderState& st) {
   if (!st.have_header) throw HistoryFormatError("line 1: empty history, want a header line");
-  check_overlaps(st.h, st.mutation_lines);
+  if (st.keep_mutation_lines) check_overlaps(st.h, st.mutation_lines);
+}
+
+void read_lines(std::istream& in, const ReadLimits& limits, bool fast, ReaderState& st,
+                size_t chunk, LineSink* sink) {
+  std::unique_ptr<FastDecoder> decoder = fast ? make_fast_decoder() : nullptr;
+  LineReader reader(in, limits, chunk);
+  std::string_view line;
+  size_t lineno = 0;
+  while (reader.next(line, lineno + 1)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    // The header and every line the fast decoder refuses go to the reference.
+    const bool tried = decoder && st.have_header;
+    if (!tried || !decoder->decode(line, lineno, st)) {
+      decode_line_reference(line, lineno, st);
+      if (tried) decoder->learn(st);
+    }
+    if (sink) sink->after_line(st, lineno);
+  }
+  finish(st);
 }
 
 }  // namespace history_detail
@@ -695,22 +734,8 @@ void finish(ReaderState& st) {
 namespace {
 
 History read(std::istream& in, const ReadLimits& limits, bool fast) {
-  using namespace history_detail;
-  ReaderState st;
-  std::unique_ptr<FastDecoder> decoder = fast ? make_fast_decoder() : nullptr;
-  LineReader reader(in, limits);
-  std::string line;
-  size_t lineno = 0;
-  while (reader.next(line, lineno + 1)) {
-    ++lineno;
-    if (line.empty() || line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    // The header and every line the fast decoder refuses go to the reference.
-    const bool tried = decoder && st.have_header;
-    if (tried && decoder->decode(line, lineno, st)) continue;
-    decode_line_reference(line, lineno, st);
-    if (tried) decoder->learn(st);
-  }
-  finish(st);
+  history_detail::ReaderState st;
+  history_detail::read_lines(in, limits, fast, st);
   return std::move(st.h);
 }
 

@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "scenarios/history.h"
 
@@ -40,6 +41,6 @@ History read_history_reference(std::istream& in, const ReadLimits& limits = {});
 
 // errno <-> portable name ("EACCES"); 0 <-> "ok". Unknown names map to -1.
 std::string errno_name(int err);
-int errno_from_name(const std::string& name);
+int errno_from_name(std::string_view name);
 
 }  // namespace leapfrog
