@@ -1,6 +1,9 @@
 #pragma once
 // `leapfrog vm run`: boots N VMs of one registered kernel, each running the
-// static agent against the coordinator, and supervises them:
+// static agent against the coordinator, and supervises them. The parts: the
+// VM backend (backend.h; QEMU: qemu_backend.h), the saved-VM cache
+// (saved_vms.h), the slot state machine (slot.h), the coordinator client
+// (coordinator_client.h); this file is the supervisor.
 // - the agent must register within the boot deadline, else the slot reports
 //   BOOT_FAILURE (on one queued job of that kernel, leased as the VM's agent)
 //   and stops: a kernel that does not boot is not booted again and again;
