@@ -54,11 +54,58 @@ std::optional<std::map<std::string, v1::AgentInfo>> CoordinatorClient::agents() 
   return out;
 }
 
+void CoordinatorClient::register_launcher(const std::string& name,
+                                          const std::string& kernel_label) {
+  v1::RegisterLauncherRequest req;
+  req.set_name(name);
+  req.set_kernel_label(kernel_label);
+  grpc::Status s;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    v1::RegisterLauncherResponse resp;
+    auto c = ctx();
+    s = agent_->RegisterLauncher(c.get(), req, &resp);
+    if (s.ok()) {
+      launcher_id_ = resp.launcher_id();
+      launcher_secret_ = resp.launcher_secret();
+      spdlog::info("vm.launcher_registered launcher={} name={}", launcher_id_, name);
+      return;
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    std::this_thread::sleep_for(kRetryPause);
+  }
+  throw std::runtime_error("cannot register the launcher with the coordinator: " +
+                           s.error_message());
+}
+
+bool CoordinatorClient::claim(const std::string& agent_name) {
+  v1::ClaimAgentNameRequest req;
+  req.set_launcher_id(launcher_id_);
+  req.set_launcher_secret(launcher_secret_);
+  req.set_agent_name(agent_name);
+  grpc::Status s;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    v1::ClaimAgentNameResponse resp;
+    auto c = ctx();
+    s = agent_->ClaimAgentName(c.get(), req, &resp);
+    if (s.ok()) return true;
+    if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+      spdlog::warn("vm.name_taken agent={} error=\"{}\"", agent_name, s.error_message());
+      return false;
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    std::this_thread::sleep_for(kRetryPause);
+  }
+  throw std::runtime_error("cannot claim the VM agent name \"" + agent_name +
+                           "\": " + s.error_message());
+}
+
 void CoordinatorClient::fail_job(const std::string& name, int64_t job_id,
                                  const v1::Outcome& outcome) {
   v1::FailAgentJobRequest req;
   req.set_agent_name(name);
   req.set_job_id(job_id);
+  req.set_launcher_id(launcher_id_);
+  req.set_launcher_secret(launcher_secret_);
   *req.mutable_outcome() = outcome;
   const std::string verdict = v1::Verdict_Name(outcome.verdict());
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
@@ -79,48 +126,6 @@ void CoordinatorClient::fail_job(const std::string& name, int64_t job_id,
   }
   spdlog::error("vm.fail_job_unreported agent={} verdict={}: the coordinator is unavailable", name,
                 verdict);
-}
-
-void CoordinatorClient::report_boot_failure(const std::string& name, const std::string& label,
-                                            const v1::Outcome& outcome) {
-  v1::RegisterRequest reg;
-  reg.set_name(name);
-  auto* caps = reg.mutable_capabilities();
-  caps->set_kernel_label(label);
-  caps->add_filesystems("tmpfs");
-  caps->set_root(true);
-  caps->set_vm(true);
-  caps->set_uname("(did not boot)");
-  v1::RegisterResponse rr;
-  auto c1 = ctx();
-  auto s = agent_->Register(c1.get(), reg, &rr);
-  if (!s.ok()) {
-    spdlog::error("vm.boot_failure_unreported agent={} error=\"{}\"", name, s.error_message());
-    return;
-  }
-  v1::LeaseRequest lr;
-  lr.set_agent_id(rr.agent_id());
-  lr.set_agent_secret(rr.agent_secret());
-  lr.mutable_wait()->set_seconds(0);
-  v1::LeaseResponse lease;
-  auto c2 = ctx();
-  s = agent_->Lease(c2.get(), lr, &lease);
-  if (!s.ok() || !lease.has_job()) {
-    spdlog::error("vm.boot_failure_no_job agent={} kernel={} error=\"{}\"", name, label,
-                  outcome.error());
-    return;
-  }
-  v1::ReportOutcomeRequest rep;
-  rep.set_agent_id(rr.agent_id());
-  rep.set_agent_secret(rr.agent_secret());
-  rep.set_job_id(lease.job().job_id());
-  rep.set_attempt(lease.job().attempt());
-  *rep.mutable_outcome() = outcome;
-  v1::ReportOutcomeResponse rresp;
-  auto c3 = ctx();
-  s = agent_->ReportOutcome(c3.get(), rep, &rresp);
-  spdlog::error("vm.boot_failure agent={} kernel={} job={} reported={} error=\"{}\"", name, label,
-                lease.job().job_id(), s.ok(), outcome.error());
 }
 
 }  // namespace leapfrog::vm

@@ -1,7 +1,8 @@
 #pragma once
 // The coordinator, as a VM launcher sees it: the control service (kernels,
-// agents) and the agent service (ending a VM agent's job when its VM
-// crashes, hangs or does not boot).
+// agents) and the launcher's calls of the agent service (agent.proto): it
+// registers, claims the name of each VM it boots, and ends the jobs of those
+// VMs' agents when a VM crashes, hangs or does not boot.
 
 #include <cstdint>
 #include <map>
@@ -24,20 +25,22 @@ class CoordinatorClient {
   std::optional<v1::Kernel> find_kernel(const std::string& label);
   // Agents by name; nullopt when the coordinator did not answer (logged).
   std::optional<std::map<std::string, v1::AgentInfo>> agents();
-  // Ends the job the VM agent `name` holds (or `job_id`) with `outcome`.
-  // Retries a few times while the coordinator is unavailable; a refusal is
-  // logged.
+  // Registers this launcher, whose VMs boot `kernel_label`, retrying a few
+  // times while the coordinator is unavailable. Throws std::runtime_error.
+  void register_launcher(const std::string& name, const std::string& kernel_label);
+  // Claims `agent_name` for a VM about to boot; false when an agent or
+  // another launcher has it (choose another). Throws std::runtime_error.
+  bool claim(const std::string& agent_name);
+  // Ends the job the VM agent `name` holds (or `job_id`) with `outcome`;
+  // for a BOOT_FAILURE, one queued job of the kernel. Retries a few times
+  // while the coordinator is unavailable; a refusal is logged.
   void fail_job(const std::string& name, int64_t job_id, const v1::Outcome& outcome);
-  // A VM that did not boot has no agent: registers under the VM's agent
-  // name, leases one queued job of the kernel, and reports the boot failure
-  // on it.
-  void report_boot_failure(const std::string& name, const std::string& label,
-                           const v1::Outcome& outcome);
 
  private:
   std::unique_ptr<grpc::ClientContext> ctx() const;
 
   std::string token_;
+  std::string launcher_id_, launcher_secret_;
   std::unique_ptr<v1::ControlService::Stub> control_;
   std::unique_ptr<v1::AgentService::Stub> agent_;
 };

@@ -5,10 +5,12 @@
 
 #include <spdlog/spdlog.h>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -29,6 +31,10 @@ using std::chrono::milliseconds;
 
 // The first line deploy/vm/init prints.
 constexpr const char* kInitLine = "leapfrog-init: start";
+// Names tried for one slot before the launcher gives up (a name is taken
+// when an agent or another launcher has it: a launcher of an earlier run
+// with the same pid).
+constexpr int kNameTries = 5;
 
 size_t file_size_or_zero(const std::string& path) {
   std::error_code ec;
@@ -59,6 +65,12 @@ int64_t wall_micros(Wall::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
+std::string random_suffix() {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", std::random_device{}());
+  return buf;
+}
+
 // The supervisor: prepares the kernel's image, starts the slots (slot.h)
 // over the QEMU backend, and watches each running VM through the
 // coordinator (its agent's registration and heartbeats) and its console.
@@ -70,12 +82,14 @@ class Launcher {
   int run() {
     if (!prepare()) return 0;  // stopped while waiting for the kernel
     if (opts_.prepare_only) return make_saved_vm();
+    coord_.register_launcher("vm-run-" + opts_.kernel_label + "-" + std::to_string(getpid()),
+                             opts_.kernel_label);
     slots_.resize(static_cast<size_t>(opts_.count));
     for (int i = 0; i < opts_.count; ++i) {
       Slot& s = slots_[static_cast<size_t>(i)];
       s.index = i;
-      s.name =
-          "vm-" + opts_.kernel_label + "-" + std::to_string(getpid()) + "-" + std::to_string(i);
+      s.name = claim_name("vm-" + opts_.kernel_label + "-" + std::to_string(getpid()) + "-" +
+                          std::to_string(i));
       vms_->start(s);
     }
     auto next_poll = Steady::now();
@@ -117,6 +131,17 @@ class Launcher {
   bool saved() const { return vms_ && vms_->saved(); }
 
  private:
+  // `name`, or, when an agent or another launcher has it, the same with a
+  // random suffix. Throws std::runtime_error.
+  std::string claim_name(const std::string& name) {
+    std::string tried = name;
+    for (int i = 0; i < kNameTries; ++i) {
+      if (coord_.claim(tried)) return tried;
+      tried = name + "-" + random_suffix();
+    }
+    throw std::runtime_error("cannot claim a VM agent name like \"" + name + "\": all taken");
+  }
+
   // prepare_only: boots one template and saves it, unless the saved VM of
   // this key is there already.
   int make_saved_vm() {
@@ -396,7 +421,9 @@ class Launcher {
 
   // The slot reports BOOT_FAILURE once and stops: booting a kernel that does
   // not boot again would only loop. Slots waiting for this slot's template
-  // stop with it: the kernel they wait to boot did not boot.
+  // stop with it: the kernel they wait to boot did not boot. Each ends one
+  // queued job of the kernel, through the same call as a crash (no agent
+  // ever registered: the coordinator picks the job).
   void boot_failure(Slot& s, const BootError& e) {
     const std::string why = e.what();
     v1::Outcome o = outcome(v1::VERDICT_BOOT_FAILURE, why, s);
@@ -407,14 +434,16 @@ class Launcher {
       vms_->boot_failed(s);
       return;
     }
-    coord_.report_boot_failure(s.name, opts_.kernel_label, o);
+    spdlog::error("vm.boot_failure agent={} kernel={} error=\"{}\"", s.name, opts_.kernel_label,
+                  why);
+    coord_.fail_job(s.name, 0, o);
     if (opts_.events) opts_.events->vm_failed(opts_.kernel_label, "boot-failure");
     if (!vms_->boot_failed(s)) return;
     for (auto& other : slots_) {
       if (other.phase != Slot::Phase::kWaiting || other.stopped) continue;
       v1::Outcome same = o;
       same.set_error("VM " + s.name + ", booting the same kernel, did not boot: " + why);
-      coord_.report_boot_failure(other.name, opts_.kernel_label, same);
+      coord_.fail_job(other.name, 0, same);
       other.stopped = true;
     }
   }
