@@ -219,6 +219,75 @@ Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJ
   });
 }
 
+Status AgentServiceImpl::check_launcher(const std::string& id, const std::string& secret,
+                                        LauncherRecord& out) {
+  if (secret.empty())
+    return Status(StatusCode::PERMISSION_DENIED,
+                  "launcher_secret is missing: only a VM launcher ends a VM agent's job, with the "
+                  "secret RegisterLauncher answered");
+  auto launcher = store_.find_launcher(id);
+  if (!launcher || launcher->key != agent_key_of(secret))
+    return Status(StatusCode::PERMISSION_DENIED,
+                  "wrong launcher_secret for launcher " + quoted_start(id) + ": register again");
+  out = std::move(*launcher);
+  return Status::OK;
+}
+
+Status AgentServiceImpl::RegisterLauncher(grpc::ServerContext* ctx,
+                                          const v1::RegisterLauncherRequest* req,
+                                          v1::RegisterLauncherResponse* resp) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("RegisterLauncher", [&] {
+    if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "launcher name is empty");
+    if (req->kernel_label().empty())
+      return Status(StatusCode::INVALID_ARGUMENT, "kernel_label is empty");
+    if (auto why = too_long("launcher name", req->name(), kMaxNameBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
+    if (auto why = too_long("kernel_label", req->kernel_label(), kMaxLabelBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
+    const std::string secret = new_agent_secret();
+    const std::string id = store_.register_launcher(req->name(), req->kernel_label(),
+                                                    agent_key_of(secret), clock_.now());
+    resp->set_launcher_id(id);
+    resp->set_launcher_secret(secret);
+    spdlog::info("launcher.register launcher={} name={} kernel={}", id, req->name(),
+                 req->kernel_label());
+    return Status::OK;
+  });
+}
+
+Status AgentServiceImpl::ClaimAgentName(grpc::ServerContext* ctx,
+                                        const v1::ClaimAgentNameRequest* req,
+                                        v1::ClaimAgentNameResponse*) {
+  if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  return guarded("ClaimAgentName", [&] {
+    if (req->agent_name().empty())
+      return Status(StatusCode::INVALID_ARGUMENT, "agent_name is empty");
+    if (auto why = too_long("agent_name", req->agent_name(), kMaxNameBytes); !why.empty())
+      return Status(StatusCode::INVALID_ARGUMENT, why);
+    LauncherRecord launcher;
+    if (Status s = check_launcher(req->launcher_id(), req->launcher_secret(), launcher); !s.ok())
+      return s;
+    switch (store_.claim_agent_name(launcher.id, req->agent_name(), clock_.now())) {
+      case ClaimResult::Claimed:
+        spdlog::info("launcher.claim launcher={} agent_name={}", launcher.id, req->agent_name());
+        return Status::OK;
+      case ClaimResult::TakenByAgent:
+        return Status(StatusCode::ALREADY_EXISTS, "an agent registered as " +
+                                                      quoted_start(req->agent_name()) +
+                                                      " before: choose another name");
+      case ClaimResult::TakenByLauncher:
+        return Status(StatusCode::ALREADY_EXISTS, "another launcher claimed " +
+                                                      quoted_start(req->agent_name()) +
+                                                      ": choose another name");
+      case ClaimResult::UnknownLauncher:
+        break;
+    }
+    return Status(StatusCode::PERMISSION_DENIED,
+                  "unknown launcher " + quoted_start(launcher.id) + ": register again");
+  });
+}
+
 Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAgentJobRequest* req,
                                       v1::FailAgentJobResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
@@ -227,20 +296,67 @@ Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAg
     const v1::Verdict verdict = req->outcome().verdict();
     if (verdict != v1::VERDICT_KERNEL_CRASH && verdict != v1::VERDICT_HANG && verdict != v1::VERDICT_BOOT_FAILURE)
       return Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict must be KERNEL_CRASH, HANG or BOOT_FAILURE");
-    const auto held = store_.agent_job(req->agent_name(), req->job_id());
-    if (!held)
-      return Status(StatusCode::NOT_FOUND, "unknown agent " + quoted_start(req->agent_name()));
-    if (held->job_id == 0) return Status::OK;
-    if (store_.report_outcome(held->agent_id, held->job_id, held->attempt, req->outcome(), clock_.now()) !=
-        ReportResult::Stored)
-      return Status::OK;
-    if (metrics_) metrics_->vm_failed(verdict);
-    spdlog::warn("job.failed_by_launcher job={} attempt={} agent={} verdict={} error=\"{}\"", held->job_id,
-                 held->attempt, req->agent_name(), v1::Verdict_Name(verdict), req->outcome().error());
-    resp->set_job_id(held->job_id);
-    resp->set_attempt(held->attempt);
-    return Status::OK;
+    LauncherRecord launcher;
+    if (Status s = check_launcher(req->launcher_id(), req->launcher_secret(), launcher); !s.ok()) {
+      spdlog::warn("job.fail_refused agent={} launcher={} error=\"{}\"", req->agent_name(),
+                   req->launcher_id(), s.error_message());
+      return s;
+    }
+    const auto claim = store_.agent_claim(req->agent_name());
+    if (!claim || claim->launcher_id != launcher.id) {
+      spdlog::warn("job.fail_refused agent={} launcher={} error=\"not its VM\"", req->agent_name(),
+                   launcher.id);
+      return Status(StatusCode::PERMISSION_DENIED, "agent " + quoted_start(req->agent_name()) +
+                                                       " was not launched by launcher " +
+                                                       quoted_start(launcher.id));
+    }
+    if (verdict != v1::VERDICT_BOOT_FAILURE) {
+      if (!claim->agent)
+        return Status(StatusCode::NOT_FOUND, "unknown agent " + quoted_start(req->agent_name()));
+      // An agent that registered before the claim, or outside a VM, is not
+      // the launcher's VM: a launcher that claimed a name it guessed cannot
+      // end the jobs of the agent that later registers under it.
+      if (!claim->agent->vm() || claim->registered_at < claim->claimed_at)
+        return Status(StatusCode::PERMISSION_DENIED,
+                      "agent " + quoted_start(req->agent_name()) +
+                          " is not a VM this launcher booted (it registered before the claim, or "
+                          "not from a VM)");
+    }
+    return end_launched_job(launcher, *req, *resp);
   });
+}
+
+Status AgentServiceImpl::end_launched_job(const LauncherRecord& launcher,
+                                          const v1::FailAgentJobRequest& req,
+                                          v1::FailAgentJobResponse& resp) {
+  const v1::Verdict verdict = req.outcome().verdict();
+  AgentJob held;
+  if (verdict == v1::VERDICT_BOOT_FAILURE) {
+    // No agent ever ran: the kernel's oldest queued job ends, leased in the
+    // launcher's name.
+    held = store_.lease_queued_job(launcher.id, launcher.kernel_label, clock_.now(),
+                                   cfg_.lease_duration);
+  } else if (auto job = store_.agent_job(req.agent_name(), req.job_id())) {
+    held = std::move(*job);
+  } else {
+    return Status(StatusCode::NOT_FOUND, "unknown agent " + quoted_start(req.agent_name()));
+  }
+  if (held.job_id == 0) {
+    spdlog::warn("job.fail_no_job agent={} launcher={} verdict={} kernel={}", req.agent_name(),
+                 launcher.id, v1::Verdict_Name(verdict), launcher.kernel_label);
+    return Status::OK;
+  }
+  if (store_.report_outcome(held.agent_id, held.job_id, held.attempt, req.outcome(),
+                            clock_.now()) != ReportResult::Stored)
+    return Status::OK;
+  if (metrics_) metrics_->vm_failed(verdict);
+  spdlog::warn(
+      "job.failed_by_launcher job={} attempt={} agent={} launcher={} verdict={} error=\"{}\"",
+      held.job_id, held.attempt, req.agent_name(), launcher.id, v1::Verdict_Name(verdict),
+      req.outcome().error());
+  resp.set_job_id(held.job_id);
+  resp.set_attempt(held.attempt);
+  return Status::OK;
 }
 
 }  // namespace leapfrog::coord

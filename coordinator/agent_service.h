@@ -1,6 +1,7 @@
 #pragma once
 // The AgentService (proto/leapfrog/v1/agent.proto): register, lease,
-// heartbeat, report, release.
+// heartbeat, report, release; and the VM launchers' calls, which end the jobs
+// of the VM agents they launched.
 
 #include <google/protobuf/arena.h>
 #include <grpcpp/support/message_allocator.h>
@@ -76,6 +77,10 @@ class AgentServiceImpl final
                           v1::ReleaseJobResponse* resp) override;
   grpc::Status FailAgentJob(grpc::ServerContext* ctx, const v1::FailAgentJobRequest* req,
                             v1::FailAgentJobResponse* resp) override;
+  grpc::Status RegisterLauncher(grpc::ServerContext* ctx, const v1::RegisterLauncherRequest* req,
+                                v1::RegisterLauncherResponse* resp) override;
+  grpc::Status ClaimAgentName(grpc::ServerContext* ctx, const v1::ClaimAgentNameRequest* req,
+                              v1::ClaimAgentNameResponse* resp) override;
   // Counts leases, reports and registrations there from now on (before serving; may be null).
   void set_metrics(metrics::CoordinatorMetrics* m) { metrics_ = m; }
 
@@ -95,6 +100,14 @@ class AgentServiceImpl final
   // have registered it since).
   grpc::Status check_agent(const std::string& agent_id, const std::string& key,
                            v1::Capabilities& out);
+  // OK with the launcher in `out` when `secret` is launcher `id`'s;
+  // PERMISSION_DENIED otherwise (no secret, unknown launcher, another key).
+  grpc::Status check_launcher(const std::string& id, const std::string& secret,
+                              LauncherRecord& out);
+  // FailAgentJob once the caller is known to have launched the agent: the
+  // verdict's job ended (BOOT_FAILURE: a queued job of the launcher's kernel).
+  grpc::Status end_launched_job(const LauncherRecord& launcher, const v1::FailAgentJobRequest& req,
+                                v1::FailAgentJobResponse& resp);
   // Records that the agent was seen, at most once per heartbeat interval,
   // without waiting for the database (Store::touch_agent_async).
   void seen(const std::string& agent_id);

@@ -414,6 +414,14 @@ TEST_F(VmE2E, CorruptKernelIsABootFailure) {
   const Rows rows = outcomes(c);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][1], "7") << rows[0][2];  // VERDICT_BOOT_FAILURE
+  // The launcher reported it as itself (issue 18), not by registering as
+  // the VM's agent and leasing the job.
+  EXPECT_TRUE(sql_once(pg_->url(), "SELECT name FROM agents").empty());
+  const Rows by = sql_once(pg_->url(),
+                           "SELECT count(*) FROM outcomes o JOIN launchers l ON l.id = o.agent_id"
+                           " WHERE o.campaign_id = " +
+                               std::to_string(c));
+  EXPECT_EQ(by[0][0], "1") << "the boot failure's outcome is not the launcher's";
   // The launcher stops: no second boot, exit status 2 (no VM ever registered).
   const auto code = launcher_->wait(30s);
   ASSERT_TRUE(code.has_value()) << launcher_log();

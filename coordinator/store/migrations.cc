@@ -341,6 +341,24 @@ CREATE INDEX outcomes_untrimmed ON outcomes (reported_at) WHERE NOT trimmed;
 CREATE INDEX issues_example ON issues (example_job, example_attempt);
 )sql";
 
+// VM launchers (FailAgentJob): each registration's id and the key of its
+// secret, and the agent names each claimed before booting the VM that
+// registers under it. A launcher ends the jobs of those agents only.
+const char* const kVmLaunchers = R"sql(
+CREATE TABLE launchers (
+  id            text PRIMARY KEY,         -- random uuid, handed to the launcher
+  name          text NOT NULL,            -- for the log: host and pid
+  kernel_label  text NOT NULL,            -- the kernel its VMs boot
+  secret_sha256 text NOT NULL,            -- hex key of its secret
+  registered_at timestamptz NOT NULL
+);
+CREATE TABLE launcher_claims (
+  agent_name  text PRIMARY KEY,           -- lf.name= of the VMs it boots
+  launcher_id text NOT NULL REFERENCES launchers ON DELETE CASCADE,
+  claimed_at  timestamptz NOT NULL
+);
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -356,6 +374,7 @@ const std::vector<Migration>& schema_migrations() {
       {7, "agent secrets: the key of each agent and of each lease", kAgentKeys},
       {8, "notifications: subscriptions, events, outbox", kNotifySchema},
       {9, "retention: outcomes looked at by apply_retention", kRetention},
+      {10, "vm launchers: their keys and the agent names they claim", kVmLaunchers},
   };
   return all;
 }

@@ -115,6 +115,16 @@ class PgStore : public Store {
   int expire_leases(TimePoint now) override;
   std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) override;
 
+  // VM launchers (pg_launchers.cc).
+  std::string register_launcher(const std::string& name, const std::string& kernel_label,
+                                const std::string& key, TimePoint now) override;
+  std::optional<LauncherRecord> find_launcher(const std::string& id) override;
+  ClaimResult claim_agent_name(const std::string& launcher_id, const std::string& agent_name,
+                               TimePoint now) override;
+  std::optional<AgentClaim> agent_claim(const std::string& agent_name) override;
+  AgentJob lease_queued_job(const std::string& holder, const std::string& kernel_label,
+                            TimePoint now, Duration lease) override;
+
   std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override;
   Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override;
   std::optional<v1::JobInfo> get_job(int64_t id) override;

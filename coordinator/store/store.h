@@ -44,9 +44,9 @@ class WrongAgentSecret : public StoreError {
 // as an agent is the hex SHA-256 of the agent's secret (agent_secret.h). A
 // lease records its key; the heartbeats, release and report of that lease
 // must carry the same key, else WrongAgentSecret. kTrustedCaller ("") checks
-// no key (the VM launcher's FailAgentJob, which acts on the token alone, and
-// tests), and a lease taken with it records none: then, as for leases taken
-// before keys existed, the agent id decides.
+// no key (the coordinator acting for a VM launcher it authenticated, in
+// FailAgentJob, and tests), and a lease taken with it records none: then, as
+// for leases taken before keys existed, the agent id decides.
 inline const std::string kTrustedCaller;
 
 // One job of a campaign, before it is stored.
@@ -63,6 +63,31 @@ struct AgentJob {
   std::string agent_id;
   int64_t job_id = 0;  // 0: none
   uint32_t attempt = 0;
+};
+
+// A VM launcher (Store::find_launcher): it ends the jobs of the VM agents it
+// claimed (FailAgentJob), and no others.
+struct LauncherRecord {
+  std::string id;
+  std::string key;           // of its secret (agent_secret.h)
+  std::string kernel_label;  // the kernel its VMs boot: a boot failure ends a job of it
+};
+
+// An agent name a launcher claimed before booting the VM that registers
+// under it (Store::agent_claim), with that agent, once it registered.
+struct AgentClaim {
+  std::string launcher_id;
+  TimePoint claimed_at;
+  std::optional<v1::Capabilities> agent;  // its capabilities; none until it registers
+  TimePoint registered_at;                // when it first registered (agent set only)
+};
+
+// What Store::claim_agent_name answered.
+enum class ClaimResult {
+  Claimed,          // the name is the launcher's now (or was already)
+  TakenByAgent,     // an agent registered under it before any claim
+  TakenByLauncher,  // another launcher claimed it
+  UnknownLauncher,  // no launcher of that id
 };
 
 // Which outcomes find_outcomes returns; zero or empty fields do not filter.
@@ -284,6 +309,42 @@ class Store {
     (void)agent_name;
     (void)job_id;
     throw StoreError("this store cannot look up an agent's job", false);
+  }
+
+  // ---- VM launchers ----
+  // Registers a VM launcher of `kernel_label` whose secret has key `key`;
+  // returns its new id (each call is a new launcher).
+  virtual std::string register_launcher(const std::string& name, const std::string& kernel_label,
+                                        const std::string& key, TimePoint now) {
+    (void)name, (void)kernel_label, (void)key, (void)now;
+    throw StoreError("this store keeps no VM launchers", false);
+  }
+  // The launcher `id`; nullopt if unknown.
+  virtual std::optional<LauncherRecord> find_launcher(const std::string& id) {
+    (void)id;
+    throw StoreError("this store keeps no VM launchers", false);
+  }
+  // Claims `agent_name` for launcher `launcher_id`, unless an agent already
+  // registered under it or another launcher claimed it.
+  virtual ClaimResult claim_agent_name(const std::string& launcher_id,
+                                       const std::string& agent_name, TimePoint now) {
+    (void)launcher_id, (void)agent_name, (void)now;
+    throw StoreError("this store keeps no VM launchers", false);
+  }
+  // Who claimed `agent_name`, and the agent registered under it; nullopt
+  // when no launcher claimed it.
+  virtual std::optional<AgentClaim> agent_claim(const std::string& agent_name) {
+    (void)agent_name;
+    throw StoreError("this store keeps no VM launchers", false);
+  }
+  // For a VM that did not boot: leases the oldest queued job of
+  // `kernel_label` (any file system; no build job) to `holder` with no key,
+  // so that the coordinator can end it at once with report_outcome. job_id 0
+  // in the result: no queued job.
+  virtual AgentJob lease_queued_job(const std::string& holder, const std::string& kernel_label,
+                                    TimePoint now, Duration lease) {
+    (void)holder, (void)kernel_label, (void)now, (void)lease;
+    throw StoreError("this store cannot lease for a launcher", false);
   }
 
   // ---- outcomes ----

@@ -1,9 +1,14 @@
 #pragma once
 // `leapfrog vm run`: boots N VMs of one registered kernel, each running the
-// static agent against the coordinator, and supervises them:
+// static agent against the coordinator, and supervises them. The launcher
+// registers with the coordinator as a launcher and claims the agent name of
+// each VM before it boots it (coordinator_client.h): only it may then end
+// those agents' jobs. The parts: the VM backend (backend.h; QEMU:
+// qemu_backend.h), the saved-VM cache (saved_vms.h), the slot state machine
+// (slot.h), the coordinator client; this file is the supervisor.
 // - the agent must register within the boot deadline, else the slot reports
-//   BOOT_FAILURE (on one queued job of that kernel, leased as the VM's agent)
-//   and stops: a kernel that does not boot is not booted again and again;
+//   BOOT_FAILURE (the coordinator ends one queued job of that kernel) and
+//   stops: a kernel that does not boot is not booted again and again;
 // - a kernel report in the console (parsed by common/console) ends the
 //   agent's job as KERNEL_CRASH with the report's title and the console tail,
 //   and the VM is replaced;
