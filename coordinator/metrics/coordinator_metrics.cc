@@ -72,7 +72,7 @@ CoordinatorMetrics::CoordinatorMetrics(coord::PgStore* store, const coord::Clock
                    .Name("leapfrog_agent_registrations_total")
                    .Help(
                        "Agent registrations; vm=\"true\": agents in launchers' VMs, one per "
-                       "VM that came up, and one per boot failure a launcher reports")
+                       "VM that came up")
                    .Register(registry_);
   registrations_host_ = &regs.Add({{"vm", "false"}});
   registrations_vm_ = &regs.Add({{"vm", "true"}});
@@ -98,9 +98,7 @@ void CoordinatorMetrics::reported(int verdict, std::optional<coord::ReportResult
       result == coord::ReportResult::Stored || result == coord::ReportResult::KeptSuperseded;
   if (!stored) return;
   if (auto it = outcomes_.find(verdict); it != outcomes_.end()) it->second->Increment();
-  // Only launchers report boot failures, as their VM's agent (the others
-  // come through FailAgentJob).
-  if (verdict == v1::VERDICT_BOOT_FAILURE) vm_failures_.at(verdict)->Increment();
+  // Launchers end VM jobs (boot failures too) through FailAgentJob: vm_failed().
 }
 
 void CoordinatorMetrics::registered(bool vm) {
