@@ -25,6 +25,7 @@
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_reports.h"
 #include "coordinator/store/pg_rows.h"
+#include "coordinator/store/pg_scale.h"
 #include "coordinator/store/pg_statements.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/pg_util.h"
@@ -457,6 +458,18 @@ std::optional<v1::JobInfo> PgStore::get_job(int64_t id) {
     if (r.empty()) return std::nullopt;
     return job_info_from_row(r[0]);
   });
+}
+
+// ---- lookup-scale runs (pg_scale.h) ----
+
+std::vector<std::string> PgStore::scale_kernels() {
+  return run_transaction(*pool_, "scale_kernels",
+                         [&](pqxx::work& txn) { return read_scale_kernels(txn); });
+}
+
+std::vector<ScaleRun> PgStore::scale_runs(const ScaleRunQuery& query) {
+  return run_transaction(*pool_, "scale_runs",
+                         [&](pqxx::work& txn) { return read_scale_runs(txn, query); });
 }
 
 // ---- schedules ----

@@ -119,6 +119,9 @@ class PgStore : public Store {
   Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override;
   std::optional<v1::JobInfo> get_job(int64_t id) override;
 
+  std::vector<std::string> scale_kernels() override;
+  std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) override;
+
   v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                             const v1::CampaignSpec& spec, TimePoint next_run) override;
   std::vector<v1::Schedule> list_schedules() override;

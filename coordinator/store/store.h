@@ -115,6 +115,40 @@ struct CellSummary {
   uint64_t violations = 0;                   // found by those outcomes
 };
 
+// One measured point of a lookup-scale run as kept (scale_points): the
+// fields of scenarios' ScalePoint (scenarios/outcome.h), which
+// coordinator/scaling.cc converts it to.
+struct ScalePointRow {
+  std::string test;  // testcase, e.g. "lseek1"
+  std::string mode;  // "processes" or "threads"
+  uint32_t tasks = 0;
+  double ops_per_sec = 0;
+  std::vector<double> samples;  // ops/s of each timed sample
+  double stddev = 0;
+  double ci_low = 0, ci_high = 0;
+  double idle_pct = -1;
+  double other_load = -1;
+  double task_cpu_s = 0;
+  double window_s = 0;
+  double host_load = -1;
+};
+
+// A passing lookup-scale run (Store::scale_runs).
+struct ScaleRun {
+  // Its outcome, without violations (it passed). With `details` false
+  // only job_id, attempt, campaign_id, kernel_label and reported_at are set.
+  v1::OutcomeRecord record;
+  std::string host_json;              // its "scale_host" object, "" when none
+  std::vector<ScalePointRow> points;  // in the order reported; with `details` only
+};
+
+// Which runs Store::scale_runs returns.
+struct ScaleRunQuery {
+  std::vector<std::string> kernels;  // empty: every kernel with a run
+  uint32_t per_kernel = 1;           // the newest this many of each kernel
+  bool details = true;               // the outcome and the points too
+};
+
 enum class ReportResult {
   Stored,      // the outcome was stored and the job is done
   Duplicate,   // this (job, attempt) was stored before; nothing changed
@@ -299,6 +333,18 @@ class Store {
   }
   // The job `id` with its state and verdict; nullopt if unknown.
   virtual std::optional<v1::JobInfo> get_job(int64_t id) = 0;
+
+  // ---- lookup-scale runs (kept as rows as their outcomes are stored) ----
+  // Every kernel with a passing lookup-scale run, by label.
+  virtual std::vector<std::string> scale_kernels() {
+    throw StoreError("this store keeps no scaling runs", false);
+  }
+  // The newest query.per_kernel passing runs of each kernel asked for that
+  // has one, by kernel label, then newest first (in report order).
+  virtual std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) {
+    (void)query;
+    throw StoreError("this store keeps no scaling runs", false);
+  }
 
   // ---- schedules ----
   virtual v1::Schedule add_schedule(const std::string& name, const std::string& cron,
