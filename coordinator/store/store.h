@@ -101,6 +101,11 @@ inline constexpr PageLimits kOutcomePage{100, 1000};
 inline constexpr PageLimits kOutcomePageWithViolations{100, 100};
 inline constexpr PageLimits kCampaignPage{50, 500};
 inline constexpr PageLimits kJobPage{1000, 10000};
+// Agents: a fleet of 1000 fits one page (the VM launcher asks without a limit).
+inline constexpr PageLimits kAgentPage{1000, 5000};
+// Kernels: likewise (the VM launcher looks a label up in the first page).
+inline constexpr PageLimits kKernelPage{1000, 5000};
+inline constexpr PageLimits kSchedulePage{200, 1000};
 
 // One (scenario, kernel, file system) cell of a campaign's matrix, from the
 // summaries kept as outcomes arrive (Store::campaign_cells).
@@ -201,11 +206,26 @@ class Store {
   }
   // Every agent; `online` when seen at or after `online_since`.
   virtual std::vector<v1::AgentInfo> list_agents(TimePoint online_since) = 0;
+  // One page of list_agents, by name (kAgentPage). Throws BadPageToken.
+  virtual Page<v1::AgentInfo> page_agents(TimePoint online_since, uint32_t limit,
+                                          const std::string& page_token) {
+    (void)online_since;
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page agents", false);
+  }
 
   // ---- kernels ----
   // Registers a kernel; throws StoreError (not unavailable) if the label exists.
   virtual v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) = 0;
   virtual std::vector<v1::Kernel> list_kernels() = 0;
+  // One page of list_kernels, in its order (added, then label; a replaced
+  // kernel counts as added anew) (kKernelPage). Throws BadPageToken.
+  virtual Page<v1::Kernel> page_kernels(uint32_t limit, const std::string& page_token) {
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page kernels", false);
+  }
   // Adds the kernel, or replaces the one with its label (a rebuild).
   virtual v1::Kernel put_kernel(const v1::Kernel& k, TimePoint now) {
     (void)k;
@@ -350,6 +370,12 @@ class Store {
   virtual v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                                     const v1::CampaignSpec& spec, TimePoint next_run) = 0;
   virtual std::vector<v1::Schedule> list_schedules() = 0;
+  // One page of list_schedules, by id (kSchedulePage). Throws BadPageToken.
+  virtual Page<v1::Schedule> page_schedules(uint32_t limit, const std::string& page_token) {
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page schedules", false);
+  }
   virtual std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
                                                            TimePoint next_run) = 0;
   virtual bool remove_schedule(int64_t id) = 0;
