@@ -382,6 +382,13 @@ CREATE TABLE scale_points (
 );
 )sql";
 
+// The outcome lists filter on the job's scenario and kernel (page_outcomes):
+// with both, the jobs of that cell by index, not a scan of every job
+// (docs/bench.md, the growth bench's plans).
+const char* const kJobsByCell = R"sql(
+CREATE INDEX jobs_scenario_kernel ON jobs (scenario, kernel_label);
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -399,6 +406,7 @@ const std::vector<Migration>& schema_migrations() {
       {9, "retention: outcomes looked at by apply_retention", kRetention},
       {10, "lookup-scale runs and points as rows, backfilled", kScaleRuns,
        [](pqxx::work& txn) { backfill_scale_runs(txn); }},
+      {11, "jobs by scenario and kernel, for the outcome filters", kJobsByCell},
   };
   return all;
 }
