@@ -2,7 +2,8 @@
 # make bench: harness overhead (recorded vs bare lookup loop), lookup-scale vs bare syscall loops,
 # oracle throughput, and the
 # coordinator's lease and ingest throughput against raw SQL, and the dashboard HTTP server under
-# 200 concurrent GETs (needs root: it starts PostgreSQL).
+# 200 concurrent GETs, and the dashboard's read routes over a year of nightlies (needs root: it
+# starts PostgreSQL).
 set -euo pipefail
 build=${1:-build}
 echo "== harness overhead =="
@@ -22,6 +23,9 @@ echo "== coordinator: lease throughput and ingest =="
 echo
 echo "== dashboard HTTP: 200 concurrent GETs of /api/overview =="
 "$build/bin/leapfrog_http_bench"
+echo
+echo "== a year of nightlies: dashboard read routes at 10^5 outcomes (--max-outcomes for more) =="
+"$build/bin/leapfrog_growth_bench" --plans "$build/growth-plans.txt"
 echo
 echo "== VMs: boot to agent registered vs bare boot; guest vs host throughput =="
 "$build/bin/leapfrog_vm_bench"

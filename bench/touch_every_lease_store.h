@@ -100,6 +100,20 @@ class TouchEveryLeaseStore : public Store {
     return inner_.add_schedule(name, cron, spec, next_run);
   }
   std::vector<v1::Schedule> list_schedules() override { return inner_.list_schedules(); }
+  Page<v1::AgentInfo> page_agents(TimePoint online_since, uint32_t limit,
+                                  const std::string& page_token) override {
+    return inner_.page_agents(online_since, limit, page_token);
+  }
+  Page<v1::Kernel> page_kernels(uint32_t limit, const std::string& page_token) override {
+    return inner_.page_kernels(limit, page_token);
+  }
+  Page<v1::Schedule> page_schedules(uint32_t limit, const std::string& page_token) override {
+    return inner_.page_schedules(limit, page_token);
+  }
+  std::vector<std::string> scale_kernels() override { return inner_.scale_kernels(); }
+  std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) override {
+    return inner_.scale_runs(query);
+  }
   std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
                                                    TimePoint next_run) override {
     return inner_.set_schedule_enabled(id, enabled, next_run);

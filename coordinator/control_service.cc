@@ -77,11 +77,13 @@ Status ControlServiceImpl::ListOutcomes(grpc::ServerContext* ctx, const v1::List
   });
 }
 
-Status ControlServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest*,
+Status ControlServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest* req,
                                       v1::ListAgentsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListAgents", [&] {
-    for (auto& a : store_.list_agents(online_since())) *resp->add_agents() = std::move(a);
+    auto page = store_.page_agents(online_since(), req->limit(), req->page_token());
+    for (auto& a : page.items) *resp->add_agents() = std::move(a);
+    resp->set_next_page_token(page.next_page_token);
     return Status::OK;
   });
 }
@@ -95,11 +97,14 @@ Status ControlServiceImpl::AddSchedule(grpc::ServerContext* ctx, const v1::AddSc
   });
 }
 
-Status ControlServiceImpl::ListSchedules(grpc::ServerContext* ctx, const v1::ListSchedulesRequest*,
+Status ControlServiceImpl::ListSchedules(grpc::ServerContext* ctx,
+                                         const v1::ListSchedulesRequest* req,
                                          v1::ListSchedulesResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListSchedules", [&] {
-    for (auto& s : schedules_.list()) *resp->add_schedules() = std::move(s);
+    auto page = schedules_.list(req->limit(), req->page_token());
+    for (auto& s : page.items) *resp->add_schedules() = std::move(s);
+    resp->set_next_page_token(page.next_page_token);
     return Status::OK;
   });
 }
@@ -138,11 +143,13 @@ Status ControlServiceImpl::AddKernel(grpc::ServerContext* ctx, const v1::AddKern
   });
 }
 
-Status ControlServiceImpl::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest*,
+Status ControlServiceImpl::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
                                        v1::ListKernelsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListKernels", [&] {
-    for (auto& k : store_.list_kernels()) *resp->add_kernels() = std::move(k);
+    auto page = store_.page_kernels(req->limit(), req->page_token());
+    for (auto& k : page.items) *resp->add_kernels() = std::move(k);
+    resp->set_next_page_token(page.next_page_token);
     return Status::OK;
   });
 }

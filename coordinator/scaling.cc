@@ -4,16 +4,12 @@
 #include <cmath>
 #include <map>
 #include <mutex>
-#include <set>
 
 namespace leapfrog::coord {
 
 using nlohmann::json;
 
 namespace {
-
-constexpr uint32_t kScaleScan = 500;
-constexpr const char* kScaleScenario = "lookup-scale";
 
 json parse_outcome(const v1::OutcomeRecord& r) {
   if (r.outcome().outcome_json().empty()) return json::object();
@@ -37,22 +33,13 @@ json summary_json(const stats::Summary& s) {
 }  // namespace
 
 ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& kernels) {
-  OutcomeFilter f;
-  f.scenario = kScaleScenario;
-  f.limit = kScaleScan;
-  std::map<std::string, v1::OutcomeRecord> latest;
-  std::set<std::string> available;
-  for (auto& o : store.find_outcomes(f)) {
-    if (o.outcome().verdict() != v1::VERDICT_PASS) continue;
-    if (scale_points(o).empty()) continue;
-    available.insert(o.kernel_label());
-    if (!kernels.empty() &&
-        std::find(kernels.begin(), kernels.end(), o.kernel_label()) == kernels.end())
-      continue;
-    latest.emplace(o.kernel_label(), std::move(o));  // most recent first: keeps the first
-  }
   ScalingRuns out;
-  out.available.assign(available.begin(), available.end());
+  out.available = store.scale_kernels();
+  ScaleRunQuery q;
+  q.kernels = kernels;
+  q.per_kernel = 1;
+  std::map<std::string, v1::OutcomeRecord> latest;
+  for (auto& r : store.scale_runs(q)) latest.emplace(r.record.kernel_label(), std::move(r.record));
   if (kernels.empty()) {
     for (auto& [k, r] : latest) out.runs.push_back(std::move(r));
   } else {
@@ -79,23 +66,43 @@ std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run) {
   return out;
 }
 
+std::vector<ScalePoint> scale_points(const ScaleRun& run) {
+  std::vector<ScalePoint> out;
+  for (const auto& r : run.points) {
+    ScalePoint p;
+    p.test = r.test;
+    p.mode = r.mode;
+    p.tasks = r.tasks;
+    p.ops_per_sec = r.ops_per_sec;
+    p.samples = r.samples;
+    p.stddev = r.stddev;
+    p.ci_low = r.ci_low;
+    p.ci_high = r.ci_high;
+    p.idle_pct = r.idle_pct;
+    p.other_load = r.other_load;
+    p.task_cpu_s = r.task_cpu_s;
+    p.window_s = r.window_s;
+    p.host_load = r.host_load;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 json scale_host(const v1::OutcomeRecord& run) {
   const json j = parse_outcome(run);
   return j.contains("scale_host") ? j["scale_host"] : json(nullptr);
 }
 
 std::vector<ScalingRegression> scaling_regressions(Store& store) {
-  // The newest lookup-scale outcome names the state of the data: while it
-  // stays the same, so does the answer.
-  OutcomeFilter newest;
-  newest.scenario = kScaleScenario;
-  newest.limit = 1;
-  const auto head = store.find_outcomes(newest);
-  const std::string key = head.empty() ? ""
-                                       : std::to_string(head[0].job_id()) + "/" +
-                                             std::to_string(head[0].attempt()) + "@" +
-                                             std::to_string(head[0].reported_at().seconds()) + "." +
-                                             std::to_string(head[0].reported_at().nanos());
+  // The last two runs of each kernel name the state of the data: while they
+  // stay the same, so does the answer. Reading their keys is one index scan
+  // per kernel; their points are read only when they changed.
+  ScaleRunQuery q;
+  q.per_kernel = 2;
+  q.details = false;
+  std::string key;
+  for (const auto& r : store.scale_runs(q))
+    key += std::to_string(r.record.job_id()) + "/" + std::to_string(r.record.attempt()) + " ";
   static std::mutex mu;
   static std::map<const Store*, std::pair<std::string, std::vector<ScalingRegression>>> cache;
   {
@@ -105,14 +112,12 @@ std::vector<ScalingRegression> scaling_regressions(Store& store) {
   }
   std::vector<ScalingRegression> out;
   if (!key.empty()) {
-    OutcomeFilter f;
-    f.scenario = kScaleScenario;
-    f.limit = kScaleScan;
-    std::map<std::string, std::vector<v1::OutcomeRecord>> last_two;  // newest first
-    for (auto& o : store.find_outcomes(f)) {
-      if (o.outcome().verdict() != v1::VERDICT_PASS || scale_points(o).empty()) continue;
-      auto& two = last_two[o.kernel_label()];
-      if (two.size() < 2) two.push_back(std::move(o));
+    q.details = true;
+    key.clear();
+    std::map<std::string, std::vector<ScaleRun>> last_two;  // newest first
+    for (auto& r : store.scale_runs(q)) {
+      key += std::to_string(r.record.job_id()) + "/" + std::to_string(r.record.attempt()) + " ";
+      last_two[r.record.kernel_label()].push_back(std::move(r));
     }
     for (auto& [kernel, two] : last_two) {
       if (two.size() < 2) continue;
@@ -122,8 +127,8 @@ std::vector<ScalingRegression> scaling_regressions(Store& store) {
           r.drops.push_back(std::move(c));
       if (r.drops.empty()) continue;
       r.kernel = kernel;
-      r.before = std::move(two[1]);
-      r.after = std::move(two[0]);
+      r.before = std::move(two[1].record);
+      r.after = std::move(two[0].record);
       out.push_back(std::move(r));
     }
   }

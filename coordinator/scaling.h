@@ -31,11 +31,14 @@ struct ScalingRuns {
 };
 
 // The latest passing run of each of `kernels` (of every kernel, by label, when
-// empty). Throws NoScalingRun for the first kernel without one, StoreError.
+// empty), whatever its age: the store keeps each run as rows (Store::
+// scale_runs). Throws NoScalingRun for the first kernel without one, StoreError.
 ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& kernels);
 
 // The points of a run, from its outcome JSON (empty when it has none).
 std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run);
+// The points of a run as the store keeps them.
+std::vector<ScalePoint> scale_points(const ScaleRun& run);
 // Its "scale_host" object (null when the run predates it).
 nlohmann::json scale_host(const v1::OutcomeRecord& run);
 
@@ -46,9 +49,9 @@ struct ScalingRegression {
   v1::OutcomeRecord before, after;
   std::vector<PointChange> drops;  // significant, change_pct < 0
 };
-// Every such kernel, by label. Reads the latest passing runs (as
-// latest_scaling_runs) once per new lookup-scale outcome, and answers from a
-// cache otherwise, so the overview can ask on every poll.
+// Every such kernel, by label, whatever the age of its runs. Reads the points
+// of the last two passing runs of each kernel when those runs changed, and
+// answers from a cache otherwise, so the overview can ask on every poll.
 std::vector<ScalingRegression> scaling_regressions(Store& store);
 
 // One compared point: {test, mode, tasks, before, after (each {n, mean,

@@ -63,6 +63,28 @@ class ScalingRegressionsTest : public testing::PostgresSuite<ScalingRegressionsT
     ASSERT_EQ(store_->report_outcome("a", leased->job_id(), leased->attempt(), o, at),
               ReportResult::Stored);
   }
+  // `runs` passing runs on `kernel`, one campaign, `day` days after kT0.
+  void many(const std::string& kernel, int day, int runs, const v1::Outcome& o) {
+    std::vector<NewJob> jobs(static_cast<size_t>(runs));
+    for (auto& j : jobs) {
+      j.spec.set_scenario("lookup-scale");
+      j.spec.set_fs("tmpfs");
+      j.kernel_label = kernel;
+    }
+    v1::CampaignSpec spec;
+    spec.set_name("busy");
+    const TimePoint at = kT0 + 24h * day;
+    store_->create_campaign(spec, jobs, 0, at);
+    v1::Capabilities caps;
+    caps.set_kernel_label(kernel);
+    caps.add_filesystems("tmpfs");
+    for (int i = 0; i < runs; ++i) {
+      const auto leased = store_->lease_job("a", caps, at, 30s);
+      ASSERT_TRUE(leased);
+      ASSERT_EQ(store_->report_outcome("a", leased->job_id(), leased->attempt(), o, at),
+                ReportResult::Stored);
+    }
+  }
   std::unique_ptr<PgStore> store_;
 };
 
@@ -87,6 +109,36 @@ TEST_F(ScalingRegressionsTest, ASignificantDropAgainstTheNightBeforeIsFlagged) {
   // The next night recovers: the flag goes, although the answer was cached.
   night("slower", 3, scale_outcome(1e6, 2e6));
   EXPECT_TRUE(scaling_regressions(*store_).empty());
+}
+
+}  // namespace
+}  // namespace leapfrog::coord
+
+namespace leapfrog::coord {
+namespace {
+
+// Before the runs were rows, only the latest 500 lookup-scale outcomes were
+// read: a kernel whose runs were older was "not found" and never flagged.
+TEST_F(ScalingRegressionsTest, AKernelWhoseRunsAreOlderThan600OthersIsFoundAndFlagged) {
+  night("old", 0, scale_outcome(1e6, 2e6));
+  night("old", 1, scale_outcome(1e6, 1.5e6));  // 2 tasks: -25 %
+  many("busy", 2, 600, scale_outcome(1e6, 2e6));
+  const ScalingRuns found = latest_scaling_runs(*store_, {"old"});
+  ASSERT_EQ(found.runs.size(), 1u);
+  EXPECT_EQ(found.runs[0].kernel_label(), "old");
+  EXPECT_EQ(scale_points(found.runs[0]).at(1).ops_per_sec, 1.5e6);
+  EXPECT_EQ(found.available, (std::vector<std::string>{"busy", "old"}));
+  const ScalingRuns every = latest_scaling_runs(*store_, {});
+  ASSERT_EQ(every.runs.size(), 2u);
+  EXPECT_EQ(every.runs[1].job_id(), found.runs[0].job_id());
+  EXPECT_THROW(latest_scaling_runs(*store_, {"never"}), NoScalingRun);
+
+  const auto flagged = scaling_regressions(*store_);
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].kernel, "old");
+  EXPECT_EQ(flagged[0].after.job_id(), found.runs[0].job_id());
+  ASSERT_EQ(flagged[0].drops.size(), 1u);
+  EXPECT_NEAR(flagged[0].drops[0].change.change_pct, -25.0, 0.01);
 }
 
 }  // namespace

@@ -381,11 +381,17 @@ int Client::schedule_add(const std::string& name, const std::string& cron, const
 }
 
 int Client::schedule_list(bool json_out) {
+  // Page by page, to the end.
   v1::ListSchedulesRequest req;
   v1::ListSchedulesResponse resp;
-  auto context = ctx();
-  const grpc::Status st = stub_->ListSchedules(context.get(), req, &resp);
-  if (!st.ok()) return fail(st);
+  do {
+    v1::ListSchedulesResponse page;
+    auto context = ctx();
+    const grpc::Status st = stub_->ListSchedules(context.get(), req, &page);
+    if (!st.ok()) return fail(st);
+    for (auto& s : *page.mutable_schedules()) *resp.add_schedules() = std::move(s);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
   if (json_out) {
     std::cout << to_json(resp)["schedules"].dump(2) << std::endl;
     return 0;
@@ -424,11 +430,17 @@ int Client::schedule_remove(int64_t id) {
 }
 
 int Client::agents(bool json_out) {
+  // Page by page, to the end.
   v1::ListAgentsRequest req;
   v1::ListAgentsResponse resp;
-  auto context = ctx();
-  const grpc::Status st = stub_->ListAgents(context.get(), req, &resp);
-  if (!st.ok()) return fail(st);
+  do {
+    v1::ListAgentsResponse page;
+    auto context = ctx();
+    const grpc::Status st = stub_->ListAgents(context.get(), req, &page);
+    if (!st.ok()) return fail(st);
+    for (auto& a : *page.mutable_agents()) *resp.add_agents() = std::move(a);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
   if (json_out) {
     std::cout << to_json(resp)["agents"].dump(2) << std::endl;
     return 0;
@@ -491,11 +503,17 @@ int Client::outcomes(int64_t campaign, bool failed, uint32_t limit, bool json_ou
 }
 
 int Client::kernels(bool json_out) {
+  // Page by page, to the end.
   v1::ListKernelsRequest req;
   v1::ListKernelsResponse resp;
-  auto context = ctx();
-  const grpc::Status st = stub_->ListKernels(context.get(), req, &resp);
-  if (!st.ok()) return fail(st);
+  do {
+    v1::ListKernelsResponse page;
+    auto context = ctx();
+    const grpc::Status st = stub_->ListKernels(context.get(), req, &page);
+    if (!st.ok()) return fail(st);
+    for (auto& k : *page.mutable_kernels()) *resp.add_kernels() = std::move(k);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
   if (json_out) {
     std::cout << to_json(resp)["kernels"].dump(2) << std::endl;
     return 0;

@@ -70,9 +70,13 @@ ex::CampaignData gather(const Endpoint& ep, int64_t id) {
     d.outcomes.insert(d.outcomes.end(), outcomes.outcomes().begin(), outcomes.outcomes().end());
     lo.set_page_token(outcomes.next_page_token());
   } while (!lo.page_token().empty());
-  v1::ListKernelsResponse kernels;
-  check(control->ListKernels(context(ep).get(), v1::ListKernelsRequest{}, &kernels), "kernels");
-  d.kernels.assign(kernels.kernels().begin(), kernels.kernels().end());
+  v1::ListKernelsRequest lk;
+  do {
+    v1::ListKernelsResponse kernels;
+    check(control->ListKernels(context(ep).get(), lk, &kernels), "kernels");
+    d.kernels.insert(d.kernels.end(), kernels.kernels().begin(), kernels.kernels().end());
+    lk.set_page_token(kernels.next_page_token());
+  } while (!lk.page_token().empty());
   v1::ListIssuesRequest li;
   do {
     v1::ListIssuesResponse issues;

@@ -128,10 +128,13 @@ json overview(ApiContext& ctx) {
   return out;
 }
 
-json agents(ApiContext& ctx) {
+json agents(ApiContext& ctx, const httplib::Request& req) {
   const TimePoint now = ctx.clock.now();
   json out = json::array();
-  for (const auto& a : ctx.store.list_agents(now - ctx.options.offline_after)) {
+  const auto page = ctx.store.page_agents(
+      now - ctx.options.offline_after,
+      query_uint(req, "limit", kAgentPage.fallback, 1, kAgentPage.max), query_page(req));
+  for (const auto& a : page.items) {
     json j = to_json(a);
     j["current_job"] = nullptr;
     if (a.current_job() != 0) {
@@ -139,7 +142,8 @@ json agents(ApiContext& ctx) {
     }
     out.push_back(std::move(j));
   }
-  return json{{"now", iso_time(now)}, {"agents", out}};
+  return json{
+      {"now", iso_time(now)}, {"agents", out}, {"next_page", next_page(page.next_page_token)}};
 }
 
 // Latest passing lookup-scale run per kernel (or only `kernels`), with its
@@ -229,18 +233,22 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     return json{{"outcomes", out}, {"next_page", next_page(page.next_page_token)}};
   });
 
-  r.get("/api/agents", [ctx](const httplib::Request&) mutable { return agents(ctx); });
+  r.get("/api/agents", [ctx](const httplib::Request& req) mutable { return agents(ctx, req); });
 
-  r.get("/api/kernels", [ctx](const httplib::Request&) {
+  r.get("/api/kernels", [ctx](const httplib::Request& req) {
     json out = json::array();
-    for (const auto& k : ctx.store.list_kernels()) out.push_back(to_json(k));
-    return json{{"kernels", out}};
+    const auto page = ctx.store.page_kernels(
+        query_uint(req, "limit", kKernelPage.fallback, 1, kKernelPage.max), query_page(req));
+    for (const auto& k : page.items) out.push_back(to_json(k));
+    return json{{"kernels", out}, {"next_page", next_page(page.next_page_token)}};
   });
 
-  r.get("/api/schedules", [ctx](const httplib::Request&) {
+  r.get("/api/schedules", [ctx](const httplib::Request& req) {
     json out = json::array();
-    for (const auto& s : schedules(ctx).list()) out.push_back(to_json(s));
-    return json{{"schedules", out}};
+    const auto page = schedules(ctx).list(
+        query_uint(req, "limit", kSchedulePage.fallback, 1, kSchedulePage.max), query_page(req));
+    for (const auto& s : page.items) out.push_back(to_json(s));
+    return json{{"schedules", out}, {"next_page", next_page(page.next_page_token)}};
   });
   r.action("POST", "/api/schedules", [ctx](const httplib::Request& req) {
     const json body = json_body(req);

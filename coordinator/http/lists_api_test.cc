@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <set>
@@ -248,6 +250,147 @@ TEST_F(ListsApiTest, GrpcAnswersPastFourMebibytesReachTheCoordinatorsChannel) {
   const grpc::Status s =
       list(grpc::CreateChannel(grpc_->address(), grpc::InsecureChannelCredentials()), refused);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+}
+
+// Agents, kernels and schedules page by key over gRPC and HTTP: each row
+// stored before a walk appears once, in the list's order, while rows arrive
+// between pages (before and after the cursor); the answers say when more
+// follow; ListAgents without a limit still holds a 1000-agent fleet.
+TEST_F(ListsApiTest, AgentsKernelsAndSchedulesPageWholeWhileRowsArrive) {
+  auto stub = v1::ControlService::NewStub(coordinator_channel(grpc_->address()));
+  auto call = [&](auto method, const auto& req, auto& resp) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    return ((*stub).*method)(&ctx, req, &resp);
+  };
+  v1::Capabilities caps;
+  caps.set_kernel_label("host");
+  auto agent_name = [](int i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "agent-%04d", i);
+    return std::string(name);
+  };
+  std::vector<std::string> agents;
+  for (int i = 0; i < 60; i += 2) {
+    store_->register_agent(agent_name(i), caps, clock_.now());
+    agents.push_back(agent_name(i));
+  }
+  std::vector<std::string> kernels;
+  const TimePoint t0 = clock_.now();
+  for (int i = 0; i < 30; ++i) {
+    v1::Kernel k;
+    k.set_label("k" + std::to_string(100 - i));  // labels against time: ties go by label
+    store_->add_kernel(k, t0 + std::chrono::microseconds(i / 2));
+  }
+  for (const auto& k : store_->list_kernels()) kernels.push_back(k.label());
+  v1::CampaignSpec spec;
+  spec.add_scenarios("setattr-lookup");
+  std::vector<int64_t> schedules;
+  for (int i = 0; i < 30; ++i)
+    schedules.push_back(store_->add_schedule("s" + std::to_string(i), "0 2 * * *", spec, t0).id());
+
+  // Each item of `before` once, in order, among `pages`; nothing twice.
+  auto expect_whole = [](const auto& before, const auto& pages, const char* what) {
+    std::set<std::decay_t<decltype(pages[0])>> seen;
+    for (const auto& x : pages) EXPECT_TRUE(seen.insert(x).second) << what << " listed twice";
+    size_t at = 0;
+    for (const auto& x : pages)
+      if (at < before.size() && x == before[at]) ++at;
+    EXPECT_EQ(at, before.size()) << "the pages lost " << what << "s stored before the walk";
+  };
+
+  // Agents over gRPC, 7 a page; new agents sort before and after the cursor.
+  std::vector<std::string> walked;
+  v1::ListAgentsRequest ar;
+  ar.set_limit(7);
+  int arrived = 1;
+  for (int pages = 0; pages < 100; ++pages) {
+    v1::ListAgentsResponse resp;
+    ASSERT_TRUE(call(&v1::ControlService::Stub::ListAgents, ar, resp).ok());
+    EXPECT_LE(resp.agents_size(), 7);
+    for (const auto& a : resp.agents()) walked.push_back(a.name());
+    if (resp.next_page_token().empty()) break;
+    EXPECT_EQ(resp.agents_size(), 7);
+    ar.set_page_token(resp.next_page_token());
+    store_->register_agent(agent_name(arrived), caps, clock_.now());         // before the cursor
+    store_->register_agent(agent_name(1000 + arrived), caps, clock_.now());  // after it
+    arrived += 2;
+  }
+  expect_whole(agents, walked, "agent");
+  EXPECT_TRUE(std::is_sorted(walked.begin(), walked.end()));
+
+  // Kernels over HTTP, 4 a page, kernels added meanwhile.
+  std::vector<std::string> kwalked;
+  std::string page;
+  for (int pages = 0; pages < 100; ++pages) {
+    auto [status, body] = get("/api/kernels?limit=4" + (page.empty() ? "" : "&page=" + page));
+    ASSERT_EQ(status, 200) << body.dump();
+    for (const auto& k : body["kernels"]) kwalked.push_back(k["label"].get<std::string>());
+    if (body["next_page"].is_null()) break;
+    EXPECT_EQ(body["kernels"].size(), 4u);
+    page = body["next_page"].get<std::string>();
+    v1::Kernel k;
+    k.set_label("new" + std::to_string(pages));
+    store_->add_kernel(k, clock_.now());
+  }
+  expect_whole(kernels, kwalked, "kernel");
+  EXPECT_EQ(kwalked.front(), "k100");
+  EXPECT_EQ(kwalked[1], "k99");  // added at the same time: by label
+
+  // Schedules over gRPC and HTTP, 6 a page, schedules added meanwhile.
+  std::vector<int64_t> swalked;
+  v1::ListSchedulesRequest sr;
+  sr.set_limit(6);
+  for (int pages = 0; pages < 100; ++pages) {
+    v1::ListSchedulesResponse resp;
+    ASSERT_TRUE(call(&v1::ControlService::Stub::ListSchedules, sr, resp).ok());
+    for (const auto& s : resp.schedules()) swalked.push_back(s.id());
+    if (resp.next_page_token().empty()) break;
+    sr.set_page_token(resp.next_page_token());
+    store_->add_schedule("later", "0 3 * * *", spec, t0);
+  }
+  expect_whole(schedules, swalked, "schedule");
+  std::vector<int64_t> hwalked;
+  page.clear();
+  for (int pages = 0; pages < 100; ++pages) {
+    auto [status, body] = get("/api/schedules?limit=6" + (page.empty() ? "" : "&page=" + page));
+    ASSERT_EQ(status, 200) << body.dump();
+    for (const auto& s : body["schedules"]) hwalked.push_back(s["id"].get<int64_t>());
+    if (body["next_page"].is_null()) break;
+    page = body["next_page"].get<std::string>();
+  }
+  expect_whole(schedules, hwalked, "schedule");
+
+  // Tokens of another list and limits past the maximum are refused.
+  EXPECT_EQ(get("/api/agents?page=" + page).first, 400);
+  EXPECT_EQ(get("/api/kernels?page=agents:61").first, 400);
+  EXPECT_EQ(get("/api/kernels?page=kernels:12.zz").first, 400);
+  EXPECT_EQ(get("/api/agents?limit=5001").first, 400);
+  EXPECT_EQ(get("/api/schedules?limit=1001").first, 400);
+  v1::ListKernelsRequest bad;
+  bad.set_page_token(ar.page_token());
+  v1::ListKernelsResponse none;
+  EXPECT_EQ(call(&v1::ControlService::Stub::ListKernels, bad, none).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A fleet of 1000 fits the default page (the VM launcher asks without a
+  // limit); the 1001st says more follow.
+  sql("INSERT INTO agents (id, name, kernel_label, capabilities, registered_at, last_seen)"
+      " SELECT 'fleet-' || g, 'fleet-' || lpad(g::text, 4, '0'), 'host', '', now(), now()"
+      " FROM generate_series(1, 1000 - (SELECT count(*) FROM agents)) g");
+  v1::ListAgentsResponse fleet;
+  ASSERT_TRUE(call(&v1::ControlService::Stub::ListAgents, v1::ListAgentsRequest(), fleet).ok());
+  EXPECT_EQ(fleet.agents_size(), 1000);
+  EXPECT_TRUE(fleet.next_page_token().empty()) << "a fleet of 1000 took more than one page";
+  store_->register_agent("zz-one-more", caps, clock_.now());
+  fleet.Clear();
+  ASSERT_TRUE(call(&v1::ControlService::Stub::ListAgents, v1::ListAgentsRequest(), fleet).ok());
+  EXPECT_EQ(fleet.agents_size(), 1000);
+  EXPECT_FALSE(fleet.next_page_token().empty());
+  auto [status, body] = get("/api/agents");
+  EXPECT_EQ(body["agents"].size(), 1000u);
+  EXPECT_FALSE(body["next_page"].is_null());
 }
 
 }  // namespace

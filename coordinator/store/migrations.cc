@@ -10,6 +10,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "coordinator/store/pg_scale.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/store.h"
 
@@ -359,6 +360,53 @@ CREATE TABLE launcher_claims (
 );
 )sql";
 
+// lookup-scale runs as rows (pg_scale.h): one row per passing run, written
+// with its outcome, and its points; backfilled from the outcomes stored
+// before (their JSON, in the outcome bytea: done in C++, migration's `then`).
+const char* const kScaleRuns = R"sql(
+CREATE TABLE scale_runs (
+  job_id       bigint NOT NULL,
+  attempt      integer NOT NULL,
+  campaign_id  bigint NOT NULL,
+  kernel_label text NOT NULL,
+  fs           text NOT NULL,
+  seq          bigint NOT NULL,           -- the outcome's seq: report order
+  reported_at  timestamptz NOT NULL,
+  host         jsonb,                     -- its "scale_host"; NULL when it had none
+  PRIMARY KEY (job_id, attempt),
+  FOREIGN KEY (job_id, attempt) REFERENCES outcomes ON DELETE CASCADE
+);
+-- The latest runs of a kernel: the first rows of its range.
+CREATE INDEX scale_runs_kernel ON scale_runs (kernel_label, seq DESC);
+CREATE TABLE scale_points (
+  job_id      bigint NOT NULL,
+  attempt     integer NOT NULL,
+  idx         integer NOT NULL,            -- position among the run's valid points
+  testcase    text NOT NULL,
+  mode        text NOT NULL,
+  tasks       bigint NOT NULL,
+  ops_per_sec float8 NOT NULL,
+  samples     float8[] NOT NULL,           -- ops/s of each timed sample
+  stddev      float8 NOT NULL,
+  ci95_low    float8 NOT NULL,
+  ci95_high   float8 NOT NULL,
+  idle_pct    float8 NOT NULL,
+  other_load  float8 NOT NULL,
+  task_cpu_s  float8 NOT NULL,
+  window_s    float8 NOT NULL,
+  host_load   float8 NOT NULL,
+  PRIMARY KEY (job_id, attempt, idx),
+  FOREIGN KEY (job_id, attempt) REFERENCES scale_runs ON DELETE CASCADE
+);
+)sql";
+
+// The outcome lists filter on the job's scenario and kernel (page_outcomes):
+// with both, the jobs of that cell by index, not a scan of every job
+// (docs/bench.md, the growth bench's plans).
+const char* const kJobsByCell = R"sql(
+CREATE INDEX jobs_scenario_kernel ON jobs (scenario, kernel_label);
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -375,6 +423,9 @@ const std::vector<Migration>& schema_migrations() {
       {8, "notifications: subscriptions, events, outbox", kNotifySchema},
       {9, "retention: outcomes looked at by apply_retention", kRetention},
       {10, "vm launchers: their keys and the agent names they claim", kVmLaunchers},
+      {11, "lookup-scale runs and points as rows, backfilled", kScaleRuns,
+       [](pqxx::work& txn) { backfill_scale_runs(txn); }},
+      {12, "jobs by scenario and kernel, for the outcome filters", kJobsByCell},
   };
   return all;
 }
@@ -403,6 +454,7 @@ int apply_migrations(pqxx::connection_base& conn) {
   for (const auto& m : all) {
     if (applied.count(m.version)) continue;
     txn.exec(m.sql);
+    if (m.then) m.then(txn);
     txn.exec_params("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version,
                     m.name);
     spdlog::info("schema_migrated version={} name=\"{}\"", m.version, m.name);

@@ -4,7 +4,9 @@
 // under an advisory lock, so replicas starting together apply them once.
 // Never edit a released migration: append a new one.
 
+#include <functional>
 #include <pqxx/connection_base>
+#include <pqxx/transaction>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,9 @@ struct Migration {
   int version;       // 1, 2, ...: increasing (a gap is allowed)
   std::string name;  // what it does, for schema_migrations
   std::string sql;   // one or more statements
+  // Run after `sql` in the same transaction, for what SQL alone cannot do
+  // (rows made from the protos stored in bytea); empty: none.
+  std::function<void(pqxx::work&)> then;
 };
 
 // Every migration this coordinator knows, by version.

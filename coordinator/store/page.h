@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -67,6 +68,56 @@ inline std::vector<int64_t> parse_page_token(const std::string& list, size_t par
     }
   }
   if (p != end) throw bad();
+  return key;
+}
+
+// A key that ends in a text (agents by name, kernels by time and label): the
+// numbers as above, then the text in hex, so that no byte of it can be
+// mistaken for a separator: "<list>:<k1>.<hex>", or "<list>:<hex>".
+inline std::string make_page_token(const std::string& list, const std::vector<int64_t>& key,
+                                   const std::string& text) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out = key.empty() ? list + ":" : make_page_token(list, key) + ".";
+  for (unsigned char c : text) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+// A key of `parts` numbers and a text, from such a token.
+struct TextPageKey {
+  std::vector<int64_t> numbers;
+  std::string text;
+};
+
+// The key of a token of `list` with `parts` numbers and a text; nullopt for
+// an empty token (the first page). Throws BadPageToken.
+inline std::optional<TextPageKey> parse_text_page_token(const std::string& list, size_t parts,
+                                                        const std::string& token) {
+  if (token.empty()) return std::nullopt;
+  auto bad = [&] {
+    return BadPageToken("bad page token \"" + token.substr(0, 64) + "\" for the " + list +
+                        " list: pass the next_page_token of its previous page");
+  };
+  if (token.compare(0, list.size() + 1, list + ":") != 0) throw bad();
+  const std::string rest = token.substr(list.size() + 1);
+  TextPageKey key;
+  std::string hex = rest;
+  if (parts > 0) {
+    const size_t dot = rest.rfind('.');
+    if (dot == std::string::npos) throw bad();
+    key.numbers = parse_page_token(list, parts, list + ":" + rest.substr(0, dot));
+    hex = rest.substr(dot + 1);
+  }
+  if (hex.size() % 2) throw bad();
+  auto nibble = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw bad();
+  };
+  for (size_t i = 0; i < hex.size(); i += 2)
+    key.text += static_cast<char>(nibble(hex[i]) * 16 + nibble(hex[i + 1]));
   return key;
 }
 

@@ -17,6 +17,7 @@
 #include "common/hex.h"
 #include "coordinator/store/pg_kernels.h"
 #include "coordinator/store/pg_lease_keys.h"
+#include "coordinator/store/pg_scale.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/pg_util.h"
 #include "coordinator/store/report_acceptance.h"
@@ -263,6 +264,10 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     spdlog::debug("outcome_stored job={} attempt={} agent={} verdict={} violations={}", r.job_id,
                   r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
                   r.outcome.violations_size());
+    if (is_scale_run(cell.scenario, verdict)) {
+      if (auto run = parse_scale_run(r.outcome.outcome_json()))
+        store_scale_run(txn, r.job_id, r.attempt, *run);
+    }
     int idx = 0;
     for (const auto& v : r.outcome.violations()) {
       if (!copy) copy.emplace(txn);

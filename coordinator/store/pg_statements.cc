@@ -44,6 +44,14 @@ const PgStatement kStatements[] = {
      " FROM agents a LEFT JOIN (SELECT agent_id, min(id) AS job_id FROM jobs"
      "  WHERE state = 'leased' GROUP BY agent_id) l ON l.agent_id = a.id"
      " ORDER BY a.name"},
+    // A page of them: the names after $2 (all when $3), one more than $4.
+    {"page_agents",
+     "SELECT a.id, a.name, a.capabilities, lf_us(a.registered_at), lf_us(a.last_seen),"
+     "  a.last_seen >= lf_ts($1), coalesce(l.job_id, 0)"
+     " FROM (SELECT * FROM agents WHERE $3 OR name > $2 ORDER BY name LIMIT $4) a"
+     " LEFT JOIN (SELECT agent_id, min(id) AS job_id FROM jobs"
+     "  WHERE state = 'leased' GROUP BY agent_id) l ON l.agent_id = a.id"
+     " ORDER BY a.name"},
     {"add_kernel",
      "INSERT INTO kernels (label, version, sha256, source, added_at, status, details)"
      " VALUES ($1, $2, $3, $4, lf_ts($5), $6, $7) ON CONFLICT (label) DO NOTHING RETURNING label"},
@@ -56,6 +64,9 @@ const PgStatement kStatements[] = {
     {"list_kernels",
      "SELECT label, version, sha256, source, lf_us(added_at), status, details FROM kernels"
      " ORDER BY added_at, label"},
+    {"page_kernels",
+     "SELECT label, version, sha256, source, lf_us(added_at), status, details FROM kernels"
+     " WHERE $3 OR (added_at, label) > (lf_ts($1), $2) ORDER BY added_at, label LIMIT $4"},
     {"insert_campaign",
      "INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)"
      " VALUES ($1, $2, $3, $4, lf_ts($5)) RETURNING id"},
@@ -196,6 +207,9 @@ const PgStatement kStatements[] = {
     {"list_schedules",
      "SELECT id, name, cron, spec, enabled, lf_us(next_run), lf_us(last_run) FROM schedules"
      " ORDER BY id"},
+    {"page_schedules",
+     "SELECT id, name, cron, spec, enabled, lf_us(next_run), lf_us(last_run) FROM schedules"
+     " WHERE id > $1 ORDER BY id LIMIT $2"},
     {"set_schedule_enabled",
      "UPDATE schedules SET enabled = $2, next_run = lf_ts($3) WHERE id = $1"
      " RETURNING id, name, cron, spec, enabled, lf_us(next_run), lf_us(last_run)"},

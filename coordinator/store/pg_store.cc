@@ -25,6 +25,7 @@
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_reports.h"
 #include "coordinator/store/pg_rows.h"
+#include "coordinator/store/pg_scale.h"
 #include "coordinator/store/pg_statements.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/pg_util.h"
@@ -168,6 +169,26 @@ std::vector<v1::AgentInfo> PgStore::list_agents(TimePoint online_since) {
   });
 }
 
+Page<v1::AgentInfo> PgStore::page_agents(TimePoint online_since, uint32_t limit,
+                                         const std::string& page_token) {
+  limit = kAgentPage.resolve(limit);
+  const auto after = parse_text_page_token("agents", 0, page_token);
+  touches_->submit(PgTouch{"", 0, true});  // after the touches queued so far
+  return run_transaction(*pool_, "page_agents", [&](pqxx::work& txn) {
+    Page<v1::AgentInfo> page;
+    // One row more than the page says whether more follow.
+    for (const auto& r :
+         txn.exec_prepared("page_agents", us(online_since), after ? after->text : std::string(),
+                           !after, static_cast<int64_t>(limit) + 1))
+      page.items.push_back(agent_from_row(r));
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      page.next_page_token = make_page_token("agents", {}, page.items.back().name());
+    }
+    return page;
+  });
+}
+
 // ---- kernels ----
 
 v1::Kernel PgStore::add_kernel(const v1::Kernel& k, TimePoint now) {
@@ -185,6 +206,26 @@ std::vector<v1::Kernel> PgStore::list_kernels() {
     std::vector<v1::Kernel> out;
     for (const auto& r : txn.exec_prepared("list_kernels")) out.push_back(kernel_from_row(r));
     return out;
+  });
+}
+
+Page<v1::Kernel> PgStore::page_kernels(uint32_t limit, const std::string& page_token) {
+  limit = kKernelPage.resolve(limit);
+  const auto after = parse_text_page_token("kernels", 1, page_token);
+  return run_transaction(*pool_, "page_kernels", [&](pqxx::work& txn) {
+    Page<v1::Kernel> page;
+    for (const auto& r : txn.exec_prepared("page_kernels", after ? after->numbers[0] : int64_t{0},
+                                           after ? after->text : std::string(), !after,
+                                           static_cast<int64_t>(limit) + 1))
+      page.items.push_back(kernel_from_row(r));
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      const v1::Kernel& last = page.items.back();
+      page.next_page_token = make_page_token(
+          "kernels", {last.added_at().seconds() * 1000000 + last.added_at().nanos() / 1000},
+          last.label());
+    }
+    return page;
   });
 }
 
@@ -459,6 +500,18 @@ std::optional<v1::JobInfo> PgStore::get_job(int64_t id) {
   });
 }
 
+// ---- lookup-scale runs (pg_scale.h) ----
+
+std::vector<std::string> PgStore::scale_kernels() {
+  return run_transaction(*pool_, "scale_kernels",
+                         [&](pqxx::work& txn) { return read_scale_kernels(txn); });
+}
+
+std::vector<ScaleRun> PgStore::scale_runs(const ScaleRunQuery& query) {
+  return run_transaction(*pool_, "scale_runs",
+                         [&](pqxx::work& txn) { return read_scale_runs(txn, query); });
+}
+
 // ---- schedules ----
 
 v1::Schedule PgStore::add_schedule(const std::string& name, const std::string& cron,
@@ -482,6 +535,22 @@ std::vector<v1::Schedule> PgStore::list_schedules() {
     std::vector<v1::Schedule> out;
     for (const auto& r : txn.exec_prepared("list_schedules")) out.push_back(schedule_from_row(r));
     return out;
+  });
+}
+
+Page<v1::Schedule> PgStore::page_schedules(uint32_t limit, const std::string& page_token) {
+  limit = kSchedulePage.resolve(limit);
+  const auto after = parse_page_token("schedules", 1, page_token);
+  return run_transaction(*pool_, "page_schedules", [&](pqxx::work& txn) {
+    Page<v1::Schedule> page;
+    for (const auto& r : txn.exec_prepared("page_schedules", after.empty() ? int64_t{0} : after[0],
+                                           static_cast<int64_t>(limit) + 1))
+      page.items.push_back(schedule_from_row(r));
+    if (page.items.size() > limit) {
+      page.items.resize(limit);
+      page.next_page_token = make_page_token("schedules", {page.items.back().id()});
+    }
+    return page;
   });
 }
 

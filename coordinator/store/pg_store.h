@@ -79,9 +79,13 @@ class PgStore : public Store {
   void touch_agent_async(const std::string& agent_id, TimePoint now) override;
   // Waits for the touches queued before it to be written.
   std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override;
+  // As list_agents, waits for the touches queued before it.
+  Page<v1::AgentInfo> page_agents(TimePoint online_since, uint32_t limit,
+                                  const std::string& page_token) override;
 
   v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) override;
   std::vector<v1::Kernel> list_kernels() override;
+  Page<v1::Kernel> page_kernels(uint32_t limit, const std::string& page_token) override;
   v1::Kernel put_kernel(const v1::Kernel& k, TimePoint now) override;
 
   int64_t create_campaign(const v1::CampaignSpec& spec, const std::vector<NewJob>& jobs,
@@ -129,9 +133,13 @@ class PgStore : public Store {
   Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override;
   std::optional<v1::JobInfo> get_job(int64_t id) override;
 
+  std::vector<std::string> scale_kernels() override;
+  std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) override;
+
   v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                             const v1::CampaignSpec& spec, TimePoint next_run) override;
   std::vector<v1::Schedule> list_schedules() override;
+  Page<v1::Schedule> page_schedules(uint32_t limit, const std::string& page_token) override;
   std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
                                                    TimePoint next_run) override;
   bool remove_schedule(int64_t id) override;

@@ -126,6 +126,11 @@ inline constexpr PageLimits kOutcomePage{100, 1000};
 inline constexpr PageLimits kOutcomePageWithViolations{100, 100};
 inline constexpr PageLimits kCampaignPage{50, 500};
 inline constexpr PageLimits kJobPage{1000, 10000};
+// Agents: a fleet of 1000 fits one page (the VM launcher asks without a limit).
+inline constexpr PageLimits kAgentPage{1000, 5000};
+// Kernels: likewise (the VM launcher looks a label up in the first page).
+inline constexpr PageLimits kKernelPage{1000, 5000};
+inline constexpr PageLimits kSchedulePage{200, 1000};
 
 // One (scenario, kernel, file system) cell of a campaign's matrix, from the
 // summaries kept as outcomes arrive (Store::campaign_cells).
@@ -138,6 +143,40 @@ struct CellSummary {
   std::map<v1::JobState, uint32_t> pending;  // jobs not done, by state
   uint64_t outcomes = 0;                     // stored, extra outcomes included
   uint64_t violations = 0;                   // found by those outcomes
+};
+
+// One measured point of a lookup-scale run as kept (scale_points): the
+// fields of scenarios' ScalePoint (scenarios/outcome.h), which
+// coordinator/scaling.cc converts it to.
+struct ScalePointRow {
+  std::string test;  // testcase, e.g. "lseek1"
+  std::string mode;  // "processes" or "threads"
+  uint32_t tasks = 0;
+  double ops_per_sec = 0;
+  std::vector<double> samples;  // ops/s of each timed sample
+  double stddev = 0;
+  double ci_low = 0, ci_high = 0;
+  double idle_pct = -1;
+  double other_load = -1;
+  double task_cpu_s = 0;
+  double window_s = 0;
+  double host_load = -1;
+};
+
+// A passing lookup-scale run (Store::scale_runs).
+struct ScaleRun {
+  // Its outcome, without violations (it passed). With `details` false
+  // only job_id, attempt, campaign_id, kernel_label and reported_at are set.
+  v1::OutcomeRecord record;
+  std::string host_json;              // its "scale_host" object, "" when none
+  std::vector<ScalePointRow> points;  // in the order reported; with `details` only
+};
+
+// Which runs Store::scale_runs returns.
+struct ScaleRunQuery {
+  std::vector<std::string> kernels;  // empty: every kernel with a run
+  uint32_t per_kernel = 1;           // the newest this many of each kernel
+  bool details = true;               // the outcome and the points too
 };
 
 enum class ReportResult {
@@ -192,11 +231,26 @@ class Store {
   }
   // Every agent; `online` when seen at or after `online_since`.
   virtual std::vector<v1::AgentInfo> list_agents(TimePoint online_since) = 0;
+  // One page of list_agents, by name (kAgentPage). Throws BadPageToken.
+  virtual Page<v1::AgentInfo> page_agents(TimePoint online_since, uint32_t limit,
+                                          const std::string& page_token) {
+    (void)online_since;
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page agents", false);
+  }
 
   // ---- kernels ----
   // Registers a kernel; throws StoreError (not unavailable) if the label exists.
   virtual v1::Kernel add_kernel(const v1::Kernel& k, TimePoint now) = 0;
   virtual std::vector<v1::Kernel> list_kernels() = 0;
+  // One page of list_kernels, in its order (added, then label; a replaced
+  // kernel counts as added anew) (kKernelPage). Throws BadPageToken.
+  virtual Page<v1::Kernel> page_kernels(uint32_t limit, const std::string& page_token) {
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page kernels", false);
+  }
   // Adds the kernel, or replaces the one with its label (a rebuild).
   virtual v1::Kernel put_kernel(const v1::Kernel& k, TimePoint now) {
     (void)k;
@@ -361,10 +415,28 @@ class Store {
   // The job `id` with its state and verdict; nullopt if unknown.
   virtual std::optional<v1::JobInfo> get_job(int64_t id) = 0;
 
+  // ---- lookup-scale runs (kept as rows as their outcomes are stored) ----
+  // Every kernel with a passing lookup-scale run, by label.
+  virtual std::vector<std::string> scale_kernels() {
+    throw StoreError("this store keeps no scaling runs", false);
+  }
+  // The newest query.per_kernel passing runs of each kernel asked for that
+  // has one, by kernel label, then newest first (in report order).
+  virtual std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) {
+    (void)query;
+    throw StoreError("this store keeps no scaling runs", false);
+  }
+
   // ---- schedules ----
   virtual v1::Schedule add_schedule(const std::string& name, const std::string& cron,
                                     const v1::CampaignSpec& spec, TimePoint next_run) = 0;
   virtual std::vector<v1::Schedule> list_schedules() = 0;
+  // One page of list_schedules, by id (kSchedulePage). Throws BadPageToken.
+  virtual Page<v1::Schedule> page_schedules(uint32_t limit, const std::string& page_token) {
+    (void)limit;
+    (void)page_token;
+    throw StoreError("this store cannot page schedules", false);
+  }
   virtual std::optional<v1::Schedule> set_schedule_enabled(int64_t id, bool enabled,
                                                            TimePoint next_run) = 0;
   virtual bool remove_schedule(int64_t id) = 0;

@@ -31,8 +31,8 @@ v1::Schedule Schedules::add(const std::string& name, const std::string& cron,
   return s;
 }
 
-std::vector<v1::Schedule> Schedules::list() {
-  return store_.list_schedules();
+Page<v1::Schedule> Schedules::list(uint32_t limit, const std::string& page_token) {
+  return store_.page_schedules(limit, page_token);
 }
 
 v1::Schedule Schedules::set_enabled(int64_t id, bool enabled) {

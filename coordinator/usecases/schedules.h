@@ -22,7 +22,8 @@ class Schedules {
   // next match of `cron` after now.
   v1::Schedule add(const std::string& name, const std::string& cron,
                    const v1::CampaignSpec& campaign);
-  std::vector<v1::Schedule> list();
+  // One page of the schedules, by id (kSchedulePage). Throws BadPageToken.
+  Page<v1::Schedule> list(uint32_t limit, const std::string& page_token);
   // Enables or disables schedule `id`; enabled again, it next fires at the
   // next match after now.
   v1::Schedule set_enabled(int64_t id, bool enabled);

@@ -70,7 +70,7 @@ TEST_F(UseCasesTest, AScheduleNeedsAShortNameAShortCronAndAGoodOne) {
   v1::CampaignSpec bad = spec();
   bad.set_scenarios(0, "no-such-scenario");
   EXPECT_THROW(s.add("n", "0 2 * * *", bad), SpecError);
-  EXPECT_TRUE(s.list().empty()) << "a refused schedule stores nothing";
+  EXPECT_TRUE(s.list(0, "").items.empty()) << "a refused schedule stores nothing";
 
   const v1::Schedule added = s.add("nightly", "0 2 * * *", spec());
   EXPECT_TRUE(added.enabled());
@@ -78,8 +78,8 @@ TEST_F(UseCasesTest, AScheduleNeedsAShortNameAShortCronAndAGoodOne) {
   const int64_t now_s = 1'800'000'000;
   EXPECT_GT(added.next_run().seconds(), now_s);
   EXPECT_LE(added.next_run().seconds(), now_s + 24 * 3600);
-  ASSERT_EQ(s.list().size(), 1u);
-  EXPECT_EQ(s.list()[0].name(), "nightly");
+  ASSERT_EQ(s.list(0, "").items.size(), 1u);
+  EXPECT_EQ(s.list(0, "").items[0].name(), "nightly");
 }
 
 TEST_F(UseCasesTest, ReEnablingAScheduleSkipsTheFiringsMissedMeanwhile) {
@@ -101,7 +101,7 @@ TEST_F(UseCasesTest, AnUnknownScheduleIsNotFoundAndNamedByItsId) {
   EXPECT_EQ(why, "no schedule \"4242\"");
   const v1::Schedule added = s.add("nightly", "0 2 * * *", spec());
   s.remove(added.id());
-  EXPECT_TRUE(s.list().empty());
+  EXPECT_TRUE(s.list(0, "").items.empty());
   EXPECT_EQ(request_error_of([&] { s.set_enabled(added.id(), true); }), ErrorKind::kNotFound);
 }
 

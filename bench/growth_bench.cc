@@ -1,0 +1,319 @@
+// A year of nightlies (issue 23): the dashboard's read routes as the
+// database grows. A fresh embedded PostgreSQL is filled by the generator of
+// growth_fill.h through the store's own write path (not the RPC) to 10⁵
+// outcomes, then 10⁶ and 10⁷ while --max-outcomes allows, spread over 365
+// nights; failures are grouped into issues by the real triage engine. At each
+// size every read route of the dashboard is timed through the real HTTP
+// server, one request at a time and then from 20 clients at once (p50, p95,
+// p99 in ms), with its answer's size and the database's size. At the largest
+// size, each route runs once more with auto_explain on (ANALYZE, BUFFERS,
+// nested statements) and every plan it ran is written to --plans FILE; a
+// sequential scan of outcomes or violations is called out.
+//
+// Usage: leapfrog_growth_bench [--max-outcomes N] [--plans FILE]
+//        [--requests N] [--clients N]
+// Runs as root (PostgreSQL then runs as `postgres`), with fsync off (the
+// figures are of reads); its folder under /var/tmp is removed at the end.
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/growth_fill.h"
+#include "coordinator/http/http_server.h"
+#include "coordinator/pg/embedded_postgres.h"
+#include "coordinator/pg/test_dir.h"
+#include "coordinator/store/pg_store.h"
+#include "coordinator/triage/pg_triage_store.h"
+#include "coordinator/triage/triage_engine.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+namespace coord = leapfrog::coord;
+
+struct Args {
+  uint64_t max_outcomes = 100000;
+  std::string plans;  // where the plans go ("" : growth-plans.txt in the cwd)
+  int requests = 30;  // sequential requests per route
+  int clients = 20;   // concurrent clients
+  int per_client = 3;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--max-outcomes") {
+      a.max_outcomes = std::stoull(value());
+      if (a.max_outcomes < 1000 || a.max_outcomes > 100000000)
+        throw std::invalid_argument("bad --max-outcomes, want 1000..100000000");
+    } else if (arg == "--plans") {
+      a.plans = value();
+    } else if (arg == "--requests") {
+      a.requests = std::stoi(value());
+    } else if (arg == "--clients") {
+      a.clients = std::stoi(value());
+    } else {
+      throw std::invalid_argument("unknown argument \"" + arg +
+                                  "\"; want --max-outcomes N, --plans FILE, --requests N, "
+                                  "--clients N");
+    }
+  }
+  if (a.requests < 1 || a.clients < 1) throw std::invalid_argument("want positive counts");
+  return a;
+}
+
+// The sizes measured: 10⁵, 10⁶, 10⁷ up to the maximum, and the maximum.
+std::vector<uint64_t> steps_to(uint64_t max) {
+  std::vector<uint64_t> out;
+  for (uint64_t s = 100000; s < max; s *= 10) out.push_back(s);
+  out.push_back(max);
+  return out;
+}
+
+struct Route {
+  std::string name;
+  std::string path;
+};
+
+struct Timing {
+  std::vector<double> ms;
+  size_t bytes = 0;
+  int failed = 0;
+  double q(double p) const {
+    return ms.empty() ? 0.0 : ms[static_cast<size_t>(p * static_cast<double>(ms.size() - 1))];
+  }
+};
+
+double get_once(httplib::Client& c, const std::string& path, size_t* bytes) {
+  const auto t0 = SteadyClock::now();
+  auto res = c.Get(path.c_str());
+  const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
+  if (!res || res->status != 200) return -1;
+  if (bytes) *bytes = res->body.size();
+  return ms;
+}
+
+Timing sequential(int port, const std::string& path, int n) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  Timing t;
+  get_once(c, path, nullptr);  // warm: plans and caches
+  const auto until = SteadyClock::now() + 60s;
+  for (int i = 0; i < n && SteadyClock::now() < until; ++i) {
+    const double ms = get_once(c, path, &t.bytes);
+    if (ms < 0)
+      ++t.failed;
+    else
+      t.ms.push_back(ms);
+  }
+  std::sort(t.ms.begin(), t.ms.end());
+  return t;
+}
+
+Timing concurrent(int port, const std::string& path, int clients, int per_client) {
+  std::vector<std::vector<double>> got(static_cast<size_t>(clients));
+  std::atomic<int> failed{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i)
+    threads.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(120, 0);
+      while (!go) std::this_thread::yield();
+      for (int r = 0; r < per_client; ++r) {
+        const double ms = get_once(c, path, nullptr);
+        if (ms < 0)
+          ++failed;
+        else
+          got[static_cast<size_t>(i)].push_back(ms);
+      }
+    });
+  go = true;
+  for (auto& t : threads) t.join();
+  Timing t;
+  for (const auto& g : got) t.ms.insert(t.ms.end(), g.begin(), g.end());
+  t.failed = failed;
+  std::sort(t.ms.begin(), t.ms.end());
+  return t;
+}
+
+std::string one(pqxx::connection& c, const std::string& sql) {
+  pqxx::work txn(c);
+  auto r = txn.exec(sql);
+  return r.empty() || r[0][0].is_null() ? "" : r[0][0].c_str();
+}
+
+// The routes, with ids found in the data as the dashboard would follow them.
+std::vector<Route> routes_of(const std::string& url) {
+  pqxx::connection c(url);
+  const std::string campaign = one(c, "SELECT max(id) FROM campaigns");
+  const std::string mid = one(c,
+                              "SELECT id FROM campaigns ORDER BY created_at, id"
+                              " OFFSET (SELECT count(*) / 2 FROM campaigns) LIMIT 1");
+  const std::string job = one(c, "SELECT max(job_id) FROM outcomes WHERE verdict <> 1");
+  const std::string issue = one(c, "SELECT max(id) FROM issues");
+  return {
+      {"overview", "/api/overview"},
+      {"campaigns", "/api/campaigns"},
+      {"campaign (latest)", "/api/campaigns/" + campaign},
+      {"job (with violations)", "/api/jobs/" + job},
+      {"outcomes", "/api/outcomes"},
+      {"outcomes failed", "/api/outcomes?failed=1"},
+      {"outcomes campaign (mid-year)", "/api/outcomes?campaign=" + mid},
+      {"outcomes scenario", "/api/outcomes?scenario=exec-setid"},
+      {"outcomes kernel", "/api/outcomes?kernel=v6.6"},
+      {"outcomes failed+kernel+scenario", "/api/outcomes?failed=1&kernel=v6.6&scenario=exec-setid"},
+      {"agents", "/api/agents"},
+      {"kernels", "/api/kernels"},
+      {"kernel v6.6", "/api/kernels/v6.6"},
+      {"schedules", "/api/schedules"},
+      {"scaling compare", "/api/scaling?kernel=v6.1&kernel=v6.6"},
+      {"issues", "/api/issues"},
+      {"issues kind+status", "/api/issues?kind=violation&status=new"},
+      {"issues kernel", "/api/issues?kernel=v6.6"},
+      {"issue (latest)", "/api/issues/" + issue},
+      {"actions", "/api/actions"},
+  };
+}
+
+// What the server log gained since `from`.
+std::string log_since(const std::string& path, std::streamoff from) {
+  std::ifstream in(path);
+  in.seekg(from);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::streamoff log_size(const std::string& path) {
+  std::ifstream in(path, std::ios::ate);
+  return in.tellg();
+}
+
+// The coordinator's read side over `url`: store, triage, HTTP.
+struct ReadSide {
+  coord::SystemClock clock;
+  coord::PgStore store;
+  coord::triage::PgTriageStore triage_store;
+  coord::triage::TriageEngine engine;
+  coord::HttpServer http;
+  explicit ReadSide(const std::string& url)
+      : store(url),
+        triage_store(url),
+        engine(store, triage_store, clock, nullptr),
+        http(store, clock, coord::HttpOptions{}, &engine) {}
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  try {
+    args = parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "leapfrog_growth_bench: %s\n", e.what());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  coord::testing::TestDir dir;
+  coord::EmbeddedPostgresOptions po;
+  po.for_tests = true;  // fsync off: these are reads
+  coord::EmbeddedPostgres pg(po);
+  pg.start(dir / "pg");
+  const std::string url = pg.url();
+  const std::string log_path = dir / "pg/leapfrog-postgres.log";
+
+  auto side = std::make_unique<ReadSide>(url);
+  leapfrog::bench::GrowthFiller filler(side->store, {}, side->clock.now());
+  filler.setup();
+  pqxx::connection admin(url);
+
+  std::printf("%-34s %9s %8s %8s %8s %8s %8s %8s %10s\n", "route", "outcomes", "seq p50", "p95",
+              "p99", "20c p50", "p95", "p99", "bytes");
+  for (const uint64_t target : steps_to(args.max_outcomes)) {
+    const auto t0 = SteadyClock::now();
+    filler.grow_to(target);
+    const double fill_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+    const auto t1 = SteadyClock::now();
+    // A pass groups up to a horizon taken by the pass before it: go on
+    // until passes in a row find nothing.
+    for (int idle = 0; idle < 3;) idle = side->engine.group_failures().outcomes > 0 ? 0 : idle + 1;
+    const double triage_s = std::chrono::duration<double>(SteadyClock::now() - t1).count();
+    pqxx::nontransaction(admin).exec("VACUUM ANALYZE");
+    std::printf(
+        "\n== %llu outcomes (fill %.0f s, triage %.0f s): database %s, outcomes %s,"
+        " violations %s, %s violation rows, %s issues ==\n",
+        static_cast<unsigned long long>(filler.outcomes()), fill_s, triage_s,
+        one(admin, "SELECT pg_size_pretty(pg_database_size(current_database()))").c_str(),
+        one(admin, "SELECT pg_size_pretty(pg_total_relation_size('outcomes'))").c_str(),
+        one(admin, "SELECT pg_size_pretty(pg_total_relation_size('violations'))").c_str(),
+        one(admin, "SELECT count(*) FROM violations").c_str(),
+        one(admin, "SELECT count(*) FROM issues").c_str());
+    for (const auto& r : routes_of(url)) {
+      const Timing s = sequential(side->http.port(), r.path, args.requests);
+      const Timing c = concurrent(side->http.port(), r.path, args.clients, args.per_client);
+      std::printf("%-34s %9llu %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10zu%s\n", r.name.c_str(),
+                  static_cast<unsigned long long>(filler.outcomes()), s.q(0.5), s.q(0.95),
+                  s.q(0.99), c.q(0.5), c.q(0.95), c.q(0.99), s.bytes,
+                  s.failed + c.failed ? "  (failures)" : "");
+      std::fflush(stdout);
+    }
+  }
+
+  // Plans at the largest size: every statement each route runs, with
+  // ANALYZE and BUFFERS, from auto_explain in the server log.
+  {
+    pqxx::nontransaction n(admin);
+    for (const char* s :
+         {"session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0",
+          "auto_explain.log_analyze = on", "auto_explain.log_buffers = on",
+          "auto_explain.log_nested_statements = on", "auto_explain.log_timing = on"})
+      n.exec(std::string("ALTER DATABASE leapfrog SET ") + s);
+  }
+  side.reset();  // new connections pick the settings up
+  side = std::make_unique<ReadSide>(url);
+  const std::string plans_path = args.plans.empty() ? "growth-plans.txt" : args.plans;
+  std::ofstream plans(plans_path, std::ios::trunc);
+  std::printf("\n== plans at %llu outcomes: %s ==\n",
+              static_cast<unsigned long long>(filler.outcomes()), plans_path.c_str());
+  for (const auto& r : routes_of(url)) {
+    httplib::Client c("127.0.0.1", side->http.port());
+    c.set_read_timeout(300, 0);
+    get_once(c, r.path, nullptr);  // the first run plans; the second is the one kept
+    const auto from = log_size(log_path);
+    get_once(c, r.path, nullptr);
+    std::this_thread::sleep_for(200ms);  // the server writes its log after answering
+    const std::string log = log_since(log_path, from);
+    plans << "=== " << r.name << ": GET " << r.path << " ===\n" << log << "\n";
+    for (const char* table : {"outcomes", "violations", "jobs"}) {
+      const std::string seq = std::string("Seq Scan on ") + table;
+      if (log.find(seq) != std::string::npos)
+        std::printf("%-34s %s\n", r.name.c_str(), seq.c_str());
+    }
+  }
+  {
+    pqxx::nontransaction n(admin);
+    n.exec("ALTER DATABASE leapfrog RESET ALL");
+  }
+  side.reset();
+  return 0;
+}
