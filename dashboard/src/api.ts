@@ -374,6 +374,30 @@ export interface Paged {
   next_page: string | null;
 }
 
+// The first `pages` pages of the list at `path` (items under `key`), read in
+// order, each of `limit` items (0: the server's default); `first` is the
+// first answer (for fields beside the list), `next` set when more follow.
+export async function getPages<T, B extends Paged = Paged>(
+  path: string,
+  key: string,
+  pages: number,
+  limit = 0,
+): Promise<{ items: T[]; next: string | null; first: B }> {
+  let items: T[] = [];
+  let next: string | null = null;
+  let first: B | undefined;
+  for (let i = 0; i < pages && (i === 0 || next); i++) {
+    const q = new URLSearchParams();
+    if (limit) q.set('limit', String(limit));
+    if (next) q.set('page', next);
+    const body: B = await get<B>(`${path}${q.toString() ? `?${q}` : ''}`);
+    first ??= body;
+    items = items.concat((body as unknown as Record<string, T[]>)[key]);
+    next = body.next_page;
+  }
+  return { items, next, first: first as B };
+}
+
 // GET /api/kernels/{label}: the first page of its outcomes and issues.
 export interface KernelDetail {
   kernel: Kernel;

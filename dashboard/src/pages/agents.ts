@@ -1,12 +1,16 @@
-import { get, type Agent } from '../api';
+import { getPages, type Agent, type Paged } from '../api';
 import { ago, h, link, table } from '../dom';
 import type { Page } from '../router';
 
-export const agentsPage: Page = async (root) => {
+export const agentsPage: Page = async (root, _p, query) => {
   const body = h('div', {});
   root.append(h('h1', {}, 'Agents'), body);
+  // Page by page: "More agents" reads one page more on every refresh.
+  const limit = Number(query.get('limit')) || 0;
+  let pages = 1;
   const refresh = async () => {
-    const { agents, now } = await get<{ agents: Agent[]; now: string }>('/api/agents');
+    const { items: agents, next, first } = await getPages<Agent, { now: string } & Paged>('/api/agents', 'agents', pages, limit);
+    const now = first.now;
     const nowMs = new Date(now).getTime();
     body.replaceChildren(
       table(
@@ -26,6 +30,7 @@ export const agentsPage: Page = async (root) => {
         ]),
         { id: 'agents' },
       ),
+      ...(next ? [h('button', { id: 'agents-more', onclick: () => { pages++; refresh().catch(() => undefined); } }, 'More agents')] : []),
     );
     body.querySelectorAll('tbody tr').forEach((tr, i) => {
       if (!agents[i].online) tr.classList.add('offline-row');

@@ -1,7 +1,7 @@
 // Kernels: the registered kernels with their build status, one kernel's patch
 // series, build record and log, and the card that finding views show for the
 // kernel a finding was made on.
-import { get, type Kernel, type KernelDetail, type Outcome, type Paged } from '../api';
+import { get, getPages, type Kernel, type KernelDetail, type Outcome, type Paged } from '../api';
 import { h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 
@@ -58,12 +58,23 @@ export function kernelCard(label: string, k: Kernel | null): HTMLElement {
   );
 }
 
-export const kernelsPage: Page = async (root) => {
-  const { kernels } = await get<{ kernels: Kernel[] }>('/api/kernels');
+export const kernelsPage: Page = async (root, _p, query) => {
+  // Page by page: "More kernels" reads one page more.
+  const limit = Number(query.get('limit')) || 0;
+  const body = h('div', {});
+  root.append(h('h1', {}, 'Kernels'), body);
+  let pages = 1;
+  const render = async () => {
+    const { items: kernels, next } = await getPages<Kernel>('/api/kernels', 'kernels', pages, limit);
+    body.replaceChildren(...kernelList(kernels, next !== null), ...(next ? [h('button', { id: 'kernels-more', onclick: () => { pages++; render().catch(() => undefined); } }, 'More kernels')] : []));
+  };
+  await render();
+};
+
+function kernelList(kernels: Kernel[], more: boolean): HTMLElement[] {
   const failed = kernels.filter((k) => k.status === 'build-failure').length;
-  root.append(
-    h('h1', {}, 'Kernels'),
-    h('p', {}, `${kernels.length} registered, ${failed} failed to build. Register with `, h('code', {}, 'leapfrog kernel add'), ' or build with ', h('code', {}, 'leapfrog kernel build LABEL --source DIR --patch F…')),
+  return [
+    h('p', {}, `${kernels.length}${more ? ' shown' : ' registered'}, ${failed} failed to build. Register with `, h('code', {}, 'leapfrog kernel add'), ' or build with ', h('code', {}, 'leapfrog kernel build LABEL --source DIR --patch F…')),
     kernels.length
       ? table(
           ['kernel', 'status', 'release', 'patches', 'build time', 'source', 'added'],
@@ -79,8 +90,8 @@ export const kernelsPage: Page = async (root) => {
           { id: 'kernels', class: 'kernels' },
         )
       : h('p', {}, 'No kernel registered yet.'),
-  );
-};
+  ];
+}
 
 export const kernelPage: Page = async (root, [raw]) => {
   const label = decodeURIComponent(raw);

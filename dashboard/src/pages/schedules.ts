@@ -1,4 +1,4 @@
-import { get, post, type Schedule } from '../api';
+import { getPages, post, type Schedule } from '../api';
 import { h, table, when } from '../dom';
 import type { Page } from '../router';
 
@@ -9,7 +9,10 @@ function list(v: string): string[] {
     .filter(Boolean);
 }
 
-export const schedulesPage: Page = async (root) => {
+export const schedulesPage: Page = async (root, _p, query) => {
+  // Page by page: "More schedules" reads one page more on every refresh.
+  const limit = Number(query.get('limit')) || 0;
+  let pages = 1;
   const body = h('div', {});
   const message = h('p', { class: 'message', id: 'schedule-message' });
   const field = (name: string, placeholder: string, value = '') =>
@@ -23,7 +26,7 @@ export const schedulesPage: Page = async (root) => {
     duration: field('duration_s', 'seconds per job', '2'),
   };
   const refresh = async () => {
-    const { schedules } = await get<{ schedules: Schedule[] }>('/api/schedules');
+    const { items: schedules, next } = await getPages<Schedule>('/api/schedules', 'schedules', pages, limit);
     body.replaceChildren(
       table(
         ['id', 'name', 'cron (UTC)', 'runs', 'enabled', 'next run', 'last run', ''],
@@ -46,6 +49,7 @@ export const schedulesPage: Page = async (root) => {
         ]),
         { id: 'schedules' },
       ),
+      ...(next ? [h('button', { id: 'schedules-more', onclick: () => { pages++; refresh().catch(() => undefined); } }, 'More schedules')] : []),
     );
   };
   const act = async (fn: () => Promise<unknown>) => {
