@@ -310,6 +310,22 @@ try {
     assert(/online/.test(text), 'no agent online');
   });
 
+  await check('agents page through the list: "More agents" adds the next page, and the last has none', async () => {
+    const { body } = await lf.api('GET', '/api/agents');
+    const all = body.agents.map((a) => a.name).sort();
+    assert(all.length >= 3, `want 3 agents or more: ${all}`);
+    await visit('/agents?limit=1');
+    const rows = () => page.$$eval('#agents tbody tr', (trs) => trs.length);
+    assert((await rows()) === 1, `rows on the first page of one: ${await rows()}`);
+    for (let n = 2; n <= all.length; n++) {
+      await page.click('#agents-more');
+      await page.waitForFunction((want) => document.querySelectorAll('#agents tbody tr').length === want, n, { timeout: 10_000 });
+    }
+    assert((await page.$('#agents-more')) === null, 'a "More agents" button after the last page');
+    const shown = await page.$$eval('#agents tbody tr td:first-child', (tds) => tds.map((td) => td.textContent.trim()).sort());
+    assert(JSON.stringify(shown) === JSON.stringify(all), `shown ${shown}, listed ${all}`);
+  });
+
   await check('schedules: an action without the token is refused, with it it works', async () => {
     await page.evaluate(() => localStorage.removeItem('leapfrog.token'));
     await visit('/schedules');
