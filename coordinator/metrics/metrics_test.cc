@@ -69,8 +69,9 @@ TEST(CoordinatorMetrics, CountsLeasesReportsAndFailuresAndPassesPromtool) {
   m.reported(v1::VERDICT_PASS, coord::ReportResult::Duplicate, t0);
   m.reported(v1::VERDICT_VIOLATION, coord::ReportResult::KeptSuperseded, t0);
   m.reported(v1::VERDICT_PASS, std::nullopt, t0);
-  m.reported(v1::VERDICT_BOOT_FAILURE, coord::ReportResult::Stored, t0);
+  // Launchers end VM jobs through FailAgentJob, boot failures too.
   m.vm_failed(v1::VERDICT_KERNEL_CRASH);
+  m.vm_failed(v1::VERDICT_BOOT_FAILURE);
   m.registered(true);
   m.registered(false);
   m.registered(false);
@@ -82,11 +83,11 @@ TEST(CoordinatorMetrics, CountsLeasesReportsAndFailuresAndPassesPromtool) {
   EXPECT_EQ(sample(after, R"(leapfrog_outcomes_total{verdict="violation"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_outcomes_total{verdict="kernel-crash"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_outcomes_total{verdict="boot-failure"})"), 1);
-  EXPECT_EQ(sample(after, R"(leapfrog_reports_total{result="stored"})"), 2);
+  EXPECT_EQ(sample(after, R"(leapfrog_reports_total{result="stored"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_reports_total{result="duplicate"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_reports_total{result="kept-superseded"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_reports_total{result="error"})"), 1);
-  EXPECT_EQ(sample(after, "leapfrog_report_store_seconds_count"), 5);
+  EXPECT_EQ(sample(after, "leapfrog_report_store_seconds_count"), 4);
   EXPECT_EQ(sample(after, R"(leapfrog_vm_failures_total{verdict="kernel-crash"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_vm_failures_total{verdict="boot-failure"})"), 1);
   EXPECT_EQ(sample(after, R"(leapfrog_vm_failures_total{verdict="hang"})"), 0);
