@@ -134,7 +134,28 @@ export class Leapfrog {
                             violation_count, race_window_hits, error, outcome, reported_at)
       SELECT id, 1, campaign_id, agent_id, 1, 0, 0, 0, 0, 0, '', ${hex(outcome)}, now() FROM j
       RETURNING job_id`);
-    return Number(out.split('\n')[0]);
+    const jobId = Number(out.split('\n')[0]);
+    // The store also keeps a passing lookup-scale run and its points as rows
+    // (coordinator/store/pg_scale.cc), with scale_point_from_json's defaults:
+    // the scaling routes read those.
+    const lit = (v) => `'${String(v).replace(/'/g, "''")}'`;
+    const or = (v, d) => (v === undefined || v === null ? d : Number(v));
+    const points = (outcomeJson.scale || []).map((p, i) =>
+      `(${i}, ${lit(p.test)}, ${lit(p.mode)}, ${Number(p.tasks)}, ${Number(p.ops_per_sec)}, ` +
+      `ARRAY[${(p.samples || []).map(Number).join(',')}]::float8[], ${or(p.stddev, 0)}, ` +
+      `${or(p.ci95_low, p.ops_per_sec)}, ${or(p.ci95_high, p.ops_per_sec)}, ${or(p.idle_pct, -1)}, ` +
+      `${or(p.other_load, -1)}, ${or(p.task_cpu_s, 0)}, ${or(p.window_s, 0)}, ${or(p.host_load, -1)})`);
+    const host = outcomeJson.scale_host ? `${lit(JSON.stringify(outcomeJson.scale_host))}::jsonb` : 'NULL';
+    this.psql(`
+      INSERT INTO scale_runs (job_id, attempt, campaign_id, kernel_label, fs, seq, reported_at, host)
+      SELECT o.job_id, o.attempt, o.campaign_id, j.kernel_label, j.fs, o.seq, o.reported_at, ${host}
+      FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.job_id = ${jobId} AND o.attempt = 1;
+      INSERT INTO scale_points (job_id, attempt, idx, testcase, mode, tasks, ops_per_sec, samples, stddev,
+                                ci95_low, ci95_high, idle_pct, other_load, task_cpu_s, window_s, host_load)
+      SELECT ${jobId}, 1, p.* FROM (VALUES ${points.join(', ')})
+        AS p(idx, testcase, mode, tasks, ops_per_sec, samples, stddev, ci95_low, ci95_high, idle_pct,
+             other_load, task_cpu_s, window_s, host_load);`);
+    return jobId;
   }
 
   // Stores a done job whose outcome is a kernel crash with `console` as its
