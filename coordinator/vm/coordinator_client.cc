@@ -15,6 +15,21 @@ namespace {
 constexpr int kAttempts = 5;
 constexpr std::chrono::milliseconds kRetryPause{500};
 
+// Makes `call` with a fresh context from `make_ctx` until it answers anything
+// but UNAVAILABLE, at most kAttempts times, pausing after each UNAVAILABLE;
+// the last answer.
+template <typename MakeCtx, typename Call>
+grpc::Status retrying(const MakeCtx& make_ctx, const Call& call) {
+  grpc::Status s;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    auto c = make_ctx();
+    s = call(c.get());
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
+    std::this_thread::sleep_for(kRetryPause);
+  }
+  return s;
+}
+
 }  // namespace
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token)
@@ -59,19 +74,15 @@ void CoordinatorClient::register_launcher(const std::string& name,
   v1::RegisterLauncherRequest req;
   req.set_name(name);
   req.set_kernel_label(kernel_label);
-  grpc::Status s;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    v1::RegisterLauncherResponse resp;
-    auto c = ctx();
-    s = agent_->RegisterLauncher(c.get(), req, &resp);
-    if (s.ok()) {
-      launcher_id_ = resp.launcher_id();
-      launcher_secret_ = resp.launcher_secret();
-      spdlog::info("vm.launcher_registered launcher={} name={}", launcher_id_, name);
-      return;
-    }
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    std::this_thread::sleep_for(kRetryPause);
+  v1::RegisterLauncherResponse resp;
+  const grpc::Status s =
+      retrying([this] { return ctx(); },
+               [&](grpc::ClientContext* c) { return agent_->RegisterLauncher(c, req, &resp); });
+  if (s.ok()) {
+    launcher_id_ = resp.launcher_id();
+    launcher_secret_ = resp.launcher_secret();
+    spdlog::info("vm.launcher_registered launcher={} name={}", launcher_id_, name);
+    return;
   }
   throw std::runtime_error("cannot register the launcher with the coordinator: " +
                            s.error_message());
@@ -82,18 +93,14 @@ bool CoordinatorClient::claim(const std::string& agent_name) {
   req.set_launcher_id(launcher_id_);
   req.set_launcher_secret(launcher_secret_);
   req.set_agent_name(agent_name);
-  grpc::Status s;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    v1::ClaimAgentNameResponse resp;
-    auto c = ctx();
-    s = agent_->ClaimAgentName(c.get(), req, &resp);
-    if (s.ok()) return true;
-    if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
-      spdlog::warn("vm.name_taken agent={} error=\"{}\"", agent_name, s.error_message());
-      return false;
-    }
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    std::this_thread::sleep_for(kRetryPause);
+  v1::ClaimAgentNameResponse resp;
+  const grpc::Status s =
+      retrying([this] { return ctx(); },
+               [&](grpc::ClientContext* c) { return agent_->ClaimAgentName(c, req, &resp); });
+  if (s.ok()) return true;
+  if (s.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+    spdlog::warn("vm.name_taken agent={} error=\"{}\"", agent_name, s.error_message());
+    return false;
   }
   throw std::runtime_error("cannot claim the VM agent name \"" + agent_name +
                            "\": " + s.error_message());
@@ -108,24 +115,20 @@ void CoordinatorClient::fail_job(const std::string& name, int64_t job_id,
   req.set_launcher_secret(launcher_secret_);
   *req.mutable_outcome() = outcome;
   const std::string verdict = v1::Verdict_Name(outcome.verdict());
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    v1::FailAgentJobResponse resp;
-    auto c = ctx();
-    const auto s = agent_->FailAgentJob(c.get(), req, &resp);
-    if (s.ok()) {
-      spdlog::warn("vm.job_failed agent={} job={} attempt={} verdict={} error=\"{}\"", name,
-                   resp.job_id(), resp.attempt(), verdict, outcome.error());
-      return;
-    }
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
-      spdlog::error("vm.fail_job_refused agent={} verdict={} error=\"{}\"", name, verdict,
-                    s.error_message());
-      return;
-    }
-    std::this_thread::sleep_for(kRetryPause);
+  v1::FailAgentJobResponse resp;
+  const grpc::Status s =
+      retrying([this] { return ctx(); },
+               [&](grpc::ClientContext* c) { return agent_->FailAgentJob(c, req, &resp); });
+  if (s.ok()) {
+    spdlog::warn("vm.job_failed agent={} job={} attempt={} verdict={} error=\"{}\"", name,
+                 resp.job_id(), resp.attempt(), verdict, outcome.error());
+  } else if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    spdlog::error("vm.fail_job_refused agent={} verdict={} error=\"{}\"", name, verdict,
+                  s.error_message());
+  } else {
+    spdlog::error("vm.fail_job_unreported agent={} verdict={}: the coordinator is unavailable",
+                  name, verdict);
   }
-  spdlog::error("vm.fail_job_unreported agent={} verdict={}: the coordinator is unavailable", name,
-                verdict);
 }
 
 }  // namespace leapfrog::vm
