@@ -134,12 +134,16 @@ json agents(ApiContext& ctx, const httplib::Request& req) {
   const auto page = ctx.store.page_agents(
       now - ctx.options.offline_after,
       query_uint(req, "limit", kAgentPage.fallback, 1, kAgentPage.max), query_page(req));
+  // The busy agents' jobs in one read, not one query per agent.
+  std::vector<int64_t> busy;
+  for (const auto& a : page.items)
+    if (a.current_job() != 0) busy.push_back(a.current_job());
+  const auto jobs = ctx.store.get_jobs(busy);
   for (const auto& a : page.items) {
     json j = to_json(a);
     j["current_job"] = nullptr;
-    if (a.current_job() != 0) {
-      if (auto job = ctx.store.get_job(a.current_job())) j["current_job"] = to_json(*job);
-    }
+    if (auto it = jobs.find(a.current_job()); a.current_job() != 0 && it != jobs.end())
+      j["current_job"] = to_json(it->second);
     out.push_back(std::move(j));
   }
   return json{

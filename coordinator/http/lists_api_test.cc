@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <set>
@@ -391,6 +392,49 @@ TEST_F(ListsApiTest, AgentsKernelsAndSchedulesPageWholeWhileRowsArrive) {
   auto [status, body] = get("/api/agents");
   EXPECT_EQ(body["agents"].size(), 1000u);
   EXPECT_FALSE(body["next_page"].is_null());
+}
+
+// /api/agents reads the busy agents' jobs in one query (issue 23): each busy
+// agent still shows the job it holds, an idle one none, across pages.
+TEST_F(ListsApiTest, EachBusyAgentShowsItsOwnJob) {
+  v1::CampaignSpec spec;
+  spec.set_name("busy");
+  std::vector<NewJob> jobs(5);
+  for (auto& j : jobs) {
+    j.spec.set_scenario("setattr-lookup");
+    j.spec.set_fs("tmpfs");
+    j.kernel_label = "host";
+  }
+  store_->create_campaign(spec, jobs, 0, clock_.now());
+  v1::Capabilities caps;
+  caps.set_kernel_label("host");
+  caps.add_filesystems("tmpfs");
+  std::map<std::string, int64_t> held;  // agent name -> job id
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "busy-" + std::to_string(i);
+    const std::string id = store_->register_agent(name, caps, clock_.now());
+    auto job = store_->lease_job(id, caps, clock_.now(), 300s);
+    ASSERT_TRUE(job);
+    held[name] = job->job_id();
+  }
+  store_->register_agent("idle", caps, clock_.now());
+  std::map<std::string, json> seen;
+  std::string page;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto [status, body] =
+        get("/api/agents?limit=2" + (page.empty() ? std::string() : "&page=" + page));
+    ASSERT_EQ(status, 200) << body.dump();
+    for (const auto& a : body["agents"]) seen[a["name"].get<std::string>()] = a["current_job"];
+    if (body["next_page"].is_null()) break;
+    page = body["next_page"].get<std::string>();
+  }
+  ASSERT_EQ(seen.size(), 5u);
+  for (const auto& [name, job_id] : held) {
+    ASSERT_TRUE(seen[name].is_object()) << name << " shows no job";
+    EXPECT_EQ(seen[name]["id"].get<int64_t>(), job_id) << name;
+    EXPECT_EQ(seen[name]["state"], "leased") << name;
+  }
+  EXPECT_TRUE(seen["idle"].is_null());
 }
 
 }  // namespace

@@ -500,6 +500,21 @@ std::optional<v1::JobInfo> PgStore::get_job(int64_t id) {
   });
 }
 
+std::map<int64_t, v1::JobInfo> PgStore::get_jobs(const std::vector<int64_t>& ids) {
+  std::map<int64_t, v1::JobInfo> out;
+  if (ids.empty()) return out;
+  return run_transaction(*pool_, "get_jobs", [&](pqxx::work& txn) {
+    out.clear();
+    for (const auto& row : txn.exec_params(
+             "SELECT " + std::string(kJobInfoColumns) + " FROM jobs WHERE id = ANY($1::bigint[])",
+             number_array(ids))) {
+      v1::JobInfo j = job_info_from_row(row);
+      out.emplace(j.job_id(), std::move(j));
+    }
+    return out;
+  });
+}
+
 // ---- lookup-scale runs (pg_scale.h) ----
 
 std::vector<std::string> PgStore::scale_kernels() {

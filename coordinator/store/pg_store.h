@@ -132,6 +132,7 @@ class PgStore : public Store {
   std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override;
   Page<v1::OutcomeRecord> page_outcomes(const OutcomeQuery& query) override;
   std::optional<v1::JobInfo> get_job(int64_t id) override;
+  std::map<int64_t, v1::JobInfo> get_jobs(const std::vector<int64_t>& ids) override;
 
   std::vector<std::string> scale_kernels() override;
   std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) override;

@@ -414,6 +414,13 @@ class Store {
   }
   // The job `id` with its state and verdict; nullopt if unknown.
   virtual std::optional<v1::JobInfo> get_job(int64_t id) = 0;
+  // The jobs of `ids` that exist, by id, in one read (unknown ids are left out).
+  virtual std::map<int64_t, v1::JobInfo> get_jobs(const std::vector<int64_t>& ids) {
+    std::map<int64_t, v1::JobInfo> out;
+    for (int64_t id : ids)
+      if (auto j = get_job(id)) out.emplace(id, std::move(*j));
+    return out;
+  }
 
   // ---- lookup-scale runs (kept as rows as their outcomes are stored) ----
   // Every kernel with a passing lookup-scale run, by label.
