@@ -407,6 +407,30 @@ const char* const kJobsByCell = R"sql(
 CREATE INDEX jobs_scenario_kernel ON jobs (scenario, kernel_label);
 )sql";
 
+// Each outcome carries its job's scenario and kernel, so that the failed
+// outcomes of one scenario or kernel are an index walk in report order, not
+// a read of every failed outcome joined to its job (issue 23; docs/bench.md).
+// A trigger fills them from the job on every insert, however the row comes
+// (the report batch, a kernel build's outcome, COPY), so no writer can leave
+// them out; jobs never change scenario or kernel.
+const char* const kOutcomeCells = R"sql(
+ALTER TABLE outcomes ADD COLUMN scenario text, ADD COLUMN kernel_label text;
+UPDATE outcomes o SET scenario = j.scenario, kernel_label = j.kernel_label
+  FROM jobs j WHERE j.id = o.job_id;
+CREATE FUNCTION lf_outcome_cell() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  SELECT j.scenario, j.kernel_label INTO NEW.scenario, NEW.kernel_label
+    FROM jobs j WHERE j.id = NEW.job_id;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER outcomes_cell BEFORE INSERT ON outcomes
+  FOR EACH ROW EXECUTE FUNCTION lf_outcome_cell();
+CREATE INDEX outcomes_scenario ON outcomes (scenario, seq);
+CREATE INDEX outcomes_kernel ON outcomes (kernel_label, seq);
+CREATE INDEX outcomes_failed_scenario ON outcomes (scenario, seq) WHERE verdict <> 1;
+CREATE INDEX outcomes_failed_kernel ON outcomes (kernel_label, seq) WHERE verdict <> 1;
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -426,6 +450,7 @@ const std::vector<Migration>& schema_migrations() {
       {11, "lookup-scale runs and points as rows, backfilled", kScaleRuns,
        [](pqxx::work& txn) { backfill_scale_runs(txn); }},
       {12, "jobs by scenario and kernel, for the outcome filters", kJobsByCell},
+      {13, "outcomes carry their job's scenario and kernel, indexed", kOutcomeCells},
   };
   return all;
 }

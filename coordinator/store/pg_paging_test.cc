@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "coordinator/pg/test_postgres.h"
+#include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_store.h"
 
 namespace leapfrog::coord {
@@ -293,6 +294,89 @@ TEST_F(PgPagingTest, CampaignFiltersApplyBeforeTheLimit) {
     EXPECT_NE(c.id(), scheduled[0]);
     EXPECT_EQ(c.state(), v1::CAMPAIGN_STATE_RUNNING);
   }
+}
+
+// Each outcome carries its job's scenario and kernel (migration 13), however
+// it was stored: through a report, by a plain INSERT (as COPY and the test
+// fixtures store), and in a database made before the columns, which the
+// migration fills. The failed outcomes of one cell are then exactly those
+// the join to jobs finds, page by page.
+TEST_F(PgPagingTest, OutcomesCarryTheirJobsCellHoweverTheyAreStored) {
+  const int64_t c1 =
+      store_->create_campaign(spec_named("a"), jobs_of(6, "setattr-lookup", "k1"), 0, kT0);
+  store_->create_campaign(spec_named("b"), jobs_of(6, "rename-lookup", "k2"), 0, kT0);
+  for (int i = 0; i < 3; ++i) run_one("r", i % 2 ? v1::VERDICT_PASS : v1::VERDICT_VIOLATION, "k1");
+  for (int i = 0; i < 3; ++i) run_one("r", v1::VERDICT_VIOLATION, "k2");
+  auto sql = [&](const std::string& statement) {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    auto r = txn.exec(statement);
+    txn.commit();
+    return r;
+  };
+  sql("INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops,"
+      " lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome,"
+      " reported_at) SELECT id, 1, campaign_id, 'a', 2, 0, 0, 0, 0, 0, '', '', now() FROM jobs"
+      " WHERE state = 'queued' ORDER BY id");
+  // The cell of every outcome is its job's: a recount by join.
+  auto mismatched = [&] {
+    return sql("SELECT count(*) FROM outcomes o JOIN jobs j ON j.id = o.job_id"
+               " WHERE o.scenario IS DISTINCT FROM j.scenario"
+               "  OR o.kernel_label IS DISTINCT FROM j.kernel_label")[0][0]
+        .as<int>();
+  };
+  ASSERT_EQ(sql("SELECT count(*) FROM outcomes")[0][0].as<int>(), 12);
+  EXPECT_EQ(mismatched(), 0);
+  // The failed outcomes of one cell, two a page, against the join's answer.
+  auto walk = [&](const std::string& scenario, const std::string& kernel) {
+    std::vector<Key> got;
+    OutcomeQuery q;
+    q.scenario = scenario;
+    q.kernel_label = kernel;
+    q.failed_only = true;
+    q.limit = 2;
+    do {
+      auto page = store_->page_outcomes(q);
+      for (const auto& o : page.items) got.emplace_back(o.job_id(), o.attempt());
+      q.page_token = page.next_page_token;
+    } while (!q.page_token.empty());
+    return got;
+  };
+  auto expected = [&](const std::string& scenario, const std::string& kernel) {
+    std::vector<Key> out;
+    for (const auto& r :
+         sql("SELECT o.job_id, o.attempt FROM outcomes o JOIN jobs j"
+             " ON j.id = o.job_id WHERE o.verdict <> 1"
+             " AND ('" +
+             scenario + "' = '' OR j.scenario = '" + scenario + "') AND ('" + kernel +
+             "' = '' OR j.kernel_label = '" + kernel + "') ORDER BY o.seq DESC"))
+      out.emplace_back(r[0].as<int64_t>(), r[1].as<uint32_t>());
+    return out;
+  };
+  for (const auto& [scenario, kernel] : std::vector<std::pair<std::string, std::string>>{
+           {"setattr-lookup", "k1"}, {"rename-lookup", ""}, {"", "k2"}, {"setattr-lookup", "k2"}}) {
+    const auto want = expected(scenario, kernel);
+    EXPECT_EQ(walk(scenario, kernel), want) << scenario << "/" << kernel;
+    if (scenario == "setattr-lookup" && kernel == "k1") EXPECT_EQ(want.size(), 5u);
+  }
+  OutcomeFilter f;
+  f.scenario = "rename-lookup";
+  f.campaign_id = c1;
+  EXPECT_TRUE(store_->find_outcomes(f).empty()) << "campaign a has no rename-lookup job";
+
+  // A database made before the columns: the migration fills them.
+  store_.reset();
+  sql("DROP TRIGGER outcomes_cell ON outcomes; DROP FUNCTION lf_outcome_cell();"
+      " ALTER TABLE outcomes DROP COLUMN scenario, DROP COLUMN kernel_label;"
+      " DELETE FROM schema_migrations WHERE version = 13");
+  {
+    pqxx::connection conn(url_);
+    EXPECT_EQ(apply_migrations(conn), 1);
+  }
+  store_ = std::make_unique<PgStore>(url_);
+  EXPECT_EQ(mismatched(), 0);
+  EXPECT_EQ(sql("SELECT count(*) FROM outcomes WHERE scenario IS NULL")[0][0].as<int>(), 0);
+  EXPECT_EQ(walk("setattr-lookup", "k1"), expected("setattr-lookup", "k1"));
 }
 
 }  // namespace

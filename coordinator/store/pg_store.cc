@@ -445,7 +445,7 @@ std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
                             " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
                             " WHERE ($2::bigint = 0 OR o.campaign_id = $2::bigint)"
                             "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)"
-                            "  AND ($4::text = '' OR j.scenario = $4::text)"
+                            "  AND ($4::text = '' OR o.scenario = $4::text)"
                             "  AND (NOT $5::bool OR o.verdict <> " +
                             std::to_string(kPassVerdict) +
                             ")"
@@ -468,8 +468,8 @@ Page<v1::OutcomeRecord> PgStore::page_outcomes(const OutcomeQuery& q) {
                                             ", o.seq FROM outcomes o JOIN jobs j ON j.id = o.job_id"
                                             " WHERE ($2::bigint = 0 OR o.campaign_id = $2::bigint)"
                                             "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)"
-                                            "  AND ($4::text = '' OR j.scenario = $4::text)"
-                                            "  AND ($5::text = '' OR j.kernel_label = $5::text)"
+                                            "  AND ($4::text = '' OR o.scenario = $4::text)"
+                                            "  AND ($5::text = '' OR o.kernel_label = $5::text)"
                                             "  AND (NOT $6::bool OR o.verdict <> " +
                                             std::to_string(kPassVerdict) +
                                             ")"
