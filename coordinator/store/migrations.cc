@@ -429,6 +429,7 @@ CREATE INDEX outcomes_scenario ON outcomes (scenario, seq);
 CREATE INDEX outcomes_kernel ON outcomes (kernel_label, seq);
 CREATE INDEX outcomes_failed_scenario ON outcomes (scenario, seq) WHERE verdict <> 1;
 CREATE INDEX outcomes_failed_kernel ON outcomes (kernel_label, seq) WHERE verdict <> 1;
+CREATE INDEX outcomes_failed_cell ON outcomes (kernel_label, scenario, seq) WHERE verdict <> 1;
 )sql";
 
 const std::vector<Migration>& schema_migrations() {
