@@ -81,6 +81,17 @@ Status ControlServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAg
                                       v1::ListAgentsResponse* resp) {
   LEAPFROG_AUTH(ctx);
   return guarded("ListAgents", [&] {
+    if (req->names_size() > 0) {
+      if (req->limit() != 0 || !req->page_token().empty())
+        return Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "names lists agents in one answer: leave limit and page_token unset");
+      if (static_cast<uint32_t>(req->names_size()) > kAgentPage.max)
+        return Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "at most " + std::to_string(kAgentPage.max) + " names");
+      const std::vector<std::string> names(req->names().begin(), req->names().end());
+      for (auto& a : store_.agents_named(online_since(), names)) *resp->add_agents() = std::move(a);
+      return Status::OK;
+    }
     auto page = store_.page_agents(online_since(), req->limit(), req->page_token());
     for (auto& a : page.items) *resp->add_agents() = std::move(a);
     resp->set_next_page_token(page.next_page_token);

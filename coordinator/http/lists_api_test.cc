@@ -437,5 +437,55 @@ TEST_F(ListsApiTest, EachBusyAgentShowsItsOwnJob) {
   EXPECT_TRUE(seen["idle"].is_null());
 }
 
+// A VM launcher asks only for its own VMs' agents, by name (issue 23): the
+// registered ones among the names, each with the job it holds, in one answer
+// however large the fleet; names with paging, or too many, are refused.
+TEST_F(ListsApiTest, ListAgentsByNameAnswersOnlyThoseAgents) {
+  sql("INSERT INTO agents (id, name, kernel_label, capabilities, registered_at, last_seen)"
+      " SELECT 'fleet-' || g, 'fleet-' || lpad(g::text, 4, '0'), 'host', '', now(), now()"
+      " FROM generate_series(1, 1200) g");
+  v1::CampaignSpec spec;
+  spec.set_name("vm");
+  std::vector<NewJob> jobs(1);
+  jobs[0].spec.set_scenario("setattr-lookup");
+  jobs[0].spec.set_fs("tmpfs");
+  jobs[0].kernel_label = "host";
+  store_->create_campaign(spec, jobs, 0, clock_.now());
+  v1::Capabilities caps;
+  caps.set_kernel_label("host");
+  caps.add_filesystems("tmpfs");
+  const std::string busy = store_->register_agent("vm-host-1-0", caps, clock_.now());
+  store_->register_agent("vm-host-1-1", caps, clock_.now());
+  auto job = store_->lease_job(busy, caps, clock_.now(), 300s);
+  ASSERT_TRUE(job);
+
+  auto stub = v1::ControlService::NewStub(coordinator_channel(grpc_->address()));
+  auto list = [&](const v1::ListAgentsRequest& req, v1::ListAgentsResponse& resp) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + kToken);
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    return stub->ListAgents(&ctx, req, &resp);
+  };
+  v1::ListAgentsRequest req;
+  for (const char* n : {"vm-host-1-1", "vm-host-1-0", "vm-host-1-2", "fleet-0007"})
+    req.add_names(n);
+  v1::ListAgentsResponse resp;
+  ASSERT_TRUE(list(req, resp).ok());
+  ASSERT_EQ(resp.agents_size(), 3);  // vm-host-1-2 never registered
+  EXPECT_EQ(resp.agents(0).name(), "fleet-0007");
+  EXPECT_EQ(resp.agents(1).name(), "vm-host-1-0");
+  EXPECT_EQ(resp.agents(1).current_job(), job->job_id());
+  EXPECT_EQ(resp.agents(2).name(), "vm-host-1-1");
+  EXPECT_EQ(resp.agents(2).current_job(), 0);
+  EXPECT_TRUE(resp.next_page_token().empty());
+
+  v1::ListAgentsRequest paged = req;
+  paged.set_limit(2);
+  EXPECT_EQ(list(paged, resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::ListAgentsRequest too_many;
+  for (int i = 0; i < 5001; ++i) too_many.add_names("n" + std::to_string(i));
+  EXPECT_EQ(list(too_many, resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 }  // namespace
 }  // namespace leapfrog::coord

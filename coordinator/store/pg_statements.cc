@@ -52,6 +52,14 @@ const PgStatement kStatements[] = {
      " LEFT JOIN (SELECT agent_id, min(id) AS job_id FROM jobs"
      "  WHERE state = 'leased' GROUP BY agent_id) l ON l.agent_id = a.id"
      " ORDER BY a.name"},
+    // The agents of the names in $2, each with the job it holds.
+    {"agents_named",
+     "SELECT a.id, a.name, a.capabilities, lf_us(a.registered_at), lf_us(a.last_seen),"
+     "  a.last_seen >= lf_ts($1), coalesce(l.job_id, 0)"
+     " FROM (SELECT * FROM agents WHERE name = ANY($2::text[])) a"
+     " LEFT JOIN LATERAL (SELECT min(id) AS job_id FROM jobs"
+     "  WHERE state = 'leased' AND agent_id = a.id) l ON true"
+     " ORDER BY a.name"},
     {"add_kernel",
      "INSERT INTO kernels (label, version, sha256, source, added_at, status, details)"
      " VALUES ($1, $2, $3, $4, lf_ts($5), $6, $7) ON CONFLICT (label) DO NOTHING RETURNING label"},
@@ -86,22 +94,26 @@ const PgStatement kStatements[] = {
     // campaign then costs its length squared.
     {"lease_job",
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
-     "  holders[attempt + 1] = " + holder_sql("$6") + ","
-     "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
-     " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = ANY(ARRAY[$3])"
-     "  AND fs = ANY($4::text[]) AND (release IS NULL OR release = $5) AND build IS NULL"
-     "  ORDER BY kernel_label, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-     " RETURNING id, attempt, campaign_id, spec, kernel_label,"
-     "  (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
+     "  holders[attempt + 1] = " +
+         holder_sql("$6") +
+         ","
+         "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
+         " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND kernel_label = ANY(ARRAY[$3])"
+         "  AND fs = ANY($4::text[]) AND (release IS NULL OR release = $5) AND build IS NULL"
+         "  ORDER BY kernel_label, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+         " RETURNING id, attempt, campaign_id, spec, kernel_label,"
+         "  (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
     // Builder agents: the oldest queued kernel build job, of any label.
     {"lease_build_job",
      "UPDATE jobs SET state = 'leased', attempt = attempt + 1, agent_id = $1,"
-     "  holders[attempt + 1] = " + holder_sql("$3") + ","
-     "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
-     " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND build IS NOT NULL"
-     "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-     " RETURNING id, attempt, campaign_id, spec, kernel_label,"
-     "  (extract(epoch FROM lease_deadline) * 1000000)::bigint, build"},
+     "  holders[attempt + 1] = " +
+         holder_sql("$3") +
+         ","
+         "  lease_deadline = timestamptz 'epoch' + $2::bigint * interval '1 microsecond'"
+         " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND build IS NOT NULL"
+         "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+         " RETURNING id, attempt, campaign_id, spec, kernel_label,"
+         "  (extract(epoch FROM lease_deadline) * 1000000)::bigint, build"},
     // Jobs still waiting for a build job that ended without registering a
     // kernel (it failed, or its lease expired for the last time): they end.
     {"settle_waiting",
@@ -115,29 +127,33 @@ const PgStatement kStatements[] = {
     // lease): the n-th caller gets the n-th oldest matching job.
     {"lease_jobs",
      "UPDATE jobs j SET state = 'leased', attempt = j.attempt + 1, agent_id = w.agent_id,"
-     "  holders[j.attempt + 1] = " + holder_sql("w.key") + ","
-     "  lease_deadline = timestamptz 'epoch' + w.deadline * interval '1 microsecond'"
-     " FROM (SELECT id, row_number() OVER (ORDER BY kernel_label, id) AS n FROM"
-     "   (SELECT id, kernel_label FROM jobs WHERE state = 'queued'"
-     "     AND kernel_label = ANY(ARRAY[$3]) AND fs = ANY($4::text[])"
-     "     AND (release IS NULL OR release = $6) AND build IS NULL"
-     "     ORDER BY kernel_label, id LIMIT $5 FOR UPDATE SKIP LOCKED) q) picked"
-     "  JOIN unnest($1::text[], $2::bigint[], $7::text[]) WITH ORDINALITY"
-     "   AS w(agent_id, deadline, key, n)"
-     "   ON w.n = picked.n"
-     " WHERE j.id = picked.id"
-     " RETURNING j.id, j.attempt, j.campaign_id, j.spec, j.kernel_label,"
-     "  (extract(epoch FROM j.lease_deadline) * 1000000)::bigint, w.n"},
+     "  holders[j.attempt + 1] = " +
+         holder_sql("w.key") +
+         ","
+         "  lease_deadline = timestamptz 'epoch' + w.deadline * interval '1 microsecond'"
+         " FROM (SELECT id, row_number() OVER (ORDER BY kernel_label, id) AS n FROM"
+         "   (SELECT id, kernel_label FROM jobs WHERE state = 'queued'"
+         "     AND kernel_label = ANY(ARRAY[$3]) AND fs = ANY($4::text[])"
+         "     AND (release IS NULL OR release = $6) AND build IS NULL"
+         "     ORDER BY kernel_label, id LIMIT $5 FOR UPDATE SKIP LOCKED) q) picked"
+         "  JOIN unnest($1::text[], $2::bigint[], $7::text[]) WITH ORDINALITY"
+         "   AS w(agent_id, deadline, key, n)"
+         "   ON w.n = picked.n"
+         " WHERE j.id = picked.id"
+         " RETURNING j.id, j.attempt, j.campaign_id, j.spec, j.kernel_label,"
+         "  (extract(epoch FROM j.lease_deadline) * 1000000)::bigint, w.n"},
     {"renew_lease",
      "UPDATE jobs SET lease_deadline = timestamptz 'epoch' + $4::bigint * interval '1 microsecond'"
      " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
-     "  AND " + key_matches_sql("attempt", "$5") +
-     " RETURNING (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
+     "  AND " +
+         key_matches_sql("attempt", "$5") +
+         " RETURNING (extract(epoch FROM lease_deadline) * 1000000)::bigint"},
     // Why renew_lease or release_job found nothing: the lease is the agent's,
     // but was taken with another key.
     {"leased_with_other_key",
      "SELECT 1 FROM jobs WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
-     "  AND NOT " + key_matches_sql("attempt", "$4")},
+     "  AND NOT " +
+         key_matches_sql("attempt", "$4")},
     // Reports, a batch at a time (group commit). Rows are locked in id order,
     // so two batches (of any replica) never deadlock; the row locks order
     // concurrent reports (and leases) of one job.
@@ -179,7 +195,8 @@ const PgStatement kStatements[] = {
      "UPDATE jobs SET state = 'queued', agent_id = NULL, lease_deadline = NULL,"
      "  released = released + 1"
      " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
-     "  AND " + key_matches_sql("attempt", "$4")},
+     "  AND " +
+         key_matches_sql("attempt", "$4")},
     {"expire_leases",
      "WITH expired AS (SELECT id, agent_id AS last_agent,"
      "   attempt - released >= max_attempts AS final FROM jobs"

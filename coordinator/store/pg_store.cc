@@ -169,6 +169,17 @@ std::vector<v1::AgentInfo> PgStore::list_agents(TimePoint online_since) {
   });
 }
 
+std::vector<v1::AgentInfo> PgStore::agents_named(TimePoint online_since,
+                                                 const std::vector<std::string>& names) {
+  touches_->submit(PgTouch{"", 0, true});  // after the touches queued so far
+  return run_transaction(*pool_, "agents_named", [&](pqxx::work& txn) {
+    std::vector<v1::AgentInfo> out;
+    for (const auto& r : txn.exec_prepared("agents_named", us(online_since), text_array(names)))
+      out.push_back(agent_from_row(r));
+    return out;
+  });
+}
+
 Page<v1::AgentInfo> PgStore::page_agents(TimePoint online_since, uint32_t limit,
                                          const std::string& page_token) {
   limit = kAgentPage.resolve(limit);

@@ -80,6 +80,8 @@ class PgStore : public Store {
   // Waits for the touches queued before it to be written.
   std::vector<v1::AgentInfo> list_agents(TimePoint online_since) override;
   // As list_agents, waits for the touches queued before it.
+  std::vector<v1::AgentInfo> agents_named(TimePoint online_since,
+                                          const std::vector<std::string>& names) override;
   Page<v1::AgentInfo> page_agents(TimePoint online_since, uint32_t limit,
                                   const std::string& page_token) override;
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -232,6 +233,15 @@ class Store {
   // Every agent; `online` when seen at or after `online_since`.
   virtual std::vector<v1::AgentInfo> list_agents(TimePoint online_since) = 0;
   // One page of list_agents, by name (kAgentPage). Throws BadPageToken.
+  // The registered agents among `names`, by name (a launcher's own VMs).
+  virtual std::vector<v1::AgentInfo> agents_named(TimePoint online_since,
+                                                  const std::vector<std::string>& names) {
+    const std::set<std::string> wanted(names.begin(), names.end());
+    std::vector<v1::AgentInfo> out;
+    for (auto& a : list_agents(online_since))
+      if (wanted.count(a.name())) out.push_back(std::move(a));
+    return out;
+  }
   virtual Page<v1::AgentInfo> page_agents(TimePoint online_since, uint32_t limit,
                                           const std::string& page_token) {
     (void)online_since;

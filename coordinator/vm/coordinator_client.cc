@@ -56,10 +56,13 @@ std::optional<v1::Kernel> CoordinatorClient::find_kernel(const std::string& labe
   return std::nullopt;
 }
 
-std::optional<std::map<std::string, v1::AgentInfo>> CoordinatorClient::agents() {
+std::optional<std::map<std::string, v1::AgentInfo>> CoordinatorClient::agents(
+    const std::vector<std::string>& names) {
+  v1::ListAgentsRequest req;
+  for (const auto& n : names) req.add_names(n);
   v1::ListAgentsResponse resp;
   auto c = ctx();
-  const auto s = control_->ListAgents(c.get(), v1::ListAgentsRequest(), &resp);
+  const auto s = control_->ListAgents(c.get(), req, &resp);
   if (!s.ok()) {
     spdlog::warn("vm.list_agents_failed error=\"{}\"", s.error_message());
     return std::nullopt;

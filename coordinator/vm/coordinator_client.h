@@ -23,8 +23,9 @@ class CoordinatorClient {
   // campaign's build job may be building it). Throws std::runtime_error
   // when the coordinator does not answer.
   std::optional<v1::Kernel> find_kernel(const std::string& label);
-  // Agents by name; nullopt when the coordinator did not answer (logged).
-  std::optional<std::map<std::string, v1::AgentInfo>> agents();
+  // The registered agents among `names` (this launcher's VMs), by name;
+  // nullopt when the coordinator did not answer (logged).
+  std::optional<std::map<std::string, v1::AgentInfo>> agents(const std::vector<std::string>& names);
   // Registers this launcher, whose VMs boot `kernel_label`, retrying a few
   // times while the coordinator is unavailable. Throws std::runtime_error.
   void register_launcher(const std::string& name, const std::string& kernel_label);

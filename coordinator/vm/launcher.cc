@@ -100,7 +100,7 @@ class Launcher {
         refresh_kernel();
       }
       if (Steady::now() >= next_poll) {
-        if (auto a = coord_.agents()) agents_ = std::move(*a);
+        if (auto a = coord_.agents(slot_names())) agents_ = std::move(*a);
         // Faster while a VM boots: registration is what `up` waits for.
         bool booting = false;
         for (const auto& s : slots_) booting = booting || (!s.stopped && !s.registered);
@@ -327,7 +327,7 @@ class Launcher {
     // A VM may register and die between two polls: ask again before calling
     // it a boot failure.
     if (exited && !s.registered)
-      if (auto a = coord_.agents()) agents_ = std::move(*a);
+      if (auto a = coord_.agents(slot_names())) agents_ = std::move(*a);
     auto it = agents_.find(s.name);
     if (it != agents_.end()) {
       const int64_t seen = micros(it->second.last_seen());
@@ -446,6 +446,13 @@ class Launcher {
       coord_.fail_job(other.name, 0, same);
       other.stopped = true;
     }
+  }
+
+  // The agent names of this launcher's VMs: the only agents it asks about.
+  std::vector<std::string> slot_names() const {
+    std::vector<std::string> out;
+    for (const auto& s : slots_) out.push_back(s.name);
+    return out;
   }
 
   LauncherOptions opts_;
