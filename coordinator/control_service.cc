@@ -174,6 +174,9 @@ Status ControlServiceImpl::GetScaling(grpc::ServerContext* ctx, const v1::GetSca
     ScalingRuns runs = latest_scaling_runs(store_, kernels);
     for (auto& k : runs.available) resp->add_available(std::move(k));
     for (auto& r : runs.runs) *resp->add_runs() = std::move(r);
+    if (!kernels.empty())
+      for (auto& set : scaling_sets(store_, kernels, req->last()))
+        for (auto& r : set) *resp->add_set_runs() = std::move(r);
     return Status::OK;
   });
 }

@@ -30,7 +30,53 @@ json summary_json(const stats::Summary& s) {
               {"ci95_high", number(s.ci_high)}};
 }
 
+json run_json(const RunSummary& r) {
+  json j = summary_json(r.samples);
+  j["job_id"] = r.job_id;
+  j["boot_id"] = r.boot_id;
+  j["loaded"] = r.loaded;
+  return j;
+}
+
+std::string boot_of(const json& host) {
+  if (!host.is_object()) return "";
+  const auto it = host.find("boot_id");
+  return it != host.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string run_key(const ScaleRun& r) {
+  return std::to_string(r.record.job_id()) + "/" + std::to_string(r.record.attempt()) + " ";
+}
+
 }  // namespace
+
+std::vector<std::vector<v1::OutcomeRecord>> scaling_sets(Store& store,
+                                                         const std::vector<std::string>& kernels,
+                                                         uint32_t last) {
+  ScaleRunQuery q;
+  q.kernels = kernels;
+  q.by_campaign = last == 0;
+  q.per_kernel = last == 0 ? 1 : last;
+  std::map<std::string, std::vector<v1::OutcomeRecord>> sets;
+  for (auto& r : store.scale_runs(q)) sets[r.record.kernel_label()].push_back(std::move(r.record));
+  std::vector<std::vector<v1::OutcomeRecord>> out;
+  for (const auto& k : kernels) {
+    auto it = sets.find(k);
+    if (it == sets.end()) throw NoScalingRun(k);
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+RunPoints run_points(const v1::OutcomeRecord& run) {
+  return RunPoints{run.job_id(), boot_of(scale_host(run)), scale_points(run)};
+}
+
+RunPoints run_points(const ScaleRun& run) {
+  const json host =
+      run.host_json.empty() ? json(nullptr) : json::parse(run.host_json, nullptr, false);
+  return RunPoints{run.record.job_id(), boot_of(host), scale_points(run)};
+}
 
 ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& kernels) {
   ScalingRuns out;
@@ -94,15 +140,15 @@ json scale_host(const v1::OutcomeRecord& run) {
 }
 
 std::vector<ScalingRegression> scaling_regressions(Store& store) {
-  // The last two runs of each kernel name the state of the data: while they
-  // stay the same, so does the answer. Reading their keys is one index scan
-  // per kernel; their points are read only when they changed.
+  // The runs of the last two campaigns of each kernel name the state of the
+  // data: while they stay the same, so does the answer. Reading their keys is
+  // one index scan per kernel; their points are read only when they changed.
   ScaleRunQuery q;
   q.per_kernel = 2;
+  q.by_campaign = true;
   q.details = false;
   std::string key;
-  for (const auto& r : store.scale_runs(q))
-    key += std::to_string(r.record.job_id()) + "/" + std::to_string(r.record.attempt()) + " ";
+  for (const auto& r : store.scale_runs(q)) key += run_key(r);
   static std::mutex mu;
   static std::map<const Store*, std::pair<std::string, std::vector<ScalingRegression>>> cache;
   {
@@ -114,21 +160,33 @@ std::vector<ScalingRegression> scaling_regressions(Store& store) {
   if (!key.empty()) {
     q.details = true;
     key.clear();
-    std::map<std::string, std::vector<ScaleRun>> last_two;  // newest first
+    // Per kernel, its last two campaigns' runs, newest campaign first.
+    std::map<std::string, std::vector<std::vector<ScaleRun>>> sets;
     for (auto& r : store.scale_runs(q)) {
-      key += std::to_string(r.record.job_id()) + "/" + std::to_string(r.record.attempt()) + " ";
-      last_two[r.record.kernel_label()].push_back(std::move(r));
+      key += run_key(r);
+      // Campaigns in the order of their newest run (their runs may interleave).
+      auto& kernel = sets[r.record.kernel_label()];
+      auto set = std::find_if(kernel.begin(), kernel.end(), [&](const std::vector<ScaleRun>& s) {
+        return s.front().record.campaign_id() == r.record.campaign_id();
+      });
+      if (set == kernel.end()) set = kernel.emplace(kernel.end());
+      set->push_back(std::move(r));
     }
-    for (auto& [kernel, two] : last_two) {
+    for (auto& [kernel, two] : sets) {
       if (two.size() < 2) continue;
+      std::vector<RunPoints> before, after;
+      for (const auto& r : two[1]) before.push_back(run_points(r));
+      for (const auto& r : two[0]) after.push_back(run_points(r));
       ScalingRegression r;
-      for (auto& c : compare_points(scale_points(two[1]), scale_points(two[0])))
+      for (auto& c : compare_runs(before, after))
         if (c.change.significance == stats::Significance::Significant && c.change.change_pct < 0)
           r.drops.push_back(std::move(c));
       if (r.drops.empty()) continue;
       r.kernel = kernel;
-      r.before = std::move(two[1].record);
-      r.after = std::move(two[0].record);
+      r.before_runs = static_cast<uint32_t>(two[1].size());
+      r.after_runs = static_cast<uint32_t>(two[0].size());
+      r.before = std::move(two[1].front().record);
+      r.after = std::move(two[0].front().record);
       out.push_back(std::move(r));
     }
   }
@@ -139,11 +197,18 @@ std::vector<ScalingRegression> scaling_regressions(Store& store) {
 
 json to_json(const PointChange& c) {
   const stats::Change& ch = c.change;
+  auto runs = [](const std::vector<RunSummary>& rs) {
+    json out = json::array();
+    for (const auto& r : rs) out.push_back(run_json(r));
+    return out;
+  };
   return json{{"test", c.test},
               {"mode", c.mode},
               {"tasks", c.tasks},
               {"before", summary_json(ch.before)},
               {"after", summary_json(ch.after)},
+              {"before_runs", runs(c.before_runs)},
+              {"after_runs", runs(c.after_runs)},
               {"change_pct", number(ch.change_pct)},
               {"ci95_low_pct", number(ch.ci_low_pct)},
               {"ci95_high_pct", number(ch.ci_high_pct)},

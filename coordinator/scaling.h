@@ -1,7 +1,9 @@
 #pragma once
 // lookup-scale results as the HTTP API, the gRPC GetScaling call and the CLI
 // read them: the latest passing run of each kernel, its points, and a
-// before/after comparison of two runs (scenarios/scale_report.h).
+// before/after comparison of two kernels' run sets (scenarios/scale_report.h).
+// A kernel's run set is every passing run of its latest campaign (the
+// campaign of its newest run), or with `last` N its newest N runs.
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -35,6 +37,18 @@ struct ScalingRuns {
 // scale_runs). Throws NoScalingRun for the first kernel without one, StoreError.
 ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& kernels);
 
+// The run set of each of `kernels` (in that order; each newest first): every
+// passing run of the kernel's latest campaign, or with last > 0 its newest
+// `last` runs, whatever their campaigns. Throws NoScalingRun for the first
+// kernel without a run, StoreError.
+std::vector<std::vector<v1::OutcomeRecord>> scaling_sets(Store& store,
+                                                         const std::vector<std::string>& kernels,
+                                                         uint32_t last = 0);
+
+// A run as compare_runs takes it: its points and its boot (scale_host.boot_id).
+RunPoints run_points(const v1::OutcomeRecord& run);
+RunPoints run_points(const ScaleRun& run);
+
 // The points of a run, from its outcome JSON (empty when it has none).
 std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run);
 // The points of a run as the store keeps them.
@@ -42,21 +56,27 @@ std::vector<ScalePoint> scale_points(const ScaleRun& run);
 // Its "scale_host" object (null when the run predates it).
 nlohmann::json scale_host(const v1::OutcomeRecord& run);
 
-// A kernel whose latest passing run fell significantly below its previous
-// one (a nightly scaling run per kernel): the points that dropped.
+// A kernel whose latest run set (its latest campaign's runs) fell
+// significantly below its previous one (the campaign before): the points
+// that dropped. A set of one boot never counts as significant.
 struct ScalingRegression {
   std::string kernel;
-  v1::OutcomeRecord before, after;
+  v1::OutcomeRecord before, after;  // the newest run of each set
+  uint32_t before_runs = 0, after_runs = 0;
   std::vector<PointChange> drops;  // significant, change_pct < 0
 };
 // Every such kernel, by label, whatever the age of its runs. Reads the points
-// of the last two passing runs of each kernel when those runs changed, and
-// answers from a cache otherwise, so the overview can ask on every poll.
+// of the runs of the last two campaigns of each kernel when those runs
+// changed, and answers from a cache otherwise, so the overview can ask on
+// every poll.
 std::vector<ScalingRegression> scaling_regressions(Store& store);
 
 // One compared point: {test, mode, tasks, before, after (each {n, mean,
-// stddev, ci95_low, ci95_high}), change_pct, ci95_low_pct, ci95_high_pct,
-// p_value, verdict ("significant" | "within noise" | "too few samples")}.
+// stddev, ci95_low, ci95_high}: over the boots' means, n boots),
+// before_runs, after_runs (each run's {job_id, boot_id, n, mean, stddev,
+// ci95_low, ci95_high, loaded} of its own samples), change_pct, ci95_low_pct,
+// ci95_high_pct, p_value, verdict ("significant" | "within noise" | "one
+// run: not judged" | "loaded: not judged" | "too few samples")}.
 nlohmann::json to_json(const PointChange& c);
 
 }  // namespace leapfrog::coord

@@ -187,6 +187,7 @@ json to_json(const Outcome& o) {
                        {"host_cpus", o.scale_host.host_cpus},
                        {"vcpus", o.scale_host.vcpus},
                        {"vcpu_pinning", o.scale_host.vcpu_pinning},
+                       {"boot_id", o.scale_host.boot_id},
                        {"warnings", o.scale_host.warnings}};
   }
   if (!o.error.empty()) j["error"] = o.error;

@@ -47,6 +47,9 @@ struct ScaleHost {
   uint32_t host_cpus = 0;             // the host's CPUs
   uint32_t vcpus = 0;                 // the VM's vCPUs
   std::string vcpu_pinning;           // host CPUs the vCPUs are pinned to, "none" when unpinned
+  // The boot the run measured in (/proc/sys/kernel/random/boot_id; "" when
+  // unreadable): runs of one boot are one replicate (docs/scaling.md).
+  std::string boot_id;
   std::vector<std::string> warnings;  // "3 tasks on 2 CPUs", "loaded: ..."
 };
 

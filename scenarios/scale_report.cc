@@ -66,8 +66,80 @@ std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
       return p.test == a.test && p.mode == a.mode && p.tasks == a.tasks;
     });
     if (b == before.end()) continue;
-    PointChange c{a.test, a.mode, a.tasks, stats::compare(samples_of(*b), samples_of(a))};
+    PointChange c{a.test, a.mode, a.tasks, stats::compare(samples_of(*b), samples_of(a)), {}, {}};
     if (c.change.significance != stats::Significance::TooFewSamples && (loaded(*b) || loaded(a)))
+      c.change.significance = stats::Significance::Loaded;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+namespace {
+
+struct Side {
+  std::vector<double> boot_means;  // one per boot, in first-seen order
+  std::vector<RunSummary> runs;
+  bool loaded = false;
+};
+
+// The runs of `side` that have the point, grouped by boot.
+Side side_of(const std::vector<RunPoints>& runs, const ScalePoint& key) {
+  Side out;
+  std::vector<std::string> boots;  // keys, parallel to sums and counts
+  std::vector<double> sums;
+  std::vector<int> counts;
+  for (const auto& r : runs) {
+    const auto p = std::find_if(r.points.begin(), r.points.end(), [&](const ScalePoint& q) {
+      return q.test == key.test && q.mode == key.mode && q.tasks == key.tasks;
+    });
+    if (p == r.points.end()) continue;
+    RunSummary s{r.job_id, r.boot_id, stats::summarize(samples_of(*p)), loaded(*p)};
+    out.loaded = out.loaded || s.loaded;
+    const std::string boot = r.boot_id.empty() ? "job " + std::to_string(r.job_id) : r.boot_id;
+    const auto it = std::find(boots.begin(), boots.end(), boot);
+    if (it == boots.end()) {
+      boots.push_back(boot);
+      sums.push_back(s.samples.mean);
+      counts.push_back(1);
+    } else {
+      sums[static_cast<size_t>(it - boots.begin())] += s.samples.mean;
+      ++counts[static_cast<size_t>(it - boots.begin())];
+    }
+    out.runs.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < sums.size(); ++i) out.boot_means.push_back(sums[i] / counts[i]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<PointChange> compare_runs(const std::vector<RunPoints>& before,
+                                      const std::vector<RunPoints>& after,
+                                      const std::string& test) {
+  std::vector<PointChange> out;
+  std::vector<const ScalePoint*> keys;
+  for (const auto& r : after)
+    for (const auto& p : r.points) {
+      if (!test.empty() && p.test != test) continue;
+      if (std::none_of(keys.begin(), keys.end(), [&](const ScalePoint* k) {
+            return k->test == p.test && k->mode == p.mode && k->tasks == p.tasks;
+          }))
+        keys.push_back(&p);
+    }
+  for (const ScalePoint* k : keys) {
+    Side b = side_of(before, *k);
+    if (b.runs.empty()) continue;
+    Side a = side_of(after, *k);
+    PointChange c;
+    c.test = k->test;
+    c.mode = k->mode;
+    c.tasks = k->tasks;
+    c.change = stats::compare(b.boot_means, a.boot_means);
+    c.before_runs = std::move(b.runs);
+    c.after_runs = std::move(a.runs);
+    if (b.boot_means.size() < 2 || a.boot_means.size() < 2)
+      c.change.significance = stats::Significance::TooFewRuns;
+    else if (b.loaded || a.loaded)
       c.change.significance = stats::Significance::Loaded;
     out.push_back(std::move(c));
   }
@@ -78,19 +150,31 @@ std::string to_text(const std::vector<PointChange>& changes, const std::string& 
                     const std::string& after_label) {
   std::ostringstream out;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-15s %-9s %5s %14s %7s %14s %7s %8s %19s  %s\n", "test", "mode",
-                "tasks", before_label.substr(0, 14).c_str(), "±%",
+  std::snprintf(buf, sizeof buf, "%-15s %-9s %5s %5s %14s %7s %14s %7s %8s %19s  %s\n", "test",
+                "mode", "tasks", "runs", before_label.substr(0, 14).c_str(), "±%",
                 after_label.substr(0, 14).c_str(), "±%", "%change", "95% interval", "verdict");
   out << buf;
   for (const auto& c : changes) {
     const stats::Change& ch = c.change;
-    std::snprintf(
-        buf, sizeof buf,
-        "%-15s %-9s %5u %14.0f %6.1f%% %14.0f %6.1f%% %+7.1f%% [%+7.1f%%, %+7.1f%%]  %s\n",
-        c.test.c_str(), c.mode.c_str(), c.tasks, ch.before.mean,
-        rel_pct(ch.before.ci_high - ch.before.mean, ch.before.mean), ch.after.mean,
-        rel_pct(ch.after.ci_high - ch.after.mean, ch.after.mean), ch.change_pct, ch.ci_low_pct,
-        ch.ci_high_pct, stats::to_string(ch.significance));
+    // A side of one boot has no interval over boots: show its run's own.
+    auto spread = [](const stats::Summary& set, const std::vector<RunSummary>& runs) {
+      const stats::Summary& s = set.n == 1 && runs.size() == 1 ? runs[0].samples : set;
+      return rel_pct(s.ci_high - s.mean, s.mean);
+    };
+    const std::string runs = c.before_runs.empty() && c.after_runs.empty()
+                                 ? "-"
+                                 : std::to_string(ch.before.n) + "/" + std::to_string(ch.after.n);
+    // No interval of the change without two observations a side.
+    char interval[40] = "-";
+    if (ch.significance != stats::Significance::TooFewRuns &&
+        ch.significance != stats::Significance::TooFewSamples)
+      std::snprintf(interval, sizeof interval, "[%+7.1f%%, %+7.1f%%]", ch.ci_low_pct,
+                    ch.ci_high_pct);
+    std::snprintf(buf, sizeof buf,
+                  "%-15s %-9s %5u %5s %14.0f %6.1f%% %14.0f %6.1f%% %+7.1f%% %19s  %s\n",
+                  c.test.c_str(), c.mode.c_str(), c.tasks, runs.c_str(), ch.before.mean,
+                  spread(ch.before, c.before_runs), ch.after.mean, spread(ch.after, c.after_runs),
+                  ch.change_pct, interval, stats::to_string(ch.significance));
     out << buf;
   }
   return out.str();

@@ -122,6 +122,120 @@ TEST(ComparePoints, OldPointsWithoutSamplesCannotBeTested) {
   EXPECT_NEAR(changes[0].change.change_pct, 81, 1e-9);
 }
 
+// One run of a kernel: lseek1 processes at 1 task, five samples 1 % apart
+// around `mean`, in boot `boot`.
+RunPoints run(int64_t job, const std::string& boot, double mean) {
+  std::vector<double> samples;
+  for (double f : {0.99, 0.995, 1.0, 1.005, 1.01}) samples.push_back(mean * f);
+  return RunPoints{job, boot, {point("lseek1", "processes", 1, mean, 0, samples)}};
+}
+
+TEST(CompareRuns, IdenticalSetsAreWithinNoiseAndAShiftedSetIsSignificant) {
+  const std::vector<RunPoints> before = {run(1, "b1", 1000), run(2, "b2", 1030), run(3, "b3", 985)};
+  const auto same =
+      compare_runs(before, {run(4, "b4", 1000), run(5, "b5", 1030), run(6, "b6", 985)});
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_EQ(same[0].change.significance, stats::Significance::WithinNoise);
+  EXPECT_EQ(same[0].change.before.n, 3u);
+  EXPECT_EQ(same[0].change.after.n, 3u);
+  EXPECT_NEAR(same[0].change.change_pct, 0, 1e-9);
+  ASSERT_EQ(same[0].before_runs.size(), 3u);
+  EXPECT_EQ(same[0].before_runs[1].job_id, 2);
+  EXPECT_EQ(same[0].before_runs[1].samples.n, 5u);  // each run's own samples stay
+  EXPECT_NEAR(same[0].before_runs[1].samples.mean, 1030, 1e-9);
+
+  const auto up =
+      compare_runs(before, {run(4, "b4", 1200), run(5, "b5", 1236), run(6, "b6", 1182)});
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].change.significance, stats::Significance::Significant);
+  EXPECT_NEAR(up[0].change.change_pct, 20, 1e-9);
+  const std::string text = to_text(up, "6.1", "6.1-widen");
+  EXPECT_NE(text.find(" 3/3 "), std::string::npos) << text;
+  EXPECT_NE(text.find("significant"), std::string::npos) << text;
+}
+
+// Welch's test over run means, against figures worked by hand: means 10, 12,
+// 14 against 20, 22, 24: t = 10 / sqrt(4/3 + 4/3) = 6.124, 4 degrees of
+// freedom, p = 0.0036, interval 10 ± 2.776 × 1.633 = [5.47, 14.53], in % of 12.
+TEST(CompareRuns, TheTestIsOverTheRunMeans) {
+  const auto c = compare_runs({run(1, "a", 10), run(2, "b", 12), run(3, "c", 14)},
+                              {run(4, "d", 20), run(5, "e", 22), run(6, "f", 24)})
+                     .at(0)
+                     .change;
+  EXPECT_NEAR(c.t, 6.1237, 1e-3);
+  EXPECT_NEAR(c.dof, 4, 1e-9);
+  EXPECT_NEAR(c.p_value, 0.00363, 1e-4);
+  EXPECT_NEAR(c.change_pct, 83.333, 1e-3);
+  EXPECT_NEAR(c.ci_low_pct, 100 * (10 - 2.7764 * 1.63299) / 12, 1e-2);
+  EXPECT_NEAR(c.ci_high_pct, 100 * (10 + 2.7764 * 1.63299) / 12, 1e-2);
+  EXPECT_EQ(c.significance, stats::Significance::Significant);
+}
+
+// The positive control of the rule: one run per kernel whose samples differ
+// hugely (+30 %, 1 % apart) is significant by its samples alone
+// (compare_points), and not judged as runs: the noise between boots is unknown.
+TEST(CompareRuns, OneRunPerKernelIsNotJudged) {
+  const RunPoints a = run(1, "boot-a", 1000), b = run(2, "boot-b", 1300);
+  ASSERT_EQ(compare_points(a.points, b.points).at(0).change.significance,
+            stats::Significance::Significant);
+  const auto c = compare_runs({a}, {b}).at(0);
+  EXPECT_EQ(c.change.significance, stats::Significance::TooFewRuns);
+  EXPECT_STREQ(stats::to_string(c.change.significance), "one run: not judged");
+  EXPECT_NEAR(c.change.change_pct, 30, 1e-9);  // the figures are still shown
+  ASSERT_EQ(c.after_runs.size(), 1u);
+  EXPECT_GT(c.after_runs[0].samples.ci_high, c.after_runs[0].samples.mean);
+  const std::string text = to_text({c}, "a", "b");
+  EXPECT_NE(text.find(" 1/1 "), std::string::npos) << text;
+  EXPECT_NE(text.find("one run: not judged"), std::string::npos) << text;
+  // Its own samples' interval is shown as its ±% (1.0 % here, not 0), and
+  // no interval of the change.
+  EXPECT_NE(text.find("    1.0%           1300    1.0%   +30.0%                   -  one run"),
+            std::string::npos)
+      << text;
+  // Three runs against one: still not judged.
+  EXPECT_EQ(compare_runs({a, run(3, "boot-c", 1000), run(4, "boot-d", 1001)}, {b})
+                .at(0)
+                .change.significance,
+            stats::Significance::TooFewRuns);
+}
+
+// Runs in one boot are one replicate: their means are averaged first. Runs
+// that did not record their boot count as a boot each.
+TEST(CompareRuns, RunsOfOneBootCountOnce) {
+  const auto same_boot = compare_runs({run(1, "x", 1000), run(2, "x", 1010), run(3, "x", 990)},
+                                      {run(4, "y", 1300), run(5, "y", 1310), run(6, "y", 1290)})
+                             .at(0);
+  EXPECT_EQ(same_boot.change.significance, stats::Significance::TooFewRuns);
+  EXPECT_EQ(same_boot.change.before.n, 1u);
+  EXPECT_EQ(same_boot.before_runs.size(), 3u);
+  EXPECT_NEAR(same_boot.change.before.mean, 1000, 1e-9);
+  const auto two_boots = compare_runs({run(1, "x", 1000), run(2, "x", 1020), run(3, "z", 990)},
+                                      {run(4, "", 1300), run(5, "", 1290)})
+                             .at(0);
+  EXPECT_EQ(two_boots.change.before.n, 2u);  // x (mean 1010) and z
+  EXPECT_NEAR(two_boots.change.before.mean, 1000, 1e-9);
+  EXPECT_EQ(two_boots.change.after.n, 2u);
+  EXPECT_EQ(two_boots.change.significance, stats::Significance::Significant);
+}
+
+// A loaded run's point makes the set's point not judged; the rule on runs
+// comes first. Points only one side has are left out.
+TEST(CompareRuns, LoadedAndMissingPoints) {
+  std::vector<RunPoints> before = {run(1, "a", 1000), run(2, "b", 1010)};
+  std::vector<RunPoints> after = {run(3, "c", 1300), run(4, "d", 1310)};
+  ASSERT_EQ(compare_runs(before, after).at(0).change.significance,
+            stats::Significance::Significant);
+  after[1].points[0].other_load = 0.9;
+  const auto c = compare_runs(before, after).at(0);
+  EXPECT_EQ(c.change.significance, stats::Significance::Loaded);
+  EXPECT_TRUE(c.after_runs[1].loaded);
+  EXPECT_EQ(compare_runs({before[0]}, after).at(0).change.significance,
+            stats::Significance::TooFewRuns);
+  after[0].points.push_back(point("open1", "threads", 1, 5, 0));
+  EXPECT_EQ(compare_runs(before, after).size(), 1u);
+  EXPECT_TRUE(compare_runs(before, after, "open1").empty());
+}
+
 TEST(ScalePointJson, RoundTripsAndReadsOldPoints) {
   ScalePoint p = point("readseek3", "threads", 2, 1234.5, 12.5, {1200, 1269});
   p.stddev = 48.8;

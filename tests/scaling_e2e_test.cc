@@ -45,6 +45,16 @@ json scale_run(const std::vector<std::string>& params, const std::string& fs = "
   }
 }
 
+const char* const kBootId = "/proc/sys/kernel/random/boot_id";
+
+// The first line of `path`.
+std::string slurp_line(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
 class ScalingE2E : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,7 +102,20 @@ TEST_F(ScalingE2E, OffersWillItScaleTestcasesWithSamplesAndIntervals) {
     EXPECT_GT(ran, seen.size() / 2) << o["scale_host"].dump();
     EXPECT_GE(o["scale_host"]["cpus"].get<int>(), 1);
     EXPECT_DOUBLE_EQ(o["scale_host"]["sample_s"].get<double>(), 0.02);
+    // The boot it ran in: runs of one boot are one replicate.
+    EXPECT_EQ(o["scale_host"]["boot_id"].get<std::string>(), slurp_line(kBootId));
   }
+}
+
+// `tests` picks several testcases by a bit mask (80: bits 4 and 6, lseek1 and
+// readseek1), so one job measures exactly the chosen ones.
+TEST_F(ScalingE2E, ATestMaskRunsExactlyTheChosenTestcases) {
+  const json o =
+      scale_run({"tests=80", "max_tasks=1", "mode=0", "point_ms=20", "warmup_ms=0", "samples=2"});
+  ASSERT_EQ(o["verdict"], "pass") << o.dump().substr(0, 2000);
+  std::vector<std::string> tests;
+  for (const auto& p : o["scale"]) tests.push_back(p["test"].get<std::string>());
+  EXPECT_EQ(tests, (std::vector<std::string>{"lseek1", "readseek1"}));
 }
 
 TEST_F(ScalingE2E, MoreTasksThanCpusSaysSo) {

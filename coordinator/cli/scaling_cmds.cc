@@ -18,7 +18,8 @@ using nlohmann::json;
 
 namespace {
 
-v1::GetScalingResponse get_scaling(const Endpoint& ep, const std::vector<std::string>& kernels) {
+v1::GetScalingResponse get_scaling(const Endpoint& ep, const std::vector<std::string>& kernels,
+                                   uint32_t last = 0) {
   auto channel = grpc::CreateChannel(ep.address, grpc::InsecureChannelCredentials());
   auto control = v1::ControlService::NewStub(channel);
   grpc::ClientContext ctx;
@@ -26,6 +27,7 @@ v1::GetScalingResponse get_scaling(const Endpoint& ep, const std::vector<std::st
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   v1::GetScalingRequest req;
   for (const auto& k : kernels) req.add_kernels(k);
+  req.set_last(last);
   v1::GetScalingResponse resp;
   const grpc::Status s = control->GetScaling(&ctx, req, &resp);
   if (!s.ok()) throw std::runtime_error(s.error_message());
@@ -48,16 +50,40 @@ std::vector<std::string> host_warnings(const v1::OutcomeRecord& a, const v1::Out
   return out;
 }
 
+// The runs of `kernel`'s set in the reply; its latest run alone from a
+// coordinator that sends no sets.
+std::vector<const v1::OutcomeRecord*> set_of(const v1::GetScalingResponse& resp,
+                                             const v1::OutcomeRecord& latest) {
+  std::vector<const v1::OutcomeRecord*> out;
+  for (const auto& r : resp.set_runs())
+    if (r.kernel_label() == latest.kernel_label()) out.push_back(&r);
+  if (out.empty()) out.push_back(&latest);
+  return out;
+}
+
+// "4 (job 12, 13, 14, 15)".
+std::string jobs_text(const std::vector<const v1::OutcomeRecord*>& set) {
+  std::string out = std::to_string(set.size()) + (set.size() == 1 ? " run (job " : " runs (job ");
+  for (size_t i = 0; i < set.size(); ++i) out += (i ? ", " : "") + std::to_string(set[i]->job_id());
+  return out + ")";
+}
+
 }  // namespace
 
 ScalingCommands::ScalingCommands(CLI::App& app) {
   scaling_ = app.add_subcommand("scaling", "lookup-scale results: compare two kernels, export CSV");
   scaling_->require_subcommand(1);
   compare_ = scaling_->add_subcommand(
-      "compare", "K2's latest lookup-scale run against K1's, with 95 % intervals and significance");
+      "compare",
+      "K2's lookup-scale runs against K1's (each kernel's latest campaign), with 95 % intervals "
+      "over the runs and significance");
   compare_->add_option("before", before_, "kernel label of the baseline")->required();
   compare_->add_option("after", after_, "kernel label to compare with it")->required();
   compare_->add_option("--test", test_, "only this testcase (e.g. lseek1)");
+  compare_
+      ->add_option("--last", last_,
+                   "compare each kernel's newest N runs instead of its latest campaign's")
+      ->check(CLI::Range(1, 1000));
   csv_ = scaling_->add_subcommand("csv", "one kernel's run of one testcase as will-it-scale's CSV");
   csv_->add_option("kernel", kernel_, "kernel label")->required();
   csv_->add_option("--test", test_, "testcase (e.g. lseek1)")->required();
@@ -86,29 +112,45 @@ int ScalingCommands::run(const Endpoint& ep, bool as_json) {
     }
     return 0;
   }
-  const auto resp = get_scaling(ep, {before_, after_});
+  if (before_ == after_) throw std::runtime_error("compare needs two different kernels");
+  const auto resp = get_scaling(ep, {before_, after_}, last_);
   if (resp.runs_size() != 2) throw std::runtime_error("compare needs two different kernels");
-  const auto changes =
-      compare_points(coord::scale_points(resp.runs(0)), coord::scale_points(resp.runs(1)), test_);
+  const auto before_set = set_of(resp, resp.runs(0)), after_set = set_of(resp, resp.runs(1));
+  std::vector<RunPoints> before, after;
+  for (const auto* r : before_set) before.push_back(coord::run_points(*r));
+  for (const auto* r : after_set) after.push_back(coord::run_points(*r));
+  const auto changes = compare_runs(before, after, test_);
   if (changes.empty())
     throw std::runtime_error("the two runs have no point in common" +
                              (test_.empty() ? std::string() : " for \"" + test_ + "\""));
-  const auto warnings = host_warnings(resp.runs(0), resp.runs(1));
+  std::vector<std::string> warnings;
+  for (const auto* b : before_set)
+    for (const auto* a : after_set)
+      for (auto& w : host_warnings(*b, *a))
+        if (std::find(warnings.begin(), warnings.end(), w) == warnings.end())
+          warnings.push_back(std::move(w));
   if (as_json) {
+    auto ids = [](const std::vector<const v1::OutcomeRecord*>& set) {
+      json out = json::array();
+      for (const auto* r : set) out.push_back(r->job_id());
+      return out;
+    };
     json pts = json::array();
     for (const auto& c : changes) pts.push_back(coord::to_json(c));
     std::cout << json{{"before", before_},
                       {"after", after_},
                       {"before_job", resp.runs(0).job_id()},
                       {"after_job", resp.runs(1).job_id()},
+                      {"before_jobs", ids(before_set)},
+                      {"after_jobs", ids(after_set)},
                       {"warnings", warnings},
                       {"points", pts}}
                      .dump(2)
               << std::endl;
     return 0;
   }
-  std::cout << "before: " << before_ << " (job " << resp.runs(0).job_id() << "), after: " << after_
-            << " (job " << resp.runs(1).job_id() << ")\n";
+  std::cout << "before: " << before_ << ", " << jobs_text(before_set) << "; after: " << after_
+            << ", " << jobs_text(after_set) << "\n";
   for (const auto& w : warnings) std::cout << "warning: " << w << '\n';
   std::cout << to_text(changes, before_, after_) << std::flush;
   return 0;

@@ -1,7 +1,9 @@
 #pragma once
-// `leapfrog scaling compare K1 K2 [--test T]`: the latest passing lookup-scale
-// run of K2 against K1's, point by point, with each change's 95 % interval and
-// "significant" or "within noise" (Welch's t-test); `leapfrog scaling csv K
+// `leapfrog scaling compare K1 K2 [--test T] [--last N]`: K2's run set (the
+// runs of its latest campaign, or its newest N runs) against K1's, point by
+// point, with each change's 95 % interval over the runs' means and its
+// verdict (Welch's t-test; "one run: not judged" below two boots a side);
+// `leapfrog scaling csv K
 // --test T`: one kernel's run as will-it-scale's CSV. Read over gRPC
 // (GetScaling), computed here (scenarios/scale_report.h).
 
@@ -24,6 +26,7 @@ class ScalingCommands {
   CLI::App* compare_ = nullptr;
   CLI::App* csv_ = nullptr;
   std::string before_, after_, test_, kernel_, out_;
+  uint32_t last_ = 0;
 };
 
 }  // namespace leapfrog::cli

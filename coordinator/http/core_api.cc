@@ -121,6 +121,8 @@ json overview(ApiContext& ctx) {
     scaling.push_back({{"kernel", r.kernel},
                        {"before_job", r.before.job_id()},
                        {"after_job", r.after.job_id()},
+                       {"before_runs", r.before_runs},
+                       {"after_runs", r.after_runs},
                        {"after_campaign", r.after.campaign_id()},
                        {"drops", drops}});
   }
@@ -151,9 +153,11 @@ json agents(ApiContext& ctx, const httplib::Request& req) {
 }
 
 // Latest passing lookup-scale run per kernel (or only `kernels`), with its
-// points and machine; with two kernels, the second against the first, point
-// by point (coordinator/scaling.h).
-json scaling(ApiContext& ctx, const std::vector<std::string>& kernels, const std::string& test) {
+// points and machine; with two kernels, the second's run set against the
+// first's, point by point (coordinator/scaling.h): their latest campaigns'
+// runs, or their newest `last` runs.
+json scaling(ApiContext& ctx, const std::vector<std::string>& kernels, const std::string& test,
+             uint32_t last) {
   // NoScalingRun is a 404 (error_status.h).
   const ScalingRuns found = latest_scaling_runs(ctx.store, kernels);
   json runs = json::array();
@@ -169,12 +173,22 @@ json scaling(ApiContext& ctx, const std::vector<std::string>& kernels, const std
   }
   json out{{"kernels", found.available}, {"runs", runs}, {"comparison", nullptr}};
   if (found.runs.size() == 2) {
+    const auto sets =
+        scaling_sets(ctx.store, {found.runs[0].kernel_label(), found.runs[1].kernel_label()}, last);
+    std::vector<RunPoints> before, after;
+    json jobs = json::array({json::array(), json::array()});
+    for (size_t side = 0; side < 2; ++side)
+      for (const auto& r : sets[side]) {
+        (side == 0 ? before : after).push_back(run_points(r));
+        jobs[side].push_back(r.job_id());
+      }
     json cmp = json::array();
-    for (const auto& c :
-         compare_points(scale_points(found.runs[0]), scale_points(found.runs[1]), test))
-      cmp.push_back(to_json(c));
+    for (const auto& c : compare_runs(before, after, test)) cmp.push_back(to_json(c));
     out["comparison"] = json{{"before", found.runs[0].kernel_label()},
                              {"after", found.runs[1].kernel_label()},
+                             {"set", last == 0 ? "latest campaign" : "newest runs"},
+                             {"before_jobs", jobs[0]},
+                             {"after_jobs", jobs[1]},
                              {"points", cmp}};
   }
   return out;
@@ -274,7 +288,8 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     std::vector<std::string> kernels;
     for (size_t i = 0; i < req.get_param_value_count("kernel"); ++i)
       kernels.push_back(req.get_param_value("kernel", i));
-    return scaling(ctx, kernels, req.get_param_value("test"));
+    // last: compare each kernel's newest N runs instead of its latest campaign's.
+    return scaling(ctx, kernels, req.get_param_value("test"), query_uint(req, "last", 0, 0, 1000));
   });
 }
 

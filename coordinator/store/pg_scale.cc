@@ -185,15 +185,22 @@ std::vector<std::string> read_scale_kernels(pqxx::work& txn) {
 std::vector<ScaleRun> read_scale_runs(pqxx::work& txn, const ScaleRunQuery& query) {
   std::vector<ScaleRun> out;
   if (query.per_kernel == 0) return out;
-  // Per kernel, the newest runs by the index (kernel_label, seq DESC).
+  // Per kernel, the newest runs by the index (kernel_label, seq DESC); by
+  // campaign, every run of the campaigns of its newest runs.
+  const std::string newest =
+      query.by_campaign
+          ? " CROSS JOIN LATERAL (SELECT * FROM scale_runs s WHERE s.kernel_label = k.kernel_label"
+            "  AND s.campaign_id IN (SELECT c.campaign_id FROM scale_runs c"
+            "   WHERE c.kernel_label = k.kernel_label GROUP BY c.campaign_id"
+            "   ORDER BY max(c.seq) DESC LIMIT $2)) r"
+          : " CROSS JOIN LATERAL (SELECT * FROM scale_runs s WHERE s.kernel_label = k.kernel_label"
+            "  ORDER BY s.seq DESC LIMIT $2) r";
   const auto rows = txn.exec_params(
       "SELECT r.job_id, r.attempt, r.campaign_id, r.kernel_label, lf_us(r.reported_at),"
       "  coalesce(r.host::text, '')"
       " FROM (SELECT DISTINCT kernel_label FROM scale_runs"
-      "  WHERE cardinality($1::text[]) = 0 OR kernel_label = ANY($1::text[])) k"
-      " CROSS JOIN LATERAL (SELECT * FROM scale_runs s WHERE s.kernel_label = k.kernel_label"
-      "  ORDER BY s.seq DESC LIMIT $2) r"
-      " ORDER BY r.kernel_label, r.seq DESC",
+      "  WHERE cardinality($1::text[]) = 0 OR kernel_label = ANY($1::text[])) k" +
+          newest + " ORDER BY r.kernel_label, r.seq DESC",
       text_array(query.kernels), static_cast<int64_t>(query.per_kernel));
   std::map<std::pair<int64_t, uint32_t>, size_t> index;
   std::vector<int64_t> job_ids;

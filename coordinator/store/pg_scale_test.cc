@@ -89,6 +89,39 @@ class PgScaleTest : public testing::PostgresSuite<PgScaleTest> {
     return o;
   }
 
+  // One campaign of `jobs` lookup-scale jobs on each of `kernels`, every one
+  // leased and passed; returns their job ids.
+  std::vector<int64_t> campaign(const std::vector<std::string>& kernels, int jobs) {
+    std::vector<NewJob> all;
+    for (const auto& k : kernels)
+      for (int i = 0; i < jobs; ++i) {
+        NewJob j;
+        j.spec.set_scenario("lookup-scale");
+        j.spec.set_fs("tmpfs");
+        j.kernel_label = k;
+        all.push_back(j);
+      }
+    v1::CampaignSpec spec;
+    spec.set_name("repeats");
+    store_->create_campaign(spec, all, 0, kT0);
+    std::vector<int64_t> ids;
+    for (const auto& k : kernels) {
+      v1::Capabilities caps;
+      caps.set_kernel_label(k);
+      caps.add_filesystems("tmpfs");
+      for (int i = 0; i < jobs; ++i) {
+        const auto leased = store_->lease_job("a", caps, kT0, 30s);
+        EXPECT_TRUE(leased);
+        if (!leased) return ids;
+        EXPECT_EQ(store_->report_outcome("a", leased->job_id(), leased->attempt(),
+                                         outcome(scale_json(3e6)), kT0),
+                  ReportResult::Stored);
+        ids.push_back(leased->job_id());
+      }
+    }
+    return ids;
+  }
+
   // Runs that are kept, and outcomes that are not.
   void store_a_mix() {
     run("lookup-scale", "k1", outcome(scale_json(3e6)));
@@ -144,6 +177,40 @@ TEST_F(PgScaleTest, PassingRunsAreKeptWithTheirValidPointsExactly) {
   EXPECT_EQ(only[0].record.kernel_label(), "k2");
   EXPECT_TRUE(only[0].points.empty());
   EXPECT_FALSE(only[0].record.has_outcome());
+}
+
+// A kernel's run sets: every run of its newest campaigns, however many runs
+// each has; a campaign of several kernels gives each its own set.
+TEST_F(PgScaleTest, ByCampaignGivesEveryRunOfTheNewestCampaigns) {
+  const auto old = campaign({"k1"}, 2);
+  const auto mid = campaign({"k1", "k2"}, 3);
+  const auto last = campaign({"k1"}, 1);
+  ASSERT_EQ(old.size() + mid.size() + last.size(), 9u);
+  ScaleRunQuery q;
+  q.by_campaign = true;
+  q.per_kernel = 1;
+  q.details = false;
+  auto ids = [](const std::vector<ScaleRun>& runs, const std::string& kernel) {
+    std::vector<int64_t> out;
+    for (const auto& r : runs)
+      if (r.record.kernel_label() == kernel) out.push_back(r.record.job_id());
+    return out;
+  };
+  const auto newest = store_->scale_runs(q);
+  EXPECT_EQ(ids(newest, "k1"), (std::vector<int64_t>{last[0]}));
+  EXPECT_EQ(ids(newest, "k2"), (std::vector<int64_t>{mid[5], mid[4], mid[3]}));
+  q.per_kernel = 2;
+  q.kernels = {"k1"};
+  q.details = true;
+  const auto two = store_->scale_runs(q);
+  EXPECT_EQ(ids(two, "k1"), (std::vector<int64_t>{last[0], mid[2], mid[1], mid[0]}));
+  ASSERT_EQ(two.size(), 4u);
+  EXPECT_EQ(two[1].record.campaign_id(), two[3].record.campaign_id());
+  EXPECT_NE(two[0].record.campaign_id(), two[1].record.campaign_id());
+  EXPECT_EQ(two[2].points.size(), 2u);
+  // Counting runs instead: the newest two, whatever their campaign.
+  q.by_campaign = false;
+  EXPECT_EQ(ids(store_->scale_runs(q), "k1"), (std::vector<int64_t>{last[0], mid[2]}));
 }
 
 TEST_F(PgScaleTest, KeptRowsMatchARecountFromTheStoredJson) {

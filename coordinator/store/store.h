@@ -178,6 +178,10 @@ struct ScaleRunQuery {
   std::vector<std::string> kernels;  // empty: every kernel with a run
   uint32_t per_kernel = 1;           // the newest this many of each kernel
   bool details = true;               // the outcome and the points too
+  // per_kernel counts campaigns: every run of each kernel's newest
+  // per_kernel campaigns (newest by their newest run of the kernel), a
+  // kernel's "run sets" (docs/scaling.md).
+  bool by_campaign = false;
 };
 
 enum class ReportResult {
@@ -437,8 +441,9 @@ class Store {
   virtual std::vector<std::string> scale_kernels() {
     throw StoreError("this store keeps no scaling runs", false);
   }
-  // The newest query.per_kernel passing runs of each kernel asked for that
-  // has one, by kernel label, then newest first (in report order).
+  // The newest query.per_kernel passing runs (or campaigns' runs) of each
+  // kernel asked for that has one, by kernel label, then newest first (in
+  // report order).
   virtual std::vector<ScaleRun> scale_runs(const ScaleRunQuery& query) {
     (void)query;
     throw StoreError("this store keeps no scaling runs", false);

@@ -210,13 +210,23 @@ export interface ScaleChange {
   test: string;
   mode: string;
   tasks: number;
+  // Over the boots' means (n: boots); each run's own samples in *_runs.
   before: ScaleSummary;
   after: ScaleSummary;
+  before_runs?: ScaleRunSummary[];
+  after_runs?: ScaleRunSummary[];
   change_pct: number;
   ci95_low_pct: number;
   ci95_high_pct: number;
   p_value: number | null;
-  verdict: 'significant' | 'within noise' | 'too few samples' | 'loaded: not judged';
+  verdict: 'significant' | 'within noise' | 'too few samples' | 'loaded: not judged' | 'one run: not judged';
+}
+
+// One run of a compared set, by its own samples.
+export interface ScaleRunSummary extends ScaleSummary {
+  job_id: number;
+  boot_id: string;
+  loaded: boolean;
 }
 
 // How a run raced (Outcome.strategy): what the spec fixed, what the seed chose.

@@ -78,8 +78,10 @@ try {
   lf.cli(['campaign', 'run', '--name', 'scale-e2e', '--scenario', 'lookup-scale', '--kernel', 'host', '--kernel', 'k2',
     '--fs', 'tmpfs', '--param', 'point_ms=40', '--param', 'warmup_ms=20', '--param', 'samples=3', '--param', 'mode=0', '--param', 'test=0',
     '--param', 'max_tasks=2', '--wait']);
-  // Two runs with known samples: the 1-task points identical, the 2-task one
-  // 30 % faster, so the table must say "within noise" and "significant".
+  // Two kernels of three runs (boots) each, with known samples: the 1-task
+  // points the same, the 2-task ones 30 % faster, so the table must say
+  // "within noise" and "significant". Each run's mean differs by up to 1 %
+  // from its boot to the next; the newest runs (factor 1) are drawn.
   const base = [1000, 1012, 991, 1006, 995];
   const scalePoint = (tasks, samples) => {
     const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
@@ -89,11 +91,11 @@ try {
       ci95_low: mean - half, ci95_high: mean + half, idle_pct: 0, other_load: 0 };
   };
   const host = { cpus: 2, sample_s: 1, warmup_s: 1, max_other_load: 0, load_average: 0.5, warnings: [] };
-  lf.insertScaleOutcome('scale-a', { scenario: 'lookup-scale', verdict: 'pass', scale_host: host,
-    scale: [scalePoint(1, base), scalePoint(2, base.map((x) => 2 * x))] });
-  lf.insertScaleOutcome('scale-b', { scenario: 'lookup-scale', verdict: 'pass',
-    scale_host: { ...host, warnings: ['2 tasks on 1 CPUs: points above 1 tasks share CPUs'] },
-    scale: [scalePoint(1, base), scalePoint(2, base.map((x) => 2.6 * x))] });
+  const runSet = (kernel, fast, extra) => [0.99, 1.01, 1].map((f, i) => ({ scenario: 'lookup-scale', verdict: 'pass',
+    scale_host: { ...host, ...extra, boot_id: `${kernel}-boot-${i}` },
+    scale: [scalePoint(1, base.map((x) => f * x)), scalePoint(2, base.map((x) => fast * f * x))] }));
+  lf.insertScaleOutcomes('scale-a', runSet('scale-a', 2, {}));
+  lf.insertScaleOutcomes('scale-b', runSet('scale-b', 2.6, { warnings: ['2 tasks on 1 CPUs: points above 1 tasks share CPUs'] }));
   const nightly = await waitFor('the nightly campaign to finish', 180_000, async () => {
     const { body } = await lf.api('GET', `/api/campaigns/${nightlyId}`);
     return body.campaign.state === 'done' && body;
@@ -265,9 +267,11 @@ try {
     assert(rows.length >= 2, `compare rows ${JSON.stringify(rows)}`);
     for (const r of rows) {
       assert(/^[+-]\d+\.\d %$/.test(r[3]), `change column ${r[3]}`);
-      // Real runs: on a busy machine a point is not judged, and says so.
-      assert(['significant', 'within noise', 'loaded: not judged'].includes(r[6]), `verdict column ${r[6]}`);
+      // One real run per kernel: the noise between boots is unknown, so no
+      // verdict, whatever the samples of the two runs say.
+      assert(r[6] === 'one run: not judged' && r[7] === '1 / 1', `verdict and runs columns ${JSON.stringify(r)}`);
     }
+    assert((await page.$$('#scaling-compare .sig-one-run-not-judged')).length === rows.length, 'no "one run" label');
     const bars = Number(await page.getAttribute('#scaling-chart', 'data-error-bars'));
     assert(bars >= 4, `error bars drawn: ${bars}`);
   });
@@ -279,6 +283,7 @@ try {
     assert(rows.length === 2, `compare rows ${JSON.stringify(rows)}`);
     assert(rows[0][0] === '1' && rows[0][3] === '+0.0 %' && rows[0][6] === 'within noise', `1 task: ${JSON.stringify(rows[0])}`);
     assert(rows[1][0] === '2' && rows[1][3] === '+30.0 %' && rows[1][6] === 'significant', `2 tasks: ${JSON.stringify(rows[1])}`);
+    assert(rows[0][7] === '3 / 3' && rows[1][7] === '3 / 3', `runs column: ${JSON.stringify(rows)}`);
     assert(/± \d+\.\d %/.test(rows[1][1]), `interval in ${rows[1][1]}`);
     assert((await page.$$('#scaling-compare .sig-within-noise')).length === 1, 'no "within noise" label');
     const bars = Number(await page.getAttribute('#scaling-chart', 'data-error-bars'));
@@ -295,8 +300,14 @@ try {
     assert(one && one.includes('within noise'), `1 task: ${text}`);
     assert(two && two.includes('significant') && two.includes('+30.0%'), `2 tasks: ${text}`);
     assert(text.includes('scale-b: 2 tasks on 1 CPUs'), `warnings: ${text}`);
+    assert(/^lseek1\s+processes\s+2\s+3\/3 /.test(two), `runs column: ${two}`);
     const j = JSON.parse(lf.cli(['scaling', 'compare', 'scale-a', 'scale-b', '--json']));
     assert(j.points.map((p) => p.verdict).join() === 'within noise,significant', JSON.stringify(j.points));
+    assert(j.before_jobs.length === 3 && j.points[1].after_runs.length === 3 && j.points[1].after.n === 3, JSON.stringify(j));
+    // The newest run of each alone: not judged, though its samples differ by 30 %.
+    const last = lf.cli(['scaling', 'compare', 'scale-a', 'scale-b', '--test', 'lseek1', '--last', '1']);
+    const lastTwo = last.split('\n').find((l) => /^lseek1\s+processes\s+2 /.test(l));
+    assert(lastTwo && lastTwo.includes('one run: not judged') && lastTwo.includes('+30.0%'), `--last 1: ${last}`);
     const csv = lf.cli(['scaling', 'csv', 'scale-a', '--test', 'lseek1']).trim().split('\n');
     assert(csv[0] === 'tasks,processes,processes_idle,threads,threads_idle,linear', csv[0]);
     assert(csv[1] === '0,0,100,0,100,0', csv[1]);

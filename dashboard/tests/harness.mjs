@@ -115,47 +115,51 @@ export class Leapfrog {
     return execFileSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-q', '-At', '-c', sql], { encoding: 'utf8' }).trim();
   }
 
-  // Stores a passing lookup-scale job on `kernel` whose outcome JSON is
-  // `outcomeJson`, as an agent's report would be stored; returns the job id.
-  insertScaleOutcome(kernel, outcomeJson) {
+  // Stores one campaign on `kernel` with a passing lookup-scale job per
+  // outcome JSON (a kernel's run set, in report order), as an agent's reports
+  // would be stored; returns the job ids.
+  insertScaleOutcomes(kernel, outcomeJsons) {
     const campaign = Buffer.concat([pbString(1, `scale-${kernel}`), pbString(2, 'lookup-scale'), pbString(3, kernel), pbString(4, 'tmpfs')]);
     const spec = Buffer.concat([pbString(1, 'lookup-scale'), pbVarint(2, 1), pbString(3, 'tmpfs')]);
-    const outcome = Buffer.concat([pbVarint(1, 1), pbString(14, JSON.stringify(outcomeJson))]);
     const hex = (b) => `decode('${b.toString('hex')}', 'hex')`;
-    const out = this.psql(`
-      WITH c AS (INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)
-                 VALUES ('scale-${kernel}', ${hex(campaign)}, 0, 1, now()) RETURNING id),
-           a AS (SELECT id FROM agents ORDER BY name LIMIT 1),
-           j AS (INSERT INTO jobs (campaign_id, scenario, fs, kernel_label, spec, state, attempt, max_attempts,
-                                   agent_id, verdict, finished_at)
-                 SELECT c.id, 'lookup-scale', 'tmpfs', '${kernel}', ${hex(spec)}, 'done', 1, 3, a.id, 1, now()
-                 FROM c, a RETURNING id, campaign_id, agent_id)
-      INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked,
-                            violation_count, race_window_hits, error, outcome, reported_at)
-      SELECT id, 1, campaign_id, agent_id, 1, 0, 0, 0, 0, 0, '', ${hex(outcome)}, now() FROM j
-      RETURNING job_id`);
-    const jobId = Number(out.split('\n')[0]);
-    // The store also keeps a passing lookup-scale run and its points as rows
-    // (coordinator/store/pg_scale.cc), with scale_point_from_json's defaults:
-    // the scaling routes read those.
-    const lit = (v) => `'${String(v).replace(/'/g, "''")}'`;
-    const or = (v, d) => (v === undefined || v === null ? d : Number(v));
-    const points = (outcomeJson.scale || []).map((p, i) =>
-      `(${i}, ${lit(p.test)}, ${lit(p.mode)}, ${Number(p.tasks)}, ${Number(p.ops_per_sec)}, ` +
-      `ARRAY[${(p.samples || []).map(Number).join(',')}]::float8[], ${or(p.stddev, 0)}, ` +
-      `${or(p.ci95_low, p.ops_per_sec)}, ${or(p.ci95_high, p.ops_per_sec)}, ${or(p.idle_pct, -1)}, ` +
-      `${or(p.other_load, -1)}, ${or(p.task_cpu_s, 0)}, ${or(p.window_s, 0)}, ${or(p.host_load, -1)})`);
-    const host = outcomeJson.scale_host ? `${lit(JSON.stringify(outcomeJson.scale_host))}::jsonb` : 'NULL';
-    this.psql(`
-      INSERT INTO scale_runs (job_id, attempt, campaign_id, kernel_label, fs, seq, reported_at, host)
-      SELECT o.job_id, o.attempt, o.campaign_id, j.kernel_label, j.fs, o.seq, o.reported_at, ${host}
-      FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.job_id = ${jobId} AND o.attempt = 1;
-      INSERT INTO scale_points (job_id, attempt, idx, testcase, mode, tasks, ops_per_sec, samples, stddev,
-                                ci95_low, ci95_high, idle_pct, other_load, task_cpu_s, window_s, host_load)
-      SELECT ${jobId}, 1, p.* FROM (VALUES ${points.join(', ')})
-        AS p(idx, testcase, mode, tasks, ops_per_sec, samples, stddev, ci95_low, ci95_high, idle_pct,
-             other_load, task_cpu_s, window_s, host_load);`);
-    return jobId;
+    const campaignId = Number(this.psql(`
+      INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)
+      VALUES ('scale-${kernel}', ${hex(campaign)}, 0, ${outcomeJsons.length}, now()) RETURNING id`).split('\n')[0]);
+    return outcomeJsons.map((outcomeJson) => {
+      const outcome = Buffer.concat([pbVarint(1, 1), pbString(14, JSON.stringify(outcomeJson))]);
+      const out = this.psql(`
+        WITH a AS (SELECT id FROM agents ORDER BY name LIMIT 1),
+             j AS (INSERT INTO jobs (campaign_id, scenario, fs, kernel_label, spec, state, attempt, max_attempts,
+                                     agent_id, verdict, finished_at)
+                   SELECT ${campaignId}, 'lookup-scale', 'tmpfs', '${kernel}', ${hex(spec)}, 'done', 1, 3, a.id, 1, now()
+                   FROM a RETURNING id, campaign_id, agent_id)
+        INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops, lookups_checked, offsets_checked,
+                              violation_count, race_window_hits, error, outcome, reported_at)
+        SELECT id, 1, campaign_id, agent_id, 1, 0, 0, 0, 0, 0, '', ${hex(outcome)}, now() FROM j
+        RETURNING job_id`);
+      const jobId = Number(out.split('\n')[0]);
+      // The store also keeps a passing lookup-scale run and its points as rows
+      // (coordinator/store/pg_scale.cc), with scale_point_from_json's defaults:
+      // the scaling routes read those.
+      const lit = (v) => `'${String(v).replace(/'/g, "''")}'`;
+      const or = (v, d) => (v === undefined || v === null ? d : Number(v));
+      const points = (outcomeJson.scale || []).map((p, i) =>
+        `(${i}, ${lit(p.test)}, ${lit(p.mode)}, ${Number(p.tasks)}, ${Number(p.ops_per_sec)}, ` +
+        `ARRAY[${(p.samples || []).map(Number).join(',')}]::float8[], ${or(p.stddev, 0)}, ` +
+        `${or(p.ci95_low, p.ops_per_sec)}, ${or(p.ci95_high, p.ops_per_sec)}, ${or(p.idle_pct, -1)}, ` +
+        `${or(p.other_load, -1)}, ${or(p.task_cpu_s, 0)}, ${or(p.window_s, 0)}, ${or(p.host_load, -1)})`);
+      const host = outcomeJson.scale_host ? `${lit(JSON.stringify(outcomeJson.scale_host))}::jsonb` : 'NULL';
+      this.psql(`
+        INSERT INTO scale_runs (job_id, attempt, campaign_id, kernel_label, fs, seq, reported_at, host)
+        SELECT o.job_id, o.attempt, o.campaign_id, j.kernel_label, j.fs, o.seq, o.reported_at, ${host}
+        FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.job_id = ${jobId} AND o.attempt = 1;
+        INSERT INTO scale_points (job_id, attempt, idx, testcase, mode, tasks, ops_per_sec, samples, stddev,
+                                  ci95_low, ci95_high, idle_pct, other_load, task_cpu_s, window_s, host_load)
+        SELECT ${jobId}, 1, p.* FROM (VALUES ${points.join(', ')})
+          AS p(idx, testcase, mode, tasks, ops_per_sec, samples, stddev, ci95_low, ci95_high, idle_pct,
+               other_load, task_cpu_s, window_s, host_load);`);
+      return jobId;
+    });
   }
 
   // Stores a done job whose outcome is a kernel crash with `console` as its

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -215,6 +216,9 @@ class LookupScale : public Scenario {
         {"test", -1, -1, kTestcaseCount - 1,
          "only this test (index in docs/scaling.md's list; 0-3 access/stat, 4 lseek1 .. 16 "
          "pread3), -1: all"},
+        {"tests", 0, 0, (int64_t{1} << kTestcaseCount) - 1,
+         "these tests, as a bit mask of their indices (bit i: test i; e.g. 80 = lseek1 and "
+         "readseek1); 0: as `test` says"},
         {"depth", 2, 1, 16, "directories above the access/stat tests' file"},
         {"mutator", 0, 0, 1, "1: chmod a directory on the path (0755 <-> 0711) in the background"}};
   }
@@ -223,7 +227,7 @@ class LookupScale : public Scenario {
   std::optional<std::chrono::nanoseconds> run_time(
       const std::map<std::string, int64_t>& p) const override {
     using std::chrono::milliseconds;
-    const int64_t tests = p.at("test") >= 0 ? 1 : kTestcaseCount;
+    const int64_t tests = std::popcount(chosen_tests(p.at("tests"), p.at("test")));
     const int64_t modes = p.at("mode") == 2 ? 2 : 1;
     const int64_t points = tests * modes * p.at("max_tasks");
     return milliseconds(points * (p.at("warmup_ms") + p.at("samples") * p.at("point_ms") + 12'000));
@@ -233,7 +237,7 @@ class LookupScale : public Scenario {
     const Timing tm{ctx.param("warmup_ms") * 1'000'000, ctx.param("point_ms") * 1'000'000,
                     static_cast<uint32_t>(ctx.param("samples"))};
     const int mode = static_cast<int>(ctx.param("mode"));
-    const int only = static_cast<int>(ctx.param("test"));
+    const uint64_t only = chosen_tests(ctx.param("tests"), ctx.param("test"));
     const int depth = static_cast<int>(ctx.param("depth"));
     DiskTree disk(ctx.ws);
     std::string dir;
@@ -264,7 +268,7 @@ class LookupScale : public Scenario {
           throw std::system_error(errno, std::generic_category(), "chdir");
         sys::drop_privileges(ctx.opts.observer);
         for (int ti = 0; ti < kTestcaseCount; ++ti) {
-          if (only >= 0 && ti != only) continue;
+          if (!(only >> ti & 1)) continue;
           for (int threads = 0; threads < 2; ++threads) {
             if (mode != 2 && mode != threads) continue;
             for (uint32_t n = 1; n <= max_tasks; ++n)
@@ -307,9 +311,17 @@ class LookupScale : public Scenario {
   }
 
  private:
+  // The tests to measure, a bit per index: the `tests` mask, else `test`
+  // alone, else all.
+  static uint64_t chosen_tests(int64_t mask, int64_t test) {
+    if (mask > 0) return static_cast<uint64_t>(mask);
+    if (test >= 0) return uint64_t{1} << test;
+    return (uint64_t{1} << kTestcaseCount) - 1;
+  }
+
   // The points, their statistics and the machine's fitness into `out`.
-  static void report(const Board& board, uint32_t max_tasks, int mode, int only, const Timing& tm,
-                     size_t cpus, bool mutator, Outcome& out) {
+  static void report(const Board& board, uint32_t max_tasks, int mode, uint64_t only,
+                     const Timing& tm, size_t cpus, bool mutator, Outcome& out) {
     double total_ops = 0, busy_s = 0;
     ScaleHost& host = out.scale_host;
     host.cpus = static_cast<uint32_t>(cpus);
@@ -317,7 +329,7 @@ class LookupScale : public Scenario {
     host.warmup_s = static_cast<double>(tm.warmup) / 1e9;
     std::string busiest, busiest_on_host;
     for (int ti = 0; ti < kTestcaseCount; ++ti) {
-      if (only >= 0 && ti != only) continue;
+      if (!(only >> ti & 1)) continue;
       for (int threads = 0; threads < 2; ++threads) {
         if (mode != 2 && mode != threads) continue;
         for (uint32_t n = 1; n <= max_tasks; ++n) {
@@ -387,6 +399,7 @@ class LookupScale : public Scenario {
       host.warnings.push_back(buf);
     }
     host.load_average = scale::load_average();
+    host.boot_id = scale::boot_id();
     for (const auto& w : host.warnings) out.notes.push_back(w);
     out.ops = static_cast<uint64_t>(total_ops);
     out.ops_per_sec = busy_s > 0 ? total_ops / busy_s : 0;

@@ -118,6 +118,13 @@ double load_average() {
   return one;
 }
 
+std::string boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(f >> id)) return "";
+  return id;
+}
+
 std::string host_view_path() {
   const char* env = std::getenv("LEAPFROG_HOST_VIEW");
   return env && *env ? env : "/run/leapfrog/host";

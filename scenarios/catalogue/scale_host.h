@@ -38,6 +38,9 @@ double ticks_per_second();
 // The 1-minute load average; -1 when unreadable.
 double load_average();
 
+// This boot's id (/proc/sys/kernel/random/boot_id); "" when unreadable.
+std::string boot_id();
+
 // What the host of this VM last said about itself. A TCG or KVM guest cannot
 // see the host's other work in its own /proc/stat, so the VM launcher sends
 // it on the guest's second serial port once a second, and the guest's /init

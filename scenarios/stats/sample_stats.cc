@@ -45,6 +45,8 @@ const char* to_string(Significance s) {
       return "too few samples";
     case Significance::Loaded:
       return "loaded: not judged";
+    case Significance::TooFewRuns:
+      return "one run: not judged";
   }
   return "?";
 }

@@ -25,8 +25,12 @@ enum class Significance {
   WithinNoise,    // it does not
   TooFewSamples,  // a side has fewer than two samples: no test is possible
   Loaded,         // a side ran beside other work (scale_report.h): not judged
+  // Comparing sets of runs (scale_report.h): a side has fewer than two runs
+  // in distinct boots, so the boot-to-boot noise is unknown: not judged.
+  TooFewRuns,
 };
-// "significant", "within noise", "too few samples", "loaded: not judged".
+// "significant", "within noise", "too few samples", "loaded: not judged",
+// "one run: not judged".
 const char* to_string(Significance s);
 
 // after against before.

@@ -20,11 +20,14 @@ interface ScalingDrop {
   change_pct: number | null;
 }
 
-// A kernel whose latest lookup-scale run fell significantly below its previous one.
+// A kernel whose latest lookup-scale campaign's runs fell significantly below
+// its previous campaign's.
 interface ScalingRegression {
   kernel: string;
   before_job: number;
   after_job: number;
+  before_runs?: number;
+  after_runs?: number;
   after_campaign: number;
   drops: ScalingDrop[];
 }
@@ -40,7 +43,7 @@ function scalingFlags(rs: ScalingRegression[]): HTMLElement[] {
         return h(
           'li',
           { 'data-kernel': r.kernel },
-          `Scaling regression on ${r.kernel}: ${r.drops.length} point${r.drops.length > 1 ? 's' : ''} significantly slower than the run before, worst ${worst.test} ${worst.mode} ${worst.tasks} tasks ${(worst.change_pct ?? 0).toFixed(1)} % — `,
+          `Scaling regression on ${r.kernel}: ${r.drops.length} point${r.drops.length > 1 ? 's' : ''} significantly slower than the campaign before (${r.after_runs ?? 1} runs against ${r.before_runs ?? 1}), worst ${worst.test} ${worst.mode} ${worst.tasks} tasks ${(worst.change_pct ?? 0).toFixed(1)} % — `,
           link(`#/campaigns/${r.after_campaign}`, `campaign #${r.after_campaign}`),
           ', ',
           link(`#/scaling?kernel=${encodeURIComponent(r.kernel)}`, 'scaling'),

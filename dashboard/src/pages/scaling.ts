@@ -1,4 +1,4 @@
-import { get, type ScaleChange, type ScaleHost, type ScalePoint } from '../api';
+import { get, type ScaleChange, type ScaleHost, type ScalePoint, type ScaleSummary } from '../api';
 import { chartIn } from '../charts';
 import { h, table, when } from '../dom';
 import type { Page } from '../router';
@@ -16,7 +16,7 @@ interface Run {
 interface Scaling {
   kernels: string[];
   runs: Run[];
-  comparison: { before: string; after: string; points: ScaleChange[] } | null;
+  comparison: { before: string; after: string; before_jobs?: number[]; after_jobs?: number[]; points: ScaleChange[] } | null;
 }
 
 const palette = ['#5470c6', '#ee6666', '#3a9d5d', '#c77d00'];
@@ -25,10 +25,17 @@ const pct = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)} %`;
 // "1234567 ± 2.1 %": the mean and the half-width of its 95 % interval.
 const withInterval = (s: { mean: number; ci95_high: number; n: number }) =>
   s.n > 1 && s.mean > 0 ? `${Math.round(s.mean)} ± ${((100 * (s.ci95_high - s.mean)) / s.mean).toFixed(1)} %` : `${Math.round(s.mean)}`;
+// A side over its boots; a side of one boot by its run's own samples.
+const sideText = (set: ScaleSummary, runs: ScaleSummary[] | undefined) =>
+  withInterval(set.n === 1 && runs?.length === 1 ? runs[0] : set);
+// The verdicts that come with no interval or p-value.
+const unjudged = (v: string) => v === 'too few samples' || v === 'one run: not judged';
 
 export const scalingPage: Page = async (root, _params, query) => {
   const { kernels } = await get<Scaling>('/api/scaling');
   const chosen = query.getAll('kernel').filter((k) => kernels.includes(k));
+  // last=N: each kernel's newest N runs instead of its latest campaign's.
+  const last = Number(query.get('last') ?? 0);
   if (!chosen.length) chosen.push(...kernels.slice(0, 2));
   const pickA = h('select', { id: 'kernel-a' }, ...kernels.map((k) => h('option', { value: k }, k))) as HTMLSelectElement;
   const pickB = h('select', { id: 'kernel-b' }, h('option', { value: '' }, '(none)'), ...kernels.map((k) => h('option', { value: k }, k))) as HTMLSelectElement;
@@ -106,19 +113,25 @@ export const scalingPage: Page = async (root, _params, query) => {
       const rows = cmp.points.filter(mine).sort((x, y) => x.tasks - y.tasks);
       compare.replaceChildren(
         table(
-          ['tasks', `${cmp.before} ops/s`, `${cmp.after} ops/s`, 'change', '95 % interval', 'p', 'verdict'],
+          ['tasks', `${cmp.before} ops/s`, `${cmp.after} ops/s`, 'change', '95 % interval', 'p', 'verdict', 'runs'],
           rows.map((c) => [
             c.tasks,
-            withInterval(c.before),
-            withInterval(c.after),
+            sideText(c.before, c.before_runs),
+            sideText(c.after, c.after_runs),
             pct(c.change_pct),
-            c.verdict === 'too few samples' ? '—' : `[${pct(c.ci95_low_pct)}, ${pct(c.ci95_high_pct)}]`,
-            c.p_value === null || c.verdict === 'too few samples' ? '—' : c.p_value < 0.001 ? '< 0.001' : c.p_value.toFixed(3),
+            unjudged(c.verdict) ? '—' : `[${pct(c.ci95_low_pct)}, ${pct(c.ci95_high_pct)}]`,
+            c.p_value === null || unjudged(c.verdict) ? '—' : c.p_value < 0.001 ? '< 0.001' : c.p_value.toFixed(3),
             h('span', { class: `badge sig-${c.verdict.replace(/[^a-z]+/g, '-')}` }, c.verdict),
+            `${c.before.n} / ${c.after.n}`,
           ]),
           { id: 'scaling-compare' },
         ),
-        h('p', {}, 'Welch\'s t-test at 5 %: "significant" only when the samples say the change is beyond the noise; "loaded: not judged" when either run shared its CPUs (or, in a VM, its host) with other work.'),
+        h(
+          'p',
+          { id: 'scaling-sets' },
+          `${cmp.before}: ${cmp.before_jobs?.length ?? 1} run(s), ${cmp.after}: ${cmp.after_jobs?.length ?? 1} run(s), ${last > 0 ? `each kernel's newest ${last}` : 'each kernel\'s latest campaign'}. `,
+          'Welch\'s t-test at 5 % over the runs\' means, one per boot ("runs": boots before / after): "significant" only when the runs say the change is beyond the boot-to-boot noise; "one run: not judged" when a side has a single boot (its ± is then that run\'s own samples\'); "loaded: not judged" when any run shared its CPUs (or, in a VM, its host) with other work.',
+        ),
       );
     } else {
       compare.replaceChildren(h('p', {}, 'Pick a second kernel to compare.'));
@@ -126,7 +139,7 @@ export const scalingPage: Page = async (root, _params, query) => {
   };
   const load = async () => {
     const ks = [pickA.value, pickB.value].filter(Boolean);
-    const q = [...new Set(ks)].map((k) => `kernel=${encodeURIComponent(k)}`).join('&');
+    const q = [...new Set(ks)].map((k) => `kernel=${encodeURIComponent(k)}`).join('&') + (last > 0 ? `&last=${last}` : '');
     data = await get<Scaling>(`/api/scaling?${q}`);
     const tests = [...new Set(data.runs.flatMap((r) => r.points.map((p) => `${p.mode}:${p.test}`)))].sort();
     const keep = pickTest.value;
