@@ -110,7 +110,7 @@ struct Options {
                " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only] [--ingest-only]"
                " [--report-writers=N] [--min-parallel-batch=N]"
                " [--floors]"
-               " [--loop=raw|grpc]\n",
+               " [--loop=raw|grpc|store|grpc-discard|paced]\n",
                argv0);
   std::exit(2);
 }
@@ -153,7 +153,8 @@ Options parse_options(int argc, char** argv) {
     std::string name = arg.substr(2, eq - 2);
     std::string value = arg.substr(eq + 1);
     if (name == "loop") {
-      if (value != "raw" && value != "grpc" && value != "store" && value != "grpc-discard")
+      if (value != "raw" && value != "grpc" && value != "store" && value != "grpc-discard" &&
+          value != "paced")
         usage(argv[0]);
       o.loop = value;
       continue;
@@ -226,6 +227,7 @@ class BenchDir {
 struct LeaseRun {
   double jobs_per_sec = 0;
   std::vector<double> latency_us;  // per leased job
+  double bench_cpu_us_per_lease = 0, pg_cpu_us_per_lease = 0;  // gRPC runs
 };
 
 // The fleet run: leases and heartbeats of many paced agents.
@@ -479,6 +481,7 @@ class Bench {
     int leased = 0;
     std::string error;  // the first failed call; the rest drain first
     size_t active = agents.size();
+    const CpuTimes cpu0 = cpu_now(pg_->pid());
     auto start = Steady::now();
     auto last = start;
     for (auto& a : agents) {
@@ -519,12 +522,16 @@ class Bench {
         send(a);
       }
     }
+    const CpuTimes cpu1 = cpu_now(pg_->pid());
     cq.Shutdown();
     void* ignored_tag;
     bool ignored_ok;
     while (cq.Next(&ignored_tag, &ignored_ok)) {
     }
     if (!error.empty()) throw std::runtime_error(error);
+    const double k = 1e6 / static_cast<double>(std::max(leased, 1));
+    run.bench_cpu_us_per_lease = (cpu1.bench - cpu0.bench) * k;
+    run.pg_cpu_us_per_lease = (cpu1.pg - cpu0.pg) * k;
     if (leased != n) throw std::runtime_error("gRPC lease: leased " + std::to_string(leased));
     run.jobs_per_sec = leased / seconds_between(start, last);
     return run;
@@ -1198,12 +1205,39 @@ void print_mode(const Options& o, Mode& m) {
               m.fleet.pg_cpu_us_per_lease);
 }
 
+// --loop=paced: the paced lease run alone, `rounds` times (durable unless
+// --no-sync-only), with its percentiles and CPU per lease: for a profiler,
+// and to compare builds quickly.
+int paced_loop(Bench& bench, const Options& o) {
+  bench.set_durable(!o.no_sync_only);
+  bench.grpc_lease(1000, 0ms);  // untimed: starts the server's threads
+  const int jobs = o.agents * o.paced_leases;
+  const auto think = std::chrono::milliseconds(o.paced_think_ms);
+  std::vector<double> all;
+  for (int round = 1; round <= o.rounds; ++round) {
+    const double from = monotonic_seconds();
+    LeaseRun r = bench.grpc_lease(jobs, think);
+    const double to = monotonic_seconds();
+    append(all, r.latency_us);
+    std::printf(
+        "  paced %d agents: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms;"
+        " CPU us per lease: bench %.0f, PostgreSQL %.0f; timed %.6f,%.6f\n",
+        o.agents, percentile(r.latency_us, 50) / 1000, percentile(r.latency_us, 90) / 1000,
+        percentile(r.latency_us, 99) / 1000, percentile(r.latency_us, 100) / 1000,
+        r.bench_cpu_us_per_lease, r.pg_cpu_us_per_lease, from, to);
+    std::fflush(stdout);
+  }
+  print_latency("all rounds, " + std::to_string(o.agents) + " agents paced", all);
+  return 0;
+}
+
 int run(const Options& o) {
   std::printf("setup: PostgreSQL, coordinator, %d agents on %d connections\n", o.agents,
               o.channels);
   std::fflush(stdout);
   Bench bench(o);
   const auto outcomes = Bench::make_outcomes(o.ingest_outcomes);
+  if (o.loop == "paced") return paced_loop(bench, o);
   if (!o.loop.empty()) {
     // One side only, `rounds` times, under the durable setting unless told
     // otherwise: for `perf record -p`.
