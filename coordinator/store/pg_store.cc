@@ -84,7 +84,7 @@ PgStore::PgStore(const std::string& url, PgStoreOptions options)
           url, options.report_writers, store_statements(),
           std::vector<PgSetting>{{"plan_cache_mode", "force_generic_plan"}})),
       // The group lease's writers, generic plans too: lease_jobs was planned
-      // anew for every batch (60-230 us of PostgreSQL CPU on the lease's
+      // anew for every batch (60-440 us of PostgreSQL CPU on the lease's
       // path, measured with pg_stat_statements). Their generic plans still
       // take the oldest queued jobs through jobs_queued (pg_lease_plan_test).
       lease_pool_(std::make_unique<PgPool>(
