@@ -108,9 +108,9 @@ struct Options {
                " [--paced-think-ms=N] [--paced-leases=N] [--fleet-agents=N] [--fleet-think-ms=N]"
                " [--fleet-heartbeat-ms=N] [--fleet-leases=N] [--ingest-outcomes=N]"
                " [--ingest-clients=N,N,...] [--channels=N] [--no-sync-only] [--ingest-only]"
-               " [--report-writers=N] [--min-parallel-batch=N]"
+               " [--report-writers=N] [--min-parallel-batch=N] [--lease-writers=N]"
                " [--floors]"
-               " [--loop=raw|grpc]\n",
+               " [--loop=raw|grpc|store|grpc-discard|paced]\n",
                argv0);
   std::exit(2);
 }
@@ -133,6 +133,7 @@ Options parse_options(int argc, char** argv) {
       {"channels", &o.channels},
       {"report-writers", &o.store.report_writers},
       {"min-parallel-batch", &o.store.min_parallel_report_batch},
+      {"lease-writers", &o.store.lease_writers},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -153,7 +154,8 @@ Options parse_options(int argc, char** argv) {
     std::string name = arg.substr(2, eq - 2);
     std::string value = arg.substr(eq + 1);
     if (name == "loop") {
-      if (value != "raw" && value != "grpc" && value != "store" && value != "grpc-discard")
+      if (value != "raw" && value != "grpc" && value != "store" && value != "grpc-discard" &&
+          value != "paced")
         usage(argv[0]);
       o.loop = value;
       continue;
@@ -226,6 +228,10 @@ class BenchDir {
 struct LeaseRun {
   double jobs_per_sec = 0;
   std::vector<double> latency_us;  // per leased job
+  // gRPC runs: per leased job, the store's lease_job call inside the
+  // coordinator (group lease queue, statement, commit).
+  std::vector<double> store_us;
+  double bench_cpu_us_per_lease = 0, pg_cpu_us_per_lease = 0;  // gRPC runs
 };
 
 // The fleet run: leases and heartbeats of many paced agents.
@@ -479,6 +485,9 @@ class Bench {
     int leased = 0;
     std::string error;  // the first failed call; the rest drain first
     size_t active = agents.size();
+    const CpuTimes cpu0 = cpu_now(pg_->pid());
+    store_view_->take_lease_times();
+    store_view_->time_leases = true;
     auto start = Steady::now();
     auto last = start;
     for (auto& a : agents) {
@@ -519,12 +528,18 @@ class Bench {
         send(a);
       }
     }
+    const CpuTimes cpu1 = cpu_now(pg_->pid());
+    store_view_->time_leases = false;
+    run.store_us = store_view_->take_lease_times();
     cq.Shutdown();
     void* ignored_tag;
     bool ignored_ok;
     while (cq.Next(&ignored_tag, &ignored_ok)) {
     }
     if (!error.empty()) throw std::runtime_error(error);
+    const double k = 1e6 / static_cast<double>(std::max(leased, 1));
+    run.bench_cpu_us_per_lease = (cpu1.bench - cpu0.bench) * k;
+    run.pg_cpu_us_per_lease = (cpu1.pg - cpu0.pg) * k;
     if (leased != n) throw std::runtime_error("gRPC lease: leased " + std::to_string(leased));
     run.jobs_per_sec = leased / seconds_between(start, last);
     return run;
@@ -1026,6 +1041,7 @@ struct Mode {
   Pair lease, lease_touching;
   std::vector<Pair> ingest;  // one per Options::ingest_clients
   std::vector<double> raw_lat, grpc_lat, touching_lat, paced_lat, paced_touching_lat;
+  std::vector<double> paced_store_lat;  // the paced run's lease_job calls, inside the coordinator
   FleetRun fleet;
   std::vector<CpuTimes> raw_cpu;                // per round
   // --floors: per Options::ingest_clients, per round
@@ -1103,7 +1119,9 @@ void measure(Bench& bench, const Options& o, const std::vector<v1::Outcome>& out
   // Paced: agents think between leases, as real ones run their jobs.
   const int paced_jobs = o.agents * o.paced_leases;
   const auto think = std::chrono::milliseconds(o.paced_think_ms);
-  m.paced_lat = bench.grpc_lease(paced_jobs, think).latency_us;
+  LeaseRun paced = bench.grpc_lease(paced_jobs, think);
+  m.paced_lat = paced.latency_us;
+  m.paced_store_lat = paced.store_us;
   bench.store_view().touch_every_lease = true;
   m.paced_touching_lat = bench.grpc_lease(paced_jobs, think).latency_us;
   bench.store_view().touch_every_lease = false;
@@ -1185,6 +1203,7 @@ void print_mode(const Options& o, Mode& m) {
   print_latency("gRPC, " + std::to_string(o.agents) + " agents saturating, touching",
                 m.touching_lat);
   print_latency("gRPC, " + std::to_string(o.agents) + " agents paced, as built", m.paced_lat);
+  print_latency("  of which store.lease_job, in the coordinator", m.paced_store_lat);
   print_latency("gRPC, " + std::to_string(o.agents) + " agents paced, touching",
                 m.paced_touching_lat);
   const std::string fleet = std::to_string(o.fleet_agents) + " agents, fleet";
@@ -1198,12 +1217,43 @@ void print_mode(const Options& o, Mode& m) {
               m.fleet.pg_cpu_us_per_lease);
 }
 
+// --loop=paced: the paced lease run alone, `rounds` times (durable unless
+// --no-sync-only), with its percentiles and CPU per lease: for a profiler,
+// and to compare builds quickly.
+int paced_loop(Bench& bench, const Options& o) {
+  bench.set_durable(!o.no_sync_only);
+  bench.grpc_lease(1000, 0ms);  // untimed: starts the server's threads
+  const int jobs = o.agents * o.paced_leases;
+  const auto think = std::chrono::milliseconds(o.paced_think_ms);
+  std::vector<double> all, store;
+  for (int round = 1; round <= o.rounds; ++round) {
+    const double from = monotonic_seconds();
+    LeaseRun r = bench.grpc_lease(jobs, think);
+    const double to = monotonic_seconds();
+    append(all, r.latency_us);
+    append(store, r.store_us);
+    std::printf(
+        "  paced %d agents: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms;"
+        " store.lease_job p50 %.2f ms  p99 %.2f ms;"
+        " CPU us per lease: bench %.0f, PostgreSQL %.0f; timed %.6f,%.6f\n",
+        o.agents, percentile(r.latency_us, 50) / 1000, percentile(r.latency_us, 90) / 1000,
+        percentile(r.latency_us, 99) / 1000, percentile(r.latency_us, 100) / 1000,
+        percentile(r.store_us, 50) / 1000, percentile(r.store_us, 99) / 1000,
+        r.bench_cpu_us_per_lease, r.pg_cpu_us_per_lease, from, to);
+    std::fflush(stdout);
+  }
+  print_latency("all rounds, " + std::to_string(o.agents) + " agents paced", all);
+  print_latency("  of which store.lease_job, in the coordinator", store);
+  return 0;
+}
+
 int run(const Options& o) {
   std::printf("setup: PostgreSQL, coordinator, %d agents on %d connections\n", o.agents,
               o.channels);
   std::fflush(stdout);
   Bench bench(o);
   const auto outcomes = Bench::make_outcomes(o.ingest_outcomes);
+  if (o.loop == "paced") return paced_loop(bench, o);
   if (!o.loop.empty()) {
     // One side only, `rounds` times, under the durable setting unless told
     // otherwise: for `perf record -p`.
@@ -1259,7 +1309,9 @@ int run(const Options& o) {
       "\nlease raw: the store's lease_job statement, one autocommit connection, until the\n"
       "queue is empty. lease gRPC: %d agents leasing in a loop (wait 0) through async calls on\n"
       "%d client connections; saturating latency is mostly queueing (agents / throughput).\n"
-      "paced: each agent waits %d ms +-50%% between leases (%.0f leases/s offered).\n"
+      "paced: each agent waits %d ms +-50%% between leases (%.0f leases/s offered); \"of which\n"
+      "store.lease_job\": the store call inside the coordinator (the group lease's queue, its\n"
+      "statement and commit), without gRPC, the agent service and the bench's clients.\n"
       "touching: the store also runs touch_agent before every lease (the agent service\n"
       "touches an agent at most once per heartbeat interval).\n"
       "fleet: %d agents, each leasing %d jobs, running each for %d ms +-50%% and heartbeating\n"

@@ -2,7 +2,11 @@
 // A Store in front of the coordinator bench's PgStore (coordinator_bench.cc).
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coordinator/store/store.h"
 
@@ -13,11 +17,21 @@ namespace leapfrog::coord {
 // at most once per heartbeat interval: the bench shows what that round trip
 // costs. With `discard_reports` set, report_outcome stores nothing and
 // answers Stored: the bench's floor for the gRPC part of ingest alone.
+// With `time_leases` set, it keeps how long each lease_job call took (the
+// group lease's queue, its statement and commit: the database side of a
+// lease, inside the coordinator).
 class TouchEveryLeaseStore : public Store {
  public:
   explicit TouchEveryLeaseStore(Store& inner) : inner_(inner) {}
   std::atomic<bool> touch_every_lease{false};
   std::atomic<bool> discard_reports{false};
+  std::atomic<bool> time_leases{false};
+
+  // The lease_job times kept since the last call, in microseconds.
+  std::vector<double> take_lease_times() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(lease_us_, {});
+  }
 
   std::string register_agent(const std::string& name, const v1::Capabilities& caps, TimePoint now,
                              const std::string& key = kTrustedCaller) override {
@@ -53,8 +67,15 @@ class TouchEveryLeaseStore : public Store {
   std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
                                    TimePoint now, Duration lease,
                                    const std::string& key = kTrustedCaller) override {
+    const auto t0 = std::chrono::steady_clock::now();
     if (touch_every_lease) inner_.touch_agent(agent_id, now);
-    return inner_.lease_job(agent_id, caps, now, lease, key);
+    auto job = inner_.lease_job(agent_id, caps, now, lease, key);
+    if (time_leases && job) {
+      const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+      std::lock_guard<std::mutex> lock(mu_);
+      lease_us_.push_back(took.count());
+    }
+    return job;
   }
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                        uint32_t attempt, TimePoint now, Duration lease,
@@ -126,6 +147,8 @@ class TouchEveryLeaseStore : public Store {
 
  private:
   Store& inner_;
+  std::mutex mu_;
+  std::vector<double> lease_us_;
 };
 
 }  // namespace leapfrog::coord

@@ -40,7 +40,7 @@ PgStoreStats PgStore::stats(TimePoint online_since) {
 }
 
 std::vector<PgPoolUse> PgStore::pool_use() {
-  return {pool_->use("store"), report_pool_->use("reports")};
+  return {pool_->use("store"), report_pool_->use("reports"), lease_pool_->use("leases")};
 }
 
 }  // namespace leapfrog::coord

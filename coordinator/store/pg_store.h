@@ -33,7 +33,7 @@ struct PgStoreOptions {
   bool migrate = true;
   // Group lease: lease_job calls that arrive while a lease statement runs
   // are served together by one statement, by at most this many writers at
-  // once (each holds a pooled connection).
+  // once, each on a connection of its own (beyond pool_size).
   int lease_writers = 2;
   // Most callers served by one statement.
   int max_lease_batch = 64;
@@ -172,6 +172,8 @@ class PgStore : public Store {
   std::unique_ptr<PgPool> pool_;
   // The report writers' connections (see PgStore::PgStore).
   std::unique_ptr<PgPool> report_pool_;
+  // The group lease writers' connections (see PgStore::PgStore).
+  std::unique_ptr<PgPool> lease_pool_;
   // lease_job calls waiting to be served together.
   std::unique_ptr<PgGroupCommit<PgLease, std::optional<v1::Job>>> leases_;
   // renew_lease calls waiting to be served together.
