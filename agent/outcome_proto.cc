@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/outcome/scale_proto.h"
+
 namespace leapfrog {
 
 using nlohmann::json;
@@ -100,6 +102,7 @@ v1::Outcome outcome_from_json(const std::string& text) {
       ps->add_chosen_by_seed(c.get<std::string>());
     ps->set_widening(st.value("widening", ""));
   }
+  if (auto scale = scale_run_from_json(j)) *o.mutable_scale() = std::move(*scale);
   o.set_outcome_json(text);
   stamp(o);
   return o;

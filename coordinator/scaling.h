@@ -35,11 +35,12 @@ struct ScalingRuns {
 // scale_runs). Throws NoScalingRun for the first kernel without one, StoreError.
 ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& kernels);
 
-// The points of a run, from its outcome JSON (empty when it has none).
+// The points of a run, from its typed Outcome.scale (or, stored before it,
+// its outcome JSON: scale_run_of); empty when it has none.
 std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run);
 // The points of a run as the store keeps them.
 std::vector<ScalePoint> scale_points(const ScaleRun& run);
-// Its "scale_host" object (null when the run predates it).
+// Its host as the outcome JSON's "scale_host" object (null when the run has none).
 nlohmann::json scale_host(const v1::OutcomeRecord& run);
 
 // A kernel whose latest passing run fell significantly below its previous

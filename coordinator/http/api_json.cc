@@ -4,6 +4,7 @@
 #include <cctype>
 #include <ctime>
 
+#include "common/outcome/scale_proto.h"
 #include "coordinator/http/api.h"
 
 namespace leapfrog::coord {
@@ -185,10 +186,8 @@ json to_json(const v1::OutcomeRecord& r) {
   json violations = json::array();
   for (const auto& v : o.violations()) violations.push_back(to_json(v));
   json scale = json::array();
-  if (!o.outcome_json().empty()) {
-    json raw = json::parse(o.outcome_json(), nullptr, false);
-    if (raw.is_object() && raw.contains("scale") && raw["scale"].is_array()) scale = raw["scale"];
-  }
+  if (const auto run = scale_run_of(o))
+    for (const auto& p : run->points()) scale.push_back(leapfrog::to_json(from_proto(p)));
   return json{{"job_id", r.job_id()},
               {"attempt", r.attempt()},
               {"campaign_id", r.campaign_id()},

@@ -265,8 +265,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
                   r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
                   r.outcome.violations_size());
     if (is_scale_run(cell.scenario, verdict)) {
-      if (auto run = parse_scale_run(r.outcome.outcome_json()))
-        store_scale_run(txn, r.job_id, r.attempt, *run);
+      if (auto run = parse_scale_run(r.outcome)) store_scale_run(txn, r.job_id, r.attempt, *run);
     }
     int idx = 0;
     for (const auto& v : r.outcome.violations()) {
