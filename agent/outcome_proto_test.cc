@@ -1,5 +1,6 @@
 // outcome_from_json(): the run's JSON, as scenarios' to_json(Outcome) writes
-// it, becomes the typed wire Outcome, every part of it read back equal.
+// it, becomes the typed wire Outcome (scale run, violation details), every
+// part of it read back equal.
 
 #include "agent/outcome_proto.h"
 
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/outcome/scale_proto.h"
+#include "common/outcome/violation_proto.h"
 #include "scenarios/outcome.h"
 
 namespace leapfrog {
@@ -73,6 +75,56 @@ TEST(OutcomeProto, AnOutcomeWithoutPointsHasNoScale) {
   j["scale"] = json::array({{{"test", "x"}}});  // no valid point
   EXPECT_FALSE(outcome_from_json(j.dump()).has_scale());
   EXPECT_FALSE(scale_run_of(outcome_from_json(j.dump())));
+}
+
+Violation a_violation() {
+  Violation v;
+  v.kind = ViolationKind::StaleEntry;
+  v.actor = 3;
+  v.record = 41;
+  v.op = "openat";
+  v.path = "a/b";
+  v.invoke = 1000;
+  v.complete = 2000;
+  v.epsilon = 50;
+  v.step = 2;
+  v.component = "b";
+  v.object = "entry(a/b)";
+  v.observed = "success";
+  v.expected = "error ENOENT";
+  v.versions = {{"#0", kTimeMin, 1500, "file"}, {"(none)", 1400, kTimeMax, "absent"}};
+  v.steps = {{1, "a", "attr(a)", {{"mode=0755", kTimeMin, kTimeMax, ""}}},
+             {2, "b", "entry(a/b)", v.versions}};
+  v.history = {{0, "unlink", "entry(a/b)", "(none)", 1400, 1600, 0, "absent"},
+               {0, "create", "entry(a/b)", "#1", 1700, 1800, 17, "file"}};
+  return v;
+}
+
+TEST(OutcomeProto, AViolationsDetailIsTypedAndReadsBackAsTheRunWroteIt) {
+  Outcome run;
+  run.verdict = "violation";
+  run.check.violation_count = 1;
+  run.check.violations = {a_violation()};
+  const v1::Outcome o = outcome_from_json(to_json(run).dump());
+  ASSERT_EQ(o.violations_size(), 1);
+  const v1::Violation& v = o.violations(0);
+  ASSERT_TRUE(v.has_detail());
+  EXPECT_TRUE(v.detail_json().empty());  // kept once
+  EXPECT_EQ(v.detail().record(), 41u);
+  ASSERT_EQ(v.detail().versions_size(), 2);
+  EXPECT_FALSE(v.detail().versions(0).has_from_ns());  // the initial version
+  EXPECT_EQ(v.detail().versions(1).node_kind(), v1::NODE_KIND_ABSENT);
+  EXPECT_EQ(v.detail().history(1).err(), 17);
+  EXPECT_EQ(detail_json_of(v), to_json(run.check.violations[0]));
+  // The outcome's JSON no longer carries a second copy of the violations.
+  EXPECT_FALSE(json::parse(o.outcome_json()).contains("violations"));
+  // A violation sent before the typed detail is read from its JSON.
+  v1::Violation old = v;
+  old.clear_detail();
+  old.set_detail_json(to_json(run.check.violations[0]).dump());
+  EXPECT_EQ(detail_json_of(old), detail_json_of(v));
+  old.set_detail_json("not json");
+  EXPECT_TRUE(detail_json_of(old).is_null());
 }
 
 }  // namespace

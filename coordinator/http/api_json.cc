@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "common/outcome/scale_proto.h"
+#include "common/outcome/violation_proto.h"
 #include "coordinator/http/api.h"
 
 namespace leapfrog::coord {
@@ -170,8 +171,7 @@ json to_json(const v1::JobInfo& j) {
 }
 
 json to_json(const v1::Violation& v) {
-  json detail = json::parse(v.detail_json(), nullptr, false);
-  if (detail.is_discarded()) detail = nullptr;
+  const json detail = detail_json_of(v);
   return json{
       {"kind", v.kind()},         {"actor", v.actor()},         {"op", v.op()},
       {"path", v.path()},         {"invoke_ns", v.invoke_ns()}, {"complete_ns", v.complete_ns()},

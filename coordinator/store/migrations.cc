@@ -407,6 +407,12 @@ const char* const kJobsByCell = R"sql(
 CREATE INDEX jobs_scenario_kernel ON jobs (scenario, kernel_label);
 )sql";
 
+// A violation's typed detail (v1.ViolationDetail), kept once: detail is then
+// '' (rows stored before keep the agent's JSON there, and detail_pb NULL).
+const char* const kViolationDetail = R"sql(
+ALTER TABLE violations ADD COLUMN detail_pb bytea;
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -426,6 +432,7 @@ const std::vector<Migration>& schema_migrations() {
       {11, "lookup-scale runs and points as rows, backfilled", kScaleRuns,
        [](pqxx::work& txn) { backfill_scale_runs(txn); }},
       {12, "jobs by scenario and kernel, for the outcome filters", kJobsByCell},
+      {13, "violations: the typed detail", kViolationDetail},
   };
   return all;
 }
