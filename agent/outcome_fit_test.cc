@@ -105,6 +105,32 @@ TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
       << notes.back();
 }
 
+// As the agent sends them now: typed details, the JSON without the violations.
+TEST(FitOutcome, TypedHistoriesGoFromTheLastViolationBackwards) {
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_VIOLATION);
+  o.set_violation_count(50);
+  o.set_outcome_json(json{{"notes", json::array()}}.dump());
+  for (int i = 0; i < 50; ++i) {
+    auto* v = o.add_violations();
+    v->set_kind("stale-entry");
+    v->mutable_detail()->set_record(static_cast<uint64_t>(i));
+    v->mutable_detail()->add_versions()->set_value("#0");
+    v->mutable_detail()->add_history()->set_value(std::string(40 << 10, 'h'));
+  }
+  ASSERT_GT(o.ByteSizeLong(), kMaxOutcomeBytes);
+  EXPECT_TRUE(fit_outcome(o, kMaxOutcomeBytes));
+  EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
+  EXPECT_EQ(o.violations_size(), 50);
+  EXPECT_EQ(o.violations(0).detail().history_size(), 1);
+  EXPECT_EQ(o.violations(49).detail().history_size(), 0);
+  EXPECT_EQ(o.violations(49).detail().versions(0).value(), "#0");  // the rest stays
+  const auto notes = notes_of(o);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("violations dropped their history excerpts"), std::string::npos)
+      << notes[0];
+}
+
 TEST(FitOutcome, AHugeErrorKeepsItsTail) {
   v1::Outcome o;
   o.set_verdict(v1::VERDICT_ERROR);

@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/outcome/scale_proto.h"
+#include "common/outcome/violation_proto.h"
+
 namespace leapfrog {
 
 using nlohmann::json;
@@ -61,7 +64,7 @@ v1::Outcome outcome_from_json(const std::string& text) {
       p->set_object(v.value("object", ""));
       p->set_observed(v.value("observed", ""));
       p->set_expected(v.value("expected", ""));
-      p->set_detail_json(v.dump());
+      *p->mutable_detail() = detail_from_json(v);
     }
   }
   o.set_race_window_hits(j.value("race_window_hits", uint64_t{0}));
@@ -100,7 +103,10 @@ v1::Outcome outcome_from_json(const std::string& text) {
       ps->add_chosen_by_seed(c.get<std::string>());
     ps->set_widening(st.value("widening", ""));
   }
-  o.set_outcome_json(text);
+  if (auto scale = scale_run_from_json(j)) *o.mutable_scale() = std::move(*scale);
+  // The violations are in the outcome, each once: the JSON keeps the rest.
+  j.erase("violations");
+  o.set_outcome_json(j.dump());
   stamp(o);
   return o;
 }
@@ -141,10 +147,16 @@ bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
   }
   size_t dropped_history = 0;
   for (int i = o.violations_size() - 1; i >= 0 && o.ByteSizeLong() > max_bytes; --i) {
-    json d = json::parse(o.violations(i).detail_json(), nullptr, false);
+    v1::Violation* v = o.mutable_violations(i);
+    if (v->has_detail() && v->detail().history_size() > 0) {
+      v->mutable_detail()->clear_history();
+      ++dropped_history;
+      continue;
+    }
+    json d = json::parse(v->detail_json(), nullptr, false);  // an outcome made before `detail`
     if (!d.is_object() || !d.contains("history")) continue;
     d.erase("history");
-    o.mutable_violations(i)->set_detail_json(d.dump());
+    v->set_detail_json(d.dump());
     ++dropped_history;
   }
   if (dropped_history)
@@ -170,6 +182,7 @@ bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
     add_note(o, why + "outcome_json kept only its notes");
   }
   if (o.ByteSizeLong() > max_bytes && o.violations_size() > 0) {
+    o.mutable_violations(0)->clear_detail();
     o.mutable_violations(0)->set_detail_json("{}");
     add_note(o, why + "the one violation kept dropped its detail (its fields are kept)");
   }

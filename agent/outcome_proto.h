@@ -1,6 +1,7 @@
 #pragma once
 // Converts the outcome JSON that `leapfrog-agent run --json` prints into the
-// wire Outcome the coordinator stores.
+// wire Outcome the coordinator stores: typed parts (scale run, violation
+// details), and outcome_json with the rest but not the violations.
 
 #include <string>
 
@@ -17,7 +18,8 @@ v1::Outcome error_outcome(const std::string& why);
 // Makes `o` fit in `max_bytes` serialized (the coordinator refuses larger
 // outcomes) and says what it left out; the verdict and every count stay.
 // In order, until it fits: outcome_json loses its copy of the violations;
-// violations lose their history excerpts, last first; the last violations
+// violations lose their history excerpts (typed, or in an old detail_json),
+// last first; the last violations
 // go (violation_count and violations_by_kind still count them); error and
 // console_tail keep their last 64 KiB; outcome_json keeps only its notes;
 // the one violation left drops its detail. Each step adds a note to

@@ -5,17 +5,13 @@
 #include <map>
 #include <mutex>
 
+#include "common/outcome/scale_proto.h"
+
 namespace leapfrog::coord {
 
 using nlohmann::json;
 
 namespace {
-
-json parse_outcome(const v1::OutcomeRecord& r) {
-  if (r.outcome().outcome_json().empty()) return json::object();
-  json j = json::parse(r.outcome().outcome_json(), nullptr, false);
-  return j.is_object() ? j : json::object();
-}
 
 // JSON has no infinity: an infinite t or a NaN becomes null.
 json number(double x) {
@@ -99,16 +95,9 @@ ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& ke
 }
 
 std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run) {
-  const json j = parse_outcome(run);
   std::vector<ScalePoint> out;
-  if (!j.contains("scale") || !j["scale"].is_array()) return out;
-  for (const auto& p : j["scale"]) {
-    try {
-      out.push_back(scale_point_from_json(p));
-    } catch (const json::exception&) {
-      // A malformed point is skipped; the rest of the run still compares.
-    }
-  }
+  if (const auto scale = scale_run_of(run.outcome()))
+    for (const auto& p : scale->points()) out.push_back(from_proto(p));
   return out;
 }
 
@@ -135,8 +124,9 @@ std::vector<ScalePoint> scale_points(const ScaleRun& run) {
 }
 
 json scale_host(const v1::OutcomeRecord& run) {
-  const json j = parse_outcome(run);
-  return j.contains("scale_host") ? j["scale_host"] : json(nullptr);
+  const auto scale = scale_run_of(run.outcome());
+  if (!scale || !scale->has_host()) return json(nullptr);
+  return leapfrog::to_json(from_proto(scale->host()));
 }
 
 std::vector<ScalingRegression> scaling_regressions(Store& store) {

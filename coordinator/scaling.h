@@ -49,11 +49,12 @@ std::vector<std::vector<v1::OutcomeRecord>> scaling_sets(Store& store,
 RunPoints run_points(const v1::OutcomeRecord& run);
 RunPoints run_points(const ScaleRun& run);
 
-// The points of a run, from its outcome JSON (empty when it has none).
+// The points of a run, from its typed Outcome.scale (or, stored before it,
+// its outcome JSON: scale_run_of); empty when it has none.
 std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run);
 // The points of a run as the store keeps them.
 std::vector<ScalePoint> scale_points(const ScaleRun& run);
-// Its "scale_host" object (null when the run predates it).
+// Its host as the outcome JSON's "scale_host" object (null when the run has none).
 nlohmann::json scale_host(const v1::OutcomeRecord& run);
 
 // A kernel whose latest run set (its latest campaign's runs) fell

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/outcome/scale_proto.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/pg_store.h"
 
@@ -21,9 +22,16 @@ using nlohmann::json;
 
 const TimePoint kT0 = TimePoint(Duration(1'800'000'000'000'000));
 
+// How a test outcome carries its run.
+enum class Shape {
+  Typed,    // Outcome.scale and the agent's JSON, as agents report today
+  JsonOnly  // the JSON alone, as outcomes stored before Outcome.scale are
+};
+
 // A lookup-scale outcome: lseek1 processes at 1 and 2 tasks, five samples
 // around `ops` each (2 % apart), as the agent writes them.
-v1::Outcome scale_outcome(double ops1, double ops2, v1::Verdict verdict = v1::VERDICT_PASS) {
+v1::Outcome scale_outcome(double ops1, double ops2, v1::Verdict verdict = v1::VERDICT_PASS,
+                          Shape shape = Shape::Typed) {
   json points = json::array();
   for (const auto& [tasks, ops] : {std::pair{1, ops1}, std::pair{2, ops2}}) {
     json samples = json::array();
@@ -37,7 +45,11 @@ v1::Outcome scale_outcome(double ops1, double ops2, v1::Verdict verdict = v1::VE
   v1::Outcome o;
   o.set_verdict(verdict);
   o.set_ops(100);
-  o.set_outcome_json(json{{"verdict", "pass"}, {"scale", points}}.dump());
+  const json j{{"verdict", "pass"},
+               {"scale", points},
+               {"scale_host", {{"cpus", 2}, {"sample_s", 0.02}, {"warnings", {"busy"}}}}};
+  o.set_outcome_json(j.dump());
+  if (shape == Shape::Typed) *o.mutable_scale() = scale_run_from_json(j).value();
   return o;
 }
 
@@ -193,6 +205,48 @@ TEST_F(ScalingRegressionsTest, AKernelWhoseRunsAreOlderThan600OthersIsFoundAndFl
   EXPECT_EQ(flagged[0].after.job_id(), found.runs[0].job_id());
   ASSERT_EQ(flagged[0].drops.size(), 1u);
   EXPECT_NEAR(flagged[0].drops[0].change.change_pct, -25.0, 0.01);
+}
+
+// A run stored before Outcome.scale existed is read from its JSON, as the
+// same run stored typed (without the JSON) is read from its fields.
+TEST_F(ScalingRegressionsTest, ARunStoredBeforeTypedScaleReadsAsTheTypedOne) {
+  night("old", 0, scale_outcome(1e6, 2e6, v1::VERDICT_PASS, Shape::JsonOnly));
+  v1::Outcome typed = scale_outcome(1e6, 2e6);
+  typed.clear_outcome_json();
+  night("typed", 0, typed);
+  const ScalingRuns found = latest_scaling_runs(*store_, {"old", "typed"});
+  ASSERT_EQ(found.runs.size(), 2u);
+  EXPECT_FALSE(found.runs[0].outcome().has_scale());
+  EXPECT_TRUE(found.runs[1].outcome().outcome_json().empty());
+  const auto old_points = scale_points(found.runs[0]);
+  const auto typed_points = scale_points(found.runs[1]);
+  ASSERT_EQ(old_points.size(), 2u);
+  ASSERT_EQ(typed_points.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(to_json(old_points[i]), to_json(typed_points[i]));
+    EXPECT_EQ(typed_points[i].mode, "processes");
+    EXPECT_EQ(typed_points[i].samples.size(), 5u);
+  }
+  EXPECT_EQ(old_points[1].ops_per_sec, 2e6);
+  const json old_host = scale_host(found.runs[0]);
+  EXPECT_EQ(old_host, scale_host(found.runs[1]));
+  EXPECT_EQ(old_host["cpus"], 2);
+  EXPECT_EQ(old_host["sample_s"], 0.02);
+  EXPECT_EQ(old_host["load_average"], -1.0);  // the default of a field it lacks
+  EXPECT_EQ(old_host["warnings"], json::array({"busy"}));
+  // The rows the store kept agree with both.
+  ScaleRunQuery q;
+  q.kernels = {"old", "typed"};
+  const auto rows = store_->scale_runs(q);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(json::parse(rows[0].host_json), json::parse(rows[1].host_json));
+  ASSERT_EQ(rows[1].points.size(), 2u);
+  EXPECT_EQ(rows[1].points[1].samples, typed_points[1].samples);
+  // Neither shape: no points, no host.
+  v1::OutcomeRecord none;
+  none.mutable_outcome()->set_outcome_json("not json");
+  EXPECT_TRUE(scale_points(none).empty());
+  EXPECT_TRUE(scale_host(none).is_null());
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "scenarios/outcome_json.h"
+
 namespace leapfrog {
 
 using nlohmann::json;
@@ -135,6 +137,36 @@ ScalePoint scale_point_from_json(const json& j) {
   return p;
 }
 
+json to_json(const ScaleHost& h) {
+  return {{"cpus", h.cpus},
+          {"sample_s", h.sample_s},
+          {"warmup_s", h.warmup_s},
+          {"max_other_load", h.max_other_load},
+          {"load_average", h.load_average},
+          {"max_host_load", h.max_host_load},
+          {"host_cpus", h.host_cpus},
+          {"vcpus", h.vcpus},
+          {"vcpu_pinning", h.vcpu_pinning},
+          {"boot_id", h.boot_id},
+          {"warnings", h.warnings}};
+}
+
+ScaleHost scale_host_from_json(const json& j) {
+  ScaleHost h;
+  h.cpus = j.value("cpus", 0u);
+  h.sample_s = j.value("sample_s", 0.0);
+  h.warmup_s = j.value("warmup_s", 0.0);
+  h.max_other_load = j.value("max_other_load", 0.0);
+  h.load_average = j.value("load_average", -1.0);
+  h.max_host_load = j.value("max_host_load", -1.0);
+  h.host_cpus = j.value("host_cpus", 0u);
+  h.vcpus = j.value("vcpus", 0u);
+  h.vcpu_pinning = j.value("vcpu_pinning", "");
+  h.boot_id = j.value("boot_id", "");
+  h.warnings = j.value("warnings", std::vector<std::string>{});
+  return h;
+}
+
 json to_json(const Outcome& o) {
   json by_kind = json::object();
   for (int k = 0; k < kViolationKinds; ++k)
@@ -178,17 +210,7 @@ json to_json(const Outcome& o) {
          {"widening", to_json(o.widening)}};
   if (!o.scale.empty()) {
     j["scale"] = scale;
-    j["scale_host"] = {{"cpus", o.scale_host.cpus},
-                       {"sample_s", o.scale_host.sample_s},
-                       {"warmup_s", o.scale_host.warmup_s},
-                       {"max_other_load", o.scale_host.max_other_load},
-                       {"load_average", o.scale_host.load_average},
-                       {"max_host_load", o.scale_host.max_host_load},
-                       {"host_cpus", o.scale_host.host_cpus},
-                       {"vcpus", o.scale_host.vcpus},
-                       {"vcpu_pinning", o.scale_host.vcpu_pinning},
-                       {"boot_id", o.scale_host.boot_id},
-                       {"warnings", o.scale_host.warnings}};
+    j["scale_host"] = to_json(o.scale_host);
   }
   if (!o.error.empty()) j["error"] = o.error;
   return j;

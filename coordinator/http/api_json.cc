@@ -4,6 +4,8 @@
 #include <cctype>
 #include <ctime>
 
+#include "common/outcome/scale_proto.h"
+#include "common/outcome/violation_proto.h"
 #include "coordinator/http/api.h"
 
 namespace leapfrog::coord {
@@ -169,8 +171,7 @@ json to_json(const v1::JobInfo& j) {
 }
 
 json to_json(const v1::Violation& v) {
-  json detail = json::parse(v.detail_json(), nullptr, false);
-  if (detail.is_discarded()) detail = nullptr;
+  const json detail = detail_json_of(v);
   return json{
       {"kind", v.kind()},         {"actor", v.actor()},         {"op", v.op()},
       {"path", v.path()},         {"invoke_ns", v.invoke_ns()}, {"complete_ns", v.complete_ns()},
@@ -185,10 +186,8 @@ json to_json(const v1::OutcomeRecord& r) {
   json violations = json::array();
   for (const auto& v : o.violations()) violations.push_back(to_json(v));
   json scale = json::array();
-  if (!o.outcome_json().empty()) {
-    json raw = json::parse(o.outcome_json(), nullptr, false);
-    if (raw.is_object() && raw.contains("scale") && raw["scale"].is_array()) scale = raw["scale"];
-  }
+  if (const auto run = scale_run_of(o))
+    for (const auto& p : run->points()) scale.push_back(leapfrog::to_json(from_proto(p)));
   return json{{"job_id", r.job_id()},
               {"attempt", r.attempt()},
               {"campaign_id", r.campaign_id()},

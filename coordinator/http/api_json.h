@@ -25,8 +25,9 @@ nlohmann::json to_json(const v1::ScenarioSpec& s);
 nlohmann::json to_json(const v1::CampaignSpec& s);
 nlohmann::json to_json(const v1::Campaign& c);
 nlohmann::json to_json(const v1::JobInfo& j);
-// The violation's fields, with "detail" parsed from detail_json (null if it
-// does not parse).
+// The violation's fields, with "detail" as the agent's JSON writes it
+// (detail_json_of: from the typed detail, or an old detail_json; null if
+// that does not parse).
 nlohmann::json to_json(const v1::Violation& v);
 // Everything but the raw outcome_json; "scale" holds lookup-scale's points.
 nlohmann::json to_json(const v1::OutcomeRecord& o);

@@ -432,6 +432,12 @@ CREATE INDEX outcomes_failed_kernel ON outcomes (kernel_label, seq) WHERE verdic
 CREATE INDEX outcomes_failed_cell ON outcomes (kernel_label, scenario, seq) WHERE verdict <> 1;
 )sql";
 
+// A violation's typed detail (v1.ViolationDetail), kept once: detail is then
+// '' (rows stored before keep the agent's JSON there, and detail_pb NULL).
+const char* const kViolationDetail = R"sql(
+ALTER TABLE violations ADD COLUMN detail_pb bytea;
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -452,6 +458,7 @@ const std::vector<Migration>& schema_migrations() {
        [](pqxx::work& txn) { backfill_scale_runs(txn); }},
       {12, "jobs by scenario and kernel, for the outcome filters", kJobsByCell},
       {13, "outcomes carry their job's scenario and kernel, indexed", kOutcomeCells},
+      {14, "violations: the typed detail", kViolationDetail},
   };
   return all;
 }

@@ -61,7 +61,15 @@ class ViolationCopy {
     text(v.expected());
     number(v.invoke_ns());
     number(v.complete_ns());
-    text(v.detail_json());
+    // Each violation once: its typed detail holds only what the columns do
+    // not; the JSON of an old agent stays as it came.
+    if (v.has_detail()) {
+      text("");
+      text("\\x" + hex_encode(v.detail().SerializeAsString()));
+    } else {
+      text(v.detail_json());
+      buf_ += "\\N\t";
+    }
     buf_.back() = '\n';  // the last field's tab
     if (buf_.size() >= kChunk) flush();
   }
@@ -111,8 +119,9 @@ class ViolationCopy {
     if (buf_.empty()) return;
     if (!writer_) {
       static const std::vector<std::string> columns = {
-          "job_id", "attempt", "idx",      "kind",     "actor",     "op",          "path",  "step",
-          "component", "object", "observed", "expected", "invoke_ns", "complete_ns", "detail"};
+          "job_id",    "attempt",     "idx",       "kind",     "actor",    "op",
+          "path",      "step",        "component", "object",   "observed", "expected",
+          "invoke_ns", "complete_ns", "detail",    "detail_pb"};
       // tablewriter is libpqxx 6's only way to send COPY data as is (one
       // PQputCopyData per chunk of whole rows); stream_to escapes what it gets.
 #pragma GCC diagnostic push
@@ -265,8 +274,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
                   r.attempt, r.agent_id, verdict_key(r.outcome.verdict()),
                   r.outcome.violations_size());
     if (is_scale_run(cell.scenario, verdict)) {
-      if (auto run = parse_scale_run(r.outcome.outcome_json()))
-        store_scale_run(txn, r.job_id, r.attempt, *run);
+      if (auto run = parse_scale_run(r.outcome)) store_scale_run(txn, r.job_id, r.attempt, *run);
     }
     int idx = 0;
     for (const auto& v : r.outcome.violations()) {

@@ -87,9 +87,23 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
           }
         }
         if (verdict != kPass) {
-          for (const auto& v : txn.exec_params(
-                   "SELECT idx, detail FROM violations WHERE job_id = $1 AND attempt = $2", job,
-                   attempt)) {
+          for (const auto& v : txn.exec_params("SELECT idx, detail, detail_pb FROM violations "
+                                               "WHERE job_id = $1 AND attempt = $2",
+                                               job, attempt)) {
+            if (!v[2].is_null()) {  // a typed detail
+              const pqxx::binarystring blob(v[2]);
+              v1::ViolationDetail d;
+              if (!d.ParseFromString(blob.str()) || d.history_size() == 0) continue;
+              d.clear_history();
+              const std::string kept = d.SerializeAsString();
+              txn.exec_params(
+                  "UPDATE violations SET detail_pb = $4 WHERE job_id = $1 AND attempt = $2"
+                  " AND idx = $3",
+                  job, attempt, v[0].as<int>(), pqxx::binarystring(kept));
+              pass.bytes_freed += blob.size() - std::min(blob.size(), kept.size());
+              ++pass.excerpts_dropped;
+              continue;
+            }
             const std::string detail = v[1].as<std::string>();
             const std::string kept = without_excerpts(detail, false);
             if (kept == detail) continue;

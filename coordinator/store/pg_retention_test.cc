@@ -218,5 +218,45 @@ TEST_F(PgRetentionTest, BatchesTakeTheOldestFirstAndEachOutcomeOnce) {
   EXPECT_EQ(one(url_, "SELECT count(*) FROM outcomes WHERE length(outcome) > 200"), "0");
 }
 
+// A violation reported with its typed detail loses its history excerpt
+// from the one copy kept (detail_pb), and keeps its versions and steps.
+TEST_F(PgRetentionTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
+  NewJob job;
+  job.spec.set_scenario("setattr-lookup");
+  job.spec.set_fs("tmpfs");
+  job.kernel_label = "host";
+  v1::CampaignSpec spec;
+  spec.set_name("typed");
+  spec.set_max_attempts(1);
+  store_->create_campaign(spec, {job}, 0, kOld);
+  v1::Capabilities caps;
+  caps.set_kernel_label("host");
+  caps.add_filesystems("tmpfs");
+  const auto j = store_->lease_job("a", caps, kOld, kLease);
+  ASSERT_TRUE(j);
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_VIOLATION);
+  o.set_violation_count(2);
+  for (int i = 0; i < 2; ++i) {
+    v1::Violation* v = o.add_violations();
+    v->set_kind("stale-grant");
+    v->mutable_detail()->add_versions()->set_value("mode=0700");
+    v->mutable_detail()->add_steps()->set_component("d");
+    v->mutable_detail()->add_history()->set_value(std::string(4000, 'h'));
+  }
+  ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kOld), ReportResult::Stored);
+  auto stored = [&] {
+    return store_->find_outcomes({.limit = 1}).at(0).outcome().violations(1).detail();
+  };
+  ASSERT_EQ(stored().history_size(), 1);  // control: the excerpt is there to drop
+  const RetentionPass pass = store_->apply_retention(kNow, 100);
+  EXPECT_EQ(pass.excerpts_dropped, 2);
+  EXPECT_GT(pass.bytes_freed, 8000u);
+  EXPECT_EQ(stored().history_size(), 0);
+  EXPECT_EQ(stored().versions(0).value(), "mode=0700");
+  EXPECT_EQ(stored().steps(0).component(), "d");
+  EXPECT_EQ(one(url_, "SELECT count(*) FROM violations WHERE detail_pb IS NOT NULL"), "2");
+}
+
 }  // namespace
 }  // namespace leapfrog::coord

@@ -55,7 +55,12 @@ void violation_from_row(const pqxx::row& r, int first, v1::Violation* v) {
   v->set_expected(r[first + 8].as<std::string>());
   v->set_invoke_ns(r[first + 9].as<int64_t>());
   v->set_complete_ns(r[first + 10].as<int64_t>());
-  v->set_detail_json(r[first + 11].as<std::string>());
+  // A row has its typed detail, or (stored before it) the agent's JSON.
+  if (!r[first + 12].is_null()) {
+    *v->mutable_detail() = parse<v1::ViolationDetail>(r[first + 12], "violation detail");
+  } else {
+    v->set_detail_json(r[first + 11].as<std::string>());
+  }
 }
 
 v1::JobInfo job_info_from_row(const pqxx::row& r) {

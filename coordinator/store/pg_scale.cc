@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/outcome/scale_proto.h"
 #include "coordinator/store/pg_rows.h"
 #include "coordinator/store/pg_util.h"
 
@@ -15,28 +16,7 @@ namespace leapfrog::coord {
 
 namespace {
 
-using nlohmann::json;
-
 constexpr const char* kScaleScenario = "lookup-scale";
-
-// As scenarios' scale_point_from_json: the same required fields and defaults.
-ScalePointRow point_of(const json& j) {
-  ScalePointRow p;
-  p.test = j.at("test").get<std::string>();
-  p.mode = j.at("mode").get<std::string>();
-  p.tasks = j.at("tasks").get<uint32_t>();
-  p.ops_per_sec = j.at("ops_per_sec").get<double>();
-  if (j.contains("samples")) p.samples = j["samples"].get<std::vector<double>>();
-  p.stddev = j.value("stddev", 0.0);
-  p.ci_low = j.value("ci95_low", p.ops_per_sec);
-  p.ci_high = j.value("ci95_high", p.ops_per_sec);
-  p.idle_pct = j.value("idle_pct", -1.0);
-  p.other_load = j.value("other_load", -1.0);
-  p.task_cpu_s = j.value("task_cpu_s", 0.0);
-  p.window_s = j.value("window_s", 0.0);
-  p.host_load = j.value("host_load", -1.0);
-  return p;
-}
 
 // A double exactly, as PostgreSQL's float8 input reads it back.
 std::string exact(double v) {
@@ -83,23 +63,28 @@ struct PointColumns {
 
 }  // namespace
 
-std::optional<ParsedScaleRun> parse_scale_run(const std::string& outcome_json) {
-  if (outcome_json.empty()) return std::nullopt;
-  const json j = json::parse(outcome_json, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
-  auto scale = j.find("scale");
-  if (scale == j.end() || !scale->is_array()) return std::nullopt;
+std::optional<ParsedScaleRun> parse_scale_run(const v1::Outcome& outcome) {
+  const auto scale = scale_run_of(outcome);
+  if (!scale) return std::nullopt;
   ParsedScaleRun run;
-  for (const auto& p : *scale) {
-    try {
-      run.points.push_back(point_of(p));
-    } catch (const json::exception&) {
-      // A malformed point is skipped, as scaling.cc's reader skips it.
-    }
+  for (const auto& p : scale->points()) {
+    ScalePointRow r;
+    r.test = p.test();
+    r.mode = leapfrog::to_string(p.mode());
+    r.tasks = p.tasks();
+    r.ops_per_sec = p.ops_per_sec();
+    r.samples.assign(p.samples().begin(), p.samples().end());
+    r.stddev = p.stddev();
+    r.ci_low = p.ci95_low();
+    r.ci_high = p.ci95_high();
+    r.idle_pct = p.idle_pct();
+    r.other_load = p.other_load();
+    r.task_cpu_s = p.task_cpu_s();
+    r.window_s = p.window_s();
+    r.host_load = p.host_load();
+    run.points.push_back(std::move(r));
   }
-  if (run.points.empty()) return std::nullopt;
-  auto host = j.find("scale_host");
-  if (host != j.end() && !host->is_null()) run.host_json = host->dump();
+  if (scale->has_host()) run.host_json = leapfrog::to_json(from_proto(scale->host())).dump();
   return run;
 }
 
@@ -167,7 +152,7 @@ int backfill_scale_runs(pqxx::work& txn) {
       after_job = r[0].as<int64_t>();
       after_attempt = r[1].as<int64_t>();
       const auto outcome = parse<v1::Outcome>(r[2], "outcome");
-      if (auto run = parse_scale_run(outcome.outcome_json())) {
+      if (auto run = parse_scale_run(outcome)) {
         store_scale_run(txn, after_job, static_cast<uint32_t>(after_attempt), *run);
         ++runs;
       }

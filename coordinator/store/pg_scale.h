@@ -4,9 +4,9 @@
 // transaction that stores its outcome. "The latest run of each kernel" and
 // "its last two runs" are then index scans over scale_runs (kernel_label,
 // seq), exact for runs of any age, instead of a scan of recent outcomes'
-// JSON. The points are parsed as scenarios' scale_point_from_json reads them:
-// the same fields and defaults, a malformed point skipped, and a run without
-// a valid point kept out.
+// JSON. The rows come from the outcome's typed Outcome.scale, or for an
+// outcome stored before it from its JSON (common/outcome/scale_proto.h's
+// scale_run_of): a run without a valid point is kept out.
 
 #include <cstdint>
 #include <optional>
@@ -18,14 +18,14 @@
 
 namespace leapfrog::coord {
 
-// What a passing lookup-scale outcome's JSON holds for the rows.
+// What a passing lookup-scale outcome holds for the rows.
 struct ParsedScaleRun {
   std::string host_json;  // its "scale_host" object as JSON, "" when absent
   std::vector<ScalePointRow> points;
 };
 
-// The run in an outcome's JSON; nullopt when it has no valid point.
-std::optional<ParsedScaleRun> parse_scale_run(const std::string& outcome_json);
+// The run of an outcome (scale_run_of); nullopt when it has no valid point.
+std::optional<ParsedScaleRun> parse_scale_run(const v1::Outcome& outcome);
 
 // Whether an outcome of `scenario` with `verdict` is a run scale_runs keeps.
 bool is_scale_run(const std::string& scenario, int verdict);
@@ -35,7 +35,7 @@ bool is_scale_run(const std::string& scenario, int verdict);
 void store_scale_run(pqxx::work& txn, int64_t job_id, uint32_t attempt, const ParsedScaleRun& run);
 
 // Every passing lookup-scale outcome that has no rows yet gets them, from its
-// stored JSON (migration 11's backfill; tests recount with it). Returns how
+// stored outcome (migration 11's backfill; tests recount with it). Returns how
 // many runs it wrote.
 int backfill_scale_runs(pqxx::work& txn);
 

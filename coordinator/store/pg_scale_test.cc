@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "common/outcome/scale_proto.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_store.h"
@@ -82,10 +83,16 @@ class PgScaleTest : public testing::PostgresSuite<PgScaleTest> {
               ReportResult::Stored);
   }
 
-  static v1::Outcome outcome(const json& j, v1::Verdict verdict = v1::VERDICT_PASS) {
+  // An outcome as stored before Outcome.scale (the JSON alone) or, with
+  // typed_, as the agent reports it today without the JSON (the typed run only).
+  v1::Outcome outcome(const json& j, v1::Verdict verdict = v1::VERDICT_PASS) const {
     v1::Outcome o;
     o.set_verdict(verdict);
-    o.set_outcome_json(j.dump());
+    if (!typed_) {
+      o.set_outcome_json(j.dump());
+    } else if (auto run = scale_run_from_json(j)) {
+      *o.mutable_scale() = std::move(*run);
+    }
     return o;
   }
 
@@ -136,6 +143,7 @@ class PgScaleTest : public testing::PostgresSuite<PgScaleTest> {
 
   std::string url_;
   std::unique_ptr<PgStore> store_;
+  bool typed_ = false;
 };
 
 TEST_F(PgScaleTest, PassingRunsAreKeptWithTheirValidPointsExactly) {
@@ -211,6 +219,30 @@ TEST_F(PgScaleTest, ByCampaignGivesEveryRunOfTheNewestCampaigns) {
   // Counting runs instead: the newest two, whatever their campaign.
   q.by_campaign = false;
   EXPECT_EQ(ids(store_->scale_runs(q), "k1"), (std::vector<int64_t>{last[0], mid[2]}));
+}
+
+// The rows come from Outcome.scale when the outcome has it: the same runs
+// reported typed, without their JSON, keep the same rows as the JSON alone.
+TEST_F(PgScaleTest, TypedRunsKeepTheRowsTheirJsonKept) {
+  store_a_mix();
+  std::vector<std::vector<std::string>> from_json;
+  {
+    pqxx::connection conn(url_);
+    pqxx::work txn(conn);
+    from_json = kept_rows(txn);
+  }
+  ASSERT_FALSE(from_json.empty());
+  url_ = pg_->url(fresh_database("scale_typed"));
+  store_ = std::make_unique<PgStore>(url_);
+  typed_ = true;
+  store_a_mix();
+  pqxx::connection conn(url_);
+  pqxx::work txn(conn);
+  EXPECT_EQ(kept_rows(txn), from_json);
+  // The backfill reads the typed runs too.
+  txn.exec("DELETE FROM scale_runs");
+  EXPECT_EQ(backfill_scale_runs(txn), 3);
+  EXPECT_EQ(kept_rows(txn), from_json);
 }
 
 TEST_F(PgScaleTest, KeptRowsMatchARecountFromTheStoredJson) {

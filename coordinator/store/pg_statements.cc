@@ -214,7 +214,7 @@ const PgStatement kStatements[] = {
      "  j.kernel_label, j.fs"},
     {"outcome_violations",
      "SELECT v.job_id, v.attempt, v.kind, v.actor, v.op, v.path, v.step, v.component,"
-     "  v.object, v.observed, v.expected, v.invoke_ns, v.complete_ns, v.detail"
+     "  v.object, v.observed, v.expected, v.invoke_ns, v.complete_ns, v.detail, v.detail_pb"
      " FROM violations v JOIN unnest($1::bigint[], $2::int[]) AS k(job_id, attempt)"
      "  ON v.job_id = k.job_id AND v.attempt = k.attempt"
      " ORDER BY v.job_id, v.attempt, v.idx"},

@@ -813,8 +813,29 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
     v->set_object("dir:/b");
     v->set_observed("granted");
     v->set_expected("EACCES");
-    v->set_detail_json("{\"versions\":[{\"mode\":\"0700\",\"t\":" + std::to_string(i) +
-                       "}],\"note\":\"back\\\\slash\"}");
+    if (i % 3) {  // as agents sent it before the typed detail
+      v->set_detail_json("{\"versions\":[{\"mode\":\"0700\",\"t\":" + std::to_string(i) +
+                         "}],\"note\":\"back\\\\slash\"}");
+      continue;
+    }
+    v1::ViolationDetail* d = v->mutable_detail();  // typed, with COPY's special bytes too
+    d->set_record(static_cast<uint64_t>(i));
+    d->set_epsilon_ns(-5);
+    auto* initial = d->add_versions();
+    initial->set_value("mode=0700\t\\ \n");
+    initial->set_to_ns(i);
+    auto* current = d->add_versions();
+    current->set_value("mode=0755");
+    current->set_from_ns(i);
+    current->set_node_kind(v1::NODE_KIND_DIR);
+    auto* step = d->add_steps();
+    step->set_step(1);
+    step->set_object("attr(b)");
+    *step->add_versions() = *current;
+    auto* m = d->add_history();
+    m->set_op("chmod");
+    m->set_invoke_ns(i);
+    m->set_err(13);
   }
   ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 5s),
             ReportResult::Stored);
@@ -834,6 +855,17 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
 
   pqxx::connection conn(url_);
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 500);
+  // A typed detail is kept once, in detail_pb; an old agent's JSON in detail.
+  EXPECT_EQ(pqxx::work(conn)
+                .exec("SELECT count(*) FROM violations WHERE detail_pb IS NOT NULL AND detail = ''"
+                      " AND idx % 3 = 0")[0][0]
+                .as<int>(),
+            167);
+  EXPECT_EQ(
+      pqxx::work(conn)
+          .exec("SELECT count(*) FROM violations WHERE detail_pb IS NULL AND detail <> ''")[0][0]
+          .as<int>(),
+      333);
 }
 
 TEST_F(PgStoreTest, FindOutcomesNewestFirstByCampaignAndFailedOnly) {

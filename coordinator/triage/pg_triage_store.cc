@@ -82,7 +82,8 @@ void add_kernels(pqxx::work& txn, std::vector<v1::Issue>& issues) {
 void add_violations(pqxx::work& txn, int64_t job, uint32_t attempt, v1::Outcome& o) {
   for (const auto& r : txn.exec_params(
            "SELECT kind, actor, op, path, step, component, object, observed, expected, invoke_ns,"
-           " complete_ns, detail FROM violations WHERE job_id = $1 AND attempt = $2 ORDER BY idx",
+           " complete_ns, detail, detail_pb FROM violations WHERE job_id = $1 AND attempt = $2"
+           " ORDER BY idx",
            job, attempt)) {
     violation_from_row(r, 0, o.add_violations());
   }

@@ -1,5 +1,7 @@
 #include "coordinator/triage/signature.h"
 
+#include "common/outcome/violation_proto.h"
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -125,8 +127,8 @@ std::string path_via(const v1::Violation& v, const json& detail) {
 }  // namespace
 
 Signature violation_signature(const std::string& scenario, const v1::Violation& v) {
-  json detail = json::parse(v.detail_json(), nullptr, false);
-  if (detail.is_discarded()) detail = json::object();
+  json detail = detail_json_of(v);
+  if (!detail.is_object()) detail = json::object();
   json versions = detail.contains("versions") ? detail["versions"] : json::array();
   std::string mop = mutator_op(v.object(), versions, scenario);
   // A lookup refused (or let through) at an entry's step by a directory's
