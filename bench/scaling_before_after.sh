@@ -23,6 +23,9 @@
 #   --warmup-ms MS      warm-up per point [1000]
 #   --mode M            0 processes, 1 threads, 2 both [2]
 #   --fs FS             file system under test [tmpfs]
+#   --widen W           the jobs' window points (campaign run --widen): "off"
+#                       for a --widen build measured with its points off [the
+#                       agent's per-seed choice; none on a kernel without them]
 #   --leapfrog PATH     the leapfrog binary [build/bin/leapfrog]
 #   --data-dir DIR      coordinator data folder [a new one under /tmp]
 #   --cache-dir DIR     kernel/VM cache [/var/cache/leapfrog]
@@ -36,6 +39,7 @@ repeats=5
 cpus=2
 samples=5
 point_ms=1000
+widen=
 warmup_ms=1000
 mode=2
 fs=tmpfs
@@ -55,6 +59,7 @@ while (($#)); do
     --warmup-ms) warmup_ms=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
     --fs) fs=$2; shift 2 ;;
+    --widen) widen=$2; shift 2 ;;
     --leapfrog) leapfrog=$2; shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
     --cache-dir) cache_dir=$2; shift 2 ;;
@@ -119,7 +124,7 @@ round() {
   lf campaign run --name "before-after $label $r" --scenario lookup-scale --kernel "$label" \
     --fs "$fs" --max-attempts 1 --param "tests=$mask" --param "mode=$mode" \
     --param "samples=$samples" --param "point_ms=$point_ms" --param "warmup_ms=$warmup_ms" \
-    --param "max_tasks=$cpus" --wait --timeout 60m >/dev/null
+    --param "max_tasks=$cpus" ${widen:+--widen "$widen"} --wait --timeout 60m >/dev/null
   kill -INT "$vm_pid" 2>/dev/null || true
   wait "$vm_pid" 2>/dev/null || true
   vm_pid=

@@ -210,10 +210,10 @@ TEST_F(ScalingRegressionsTest, AKernelWhoseRunsAreOlderThan600OthersIsFoundAndFl
 // A run stored before Outcome.scale existed is read from its JSON, as the
 // same run stored typed (without the JSON) is read from its fields.
 TEST_F(ScalingRegressionsTest, ARunStoredBeforeTypedScaleReadsAsTheTypedOne) {
-  night("old", 0, scale_outcome(1e6, 2e6, v1::VERDICT_PASS, Shape::JsonOnly));
+  night("old", 0, {scale_outcome(1e6, 2e6, v1::VERDICT_PASS, Shape::JsonOnly)});
   v1::Outcome typed = scale_outcome(1e6, 2e6);
   typed.clear_outcome_json();
-  night("typed", 0, typed);
+  night("typed", 0, {typed});
   const ScalingRuns found = latest_scaling_runs(*store_, {"old", "typed"});
   ASSERT_EQ(found.runs.size(), 2u);
   EXPECT_FALSE(found.runs[0].outcome().has_scale());
