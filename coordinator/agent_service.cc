@@ -108,6 +108,9 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
     const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
     const TimePoint until = clock_.now() + wait;
     for (;;) {
+      // A caller that went away (its VM stopped, its process killed) while
+      // this call waited must not be handed a job it will never run.
+      if (ctx->IsCancelled()) return Status::OK;
       seen(req->agent_id());
       // Builders take kernel builds first: test jobs may be waiting for them.
       std::optional<v1::Job> build;
@@ -122,6 +125,13 @@ Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest*
       }
       if (auto job =
               store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration, key)) {
+        if (ctx->IsCancelled()) {  // gone while the lease was written: give the job back
+          store_.release_job(req->agent_id(), job->job_id(), job->attempt(), key);
+          spdlog::info(
+              "job.lease_returned job={} attempt={} agent={} reason=\"the caller went away\"",
+              job->job_id(), job->attempt(), req->agent_id());
+          return Status::OK;
+        }
         spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
         if (metrics_) metrics_->leased(false);
         *resp->mutable_job() = std::move(*job);

@@ -960,6 +960,36 @@ TEST_F(CoordinatorServerTest, PendingLeaseGetsWorkQueuedLater) {
   EXPECT_EQ(got->attempt(), 1u);
 }
 
+// A long-polling Lease whose caller went away (its VM stopped) is handed no
+// job: the job queued after it stays queued for the next agent, at attempt 1,
+// instead of waiting out a lease no one holds. Before, the waiting handler
+// woke on the new work and leased it to the cancelled call.
+TEST_F(CoordinatorServerTest, ALeaseWhoseCallerWentAwayHandsOutNoJob) {
+  const std::string gone = register_agent("gone", caps("host", {"tmpfs"}));
+  const std::string next = register_agent("next", caps("host", {"tmpfs"}));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", kBearer);
+  ctx.set_deadline(system_clock::now() + kRpcDeadline);
+  v1::LeaseRequest req;
+  req.set_agent_id(gone);
+  req.set_agent_secret(secret(gone));
+  *req.mutable_wait() = to_proto(kLongPoll);
+  v1::LeaseResponse resp;
+  grpc::Status status;
+  std::thread caller([&] { status = agent_->Lease(&ctx, req, &resp); });
+  std::this_thread::sleep_for(300ms);  // the call waits on the server
+  ctx.TryCancel();
+  caller.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+  std::this_thread::sleep_for(20ms);  // the cancellation reaches the server
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  std::this_thread::sleep_for(500ms);  // the waiting handler wakes on the work
+  const auto job = lease(next);
+  ASSERT_TRUE(job) << "the job went to the call that was gone";
+  EXPECT_EQ(job->campaign_id(), c.id());
+  EXPECT_EQ(job->attempt(), 1u);
+}
+
 // ---- campaigns ----
 
 TEST_F(CoordinatorServerTest, CreateCampaignRejectsBadInput) {
