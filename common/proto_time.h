@@ -37,4 +37,9 @@ inline Micros from_proto(const google::protobuf::Duration& d) {
   return Micros(d.seconds() * 1'000'000 + d.nanos() / 1000);
 }
 
+// A Duration in seconds, to the nanosecond: as JSON and reports print it.
+inline double seconds_of(const google::protobuf::Duration& d) {
+  return static_cast<double>(d.seconds()) + d.nanos() / 1e9;
+}
+
 }  // namespace leapfrog

@@ -40,6 +40,14 @@ std::string boot_of(const json& host) {
   return it != host.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// The points of a run read by scale_run_of (none when it has none).
+std::vector<ScalePoint> points_of(const std::optional<v1::ScaleRun>& scale) {
+  std::vector<ScalePoint> out;
+  if (scale)
+    for (const auto& p : scale->points()) out.push_back(from_proto(p));
+  return out;
+}
+
 std::string run_key(const ScaleRun& r) {
   return std::to_string(r.record.job_id()) + "/" + std::to_string(r.record.attempt()) + " ";
 }
@@ -65,7 +73,10 @@ std::vector<std::vector<v1::OutcomeRecord>> scaling_sets(Store& store,
 }
 
 RunPoints run_points(const v1::OutcomeRecord& run) {
-  return RunPoints{run.job_id(), boot_of(scale_host(run)), scale_points(run)};
+  // One read of the run: an old row's outcome JSON is parsed once.
+  const auto scale = scale_run_of(run.outcome());
+  return RunPoints{run.job_id(), scale && scale->has_host() ? scale->host().boot_id() : "",
+                   points_of(scale)};
 }
 
 RunPoints run_points(const ScaleRun& run) {
@@ -95,10 +106,7 @@ ScalingRuns latest_scaling_runs(Store& store, const std::vector<std::string>& ke
 }
 
 std::vector<ScalePoint> scale_points(const v1::OutcomeRecord& run) {
-  std::vector<ScalePoint> out;
-  if (const auto scale = scale_run_of(run.outcome()))
-    for (const auto& p : scale->points()) out.push_back(from_proto(p));
-  return out;
+  return points_of(scale_run_of(run.outcome()));
 }
 
 std::vector<ScalePoint> scale_points(const ScaleRun& run) {

@@ -17,6 +17,11 @@ double rel_pct(double half, double mean) {
   return mean != 0 ? 100 * half / mean : 0;
 }
 
+// Two points of the same testcase, mode and task count: one row of a table.
+bool same_point(const ScalePoint& a, const ScalePoint& b) {
+  return a.test == b.test && a.mode == b.mode && a.tasks == b.tasks;
+}
+
 }  // namespace
 
 std::string wis_csv(const std::vector<ScalePoint>& points, const std::string& test) {
@@ -62,9 +67,8 @@ std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
   std::vector<PointChange> out;
   for (const auto& a : after) {
     if (!test.empty() && a.test != test) continue;
-    const auto b = std::find_if(before.begin(), before.end(), [&](const ScalePoint& p) {
-      return p.test == a.test && p.mode == a.mode && p.tasks == a.tasks;
-    });
+    const auto b = std::find_if(before.begin(), before.end(),
+                                [&](const ScalePoint& p) { return same_point(p, a); });
     if (b == before.end()) continue;
     PointChange c{a.test, a.mode, a.tasks, stats::compare(samples_of(*b), samples_of(a)), {}, {}};
     if (c.change.significance != stats::Significance::TooFewSamples && (loaded(*b) || loaded(a)))
@@ -89,9 +93,8 @@ Side side_of(const std::vector<RunPoints>& runs, const ScalePoint& key) {
   std::vector<double> sums;
   std::vector<int> counts;
   for (const auto& r : runs) {
-    const auto p = std::find_if(r.points.begin(), r.points.end(), [&](const ScalePoint& q) {
-      return q.test == key.test && q.mode == key.mode && q.tasks == key.tasks;
-    });
+    const auto p = std::find_if(r.points.begin(), r.points.end(),
+                                [&](const ScalePoint& q) { return same_point(q, key); });
     if (p == r.points.end()) continue;
     RunSummary s{r.job_id, r.boot_id, stats::summarize(samples_of(*p)), loaded(*p)};
     out.loaded = out.loaded || s.loaded;
@@ -121,9 +124,8 @@ std::vector<PointChange> compare_runs(const std::vector<RunPoints>& before,
   for (const auto& r : after)
     for (const auto& p : r.points) {
       if (!test.empty() && p.test != test) continue;
-      if (std::none_of(keys.begin(), keys.end(), [&](const ScalePoint* k) {
-            return k->test == p.test && k->mode == p.mode && k->tasks == p.tasks;
-          }))
+      if (std::none_of(keys.begin(), keys.end(),
+                       [&](const ScalePoint* k) { return same_point(*k, p); }))
         keys.push_back(&p);
     }
   for (const ScalePoint* k : keys) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/proto_time.h"
+
 namespace leapfrog {
 
 using nlohmann::json;
@@ -13,10 +15,6 @@ void set_seconds(google::protobuf::Duration* d, double s) {
   const int64_t ns = std::llround(s * 1e9);
   d->set_seconds(ns / 1000000000);
   d->set_nanos(static_cast<int32_t>(ns % 1000000000));
-}
-
-double seconds_of(const google::protobuf::Duration& d) {
-  return static_cast<double>(d.seconds()) + static_cast<double>(d.nanos()) / 1e9;
 }
 
 }  // namespace

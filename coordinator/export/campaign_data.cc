@@ -96,10 +96,6 @@ std::string violation_summary(const v1::Outcome& o) {
   return s;
 }
 
-double seconds(const google::protobuf::Duration& d) {
-  return static_cast<double>(d.seconds()) + d.nanos() / 1e9;
-}
-
 std::string rfc3339(const google::protobuf::Timestamp& t) {
   return google::protobuf::util::TimeUtil::ToString(t);
 }

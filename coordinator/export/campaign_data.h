@@ -60,8 +60,7 @@ std::string job_link(const ExportOptions& o, int64_t job_id);
 // One line for people: "3 violations: stale-grant stat a/b/c step 2 ...".
 std::string violation_summary(const v1::Outcome& o);
 
-// Seconds of a Duration / a Timestamp in RFC 3339 UTC.
-double seconds(const google::protobuf::Duration& d);
+// A Timestamp in RFC 3339 UTC.
 std::string rfc3339(const google::protobuf::Timestamp& t);
 
 }  // namespace leapfrog::coord::exports

@@ -7,6 +7,7 @@
 
 #include "common/ktap/ktap.h"
 #include "common/ktap/words.h"
+#include "common/proto_time.h"
 
 namespace leapfrog::coord::exports {
 
@@ -64,7 +65,8 @@ std::string to_junit(const CampaignData& d, const ExportOptions& o) {
     const v1::OutcomeRecord* rec = job_outcome(d, job);
     const v1::Verdict verdict =
         job.state() == v1::JOB_STATE_DONE ? job.verdict() : v1::VERDICT_UNSPECIFIED;
-    const double time = rec && rec->outcome().has_elapsed() ? seconds(rec->outcome().elapsed()) : 0;
+    const double time =
+        rec && rec->outcome().has_elapsed() ? seconds_of(rec->outcome().elapsed()) : 0;
     total += time;
     const std::string name = job.spec().scenario() + "." + job.spec().fs() + "." +
                              job.kernel_label() + ".seed" + std::to_string(job.spec().seed());

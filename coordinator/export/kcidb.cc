@@ -8,6 +8,7 @@
 
 #include "common/hex.h"
 #include "common/ktap/words.h"
+#include "common/proto_time.h"
 
 namespace leapfrog::coord::exports {
 
@@ -206,7 +207,7 @@ json to_kcidb(const CampaignData& d, const ExportOptions& o) {
       misc["counts"] = counts_of(out);
       misc["clock_source"] = out.clock_source();
       misc["agent_id"] = rec->agent_id();
-      if (out.has_elapsed()) t["duration"] = seconds(out.elapsed());
+      if (out.has_elapsed()) t["duration"] = seconds_of(out.elapsed());
       if (out.has_finished_at()) {
         google::protobuf::Timestamp start = out.finished_at();
         if (out.has_elapsed()) {

@@ -6,6 +6,7 @@
 
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
+#include "common/proto_time.h"
 #include "coordinator/http/api.h"
 
 namespace leapfrog::coord {
@@ -50,10 +51,6 @@ json strategy_json(const v1::Outcome& o) {
               {"pinned", s.pinned()},
               {"chosen_by_seed", s.chosen_by_seed()},
               {"widening", s.widening()}};
-}
-
-double seconds_of(const google::protobuf::Duration& d) {
-  return static_cast<double>(d.seconds()) + d.nanos() / 1e9;
 }
 
 const json* field(const json& j, const std::string& key) {
