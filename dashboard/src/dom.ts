@@ -59,3 +59,14 @@ export function link(href: string, text: string): HTMLElement {
 export function verdictBadge(v: string): HTMLElement {
   return h('span', { class: `badge v-${v || 'none'}` }, v || '—');
 }
+
+// Latest wins: a page that refetches on every filter change calls begin()
+// before each fetch, and drops an answer once a later begin() has started,
+// so a slow answer to an old filter never overwrites a newer one.
+export function latestOnly(): () => () => boolean {
+  let generation = 0;
+  return () => {
+    const mine = ++generation;
+    return () => mine === generation;
+  };
+}

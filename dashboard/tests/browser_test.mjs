@@ -480,10 +480,27 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
   await visit('/issues', 'issues');
   await check('the issues list shows the issue and filters it', async () => {
     assert((await page.textContent('#issues')).includes(issue.title), 'the issue is not listed');
+    // The answer to the first filter is held back until the second one has
+    // been drawn: a slow, older answer must not overwrite the newer table
+    // (it did, and the list showed issues the filters exclude).
+    let heldBack = null;
+    const slow = (u) => u.pathname === '/api/issues' && u.searchParams.get('kind') === 'violation' && !u.searchParams.get('status');
+    await page.route(slow, async (route) => {
+      const response = await route.fetch();
+      heldBack = (async () => {
+        await page.waitForSelector('#issues', { state: 'detached' });
+        await route.fulfill({ response });
+      })();
+    });
     await page.selectOption('#filter-kind', 'violation');
-    await page.waitForSelector('#issues');
     await page.selectOption('#filter-status', 'fixed');
-    await page.waitForFunction(() => !document.querySelector('#issues'));
+    await page.waitForFunction(() => !document.querySelector('#issues') && document.body.textContent.includes('No issue matches'));
+    await waitFor('the first filter\'s request', 10_000, async () => heldBack !== null);
+    await heldBack;
+    await page.unroute(slow);
+    await page.waitForTimeout(300); // let the page handle the old answer
+    assert(!(await page.$('#issues')), 'an older answer overwrote the filtered list');
+    assert(new URL(page.url()).hash.includes('status=fixed'), `the URL lost the filter: ${page.url()}`);
   });
 
   await check('the issue page draws the timeline of the stored violation', async () => {

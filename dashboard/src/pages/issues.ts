@@ -1,5 +1,5 @@
 import { get, ISSUE_STATUSES, type Issue, type Paged } from '../api';
-import { ago, h, link, table, when } from '../dom';
+import { ago, h, latestOnly, link, table, when } from '../dom';
 import type { Page } from '../router';
 
 function bestRate(i: Issue): string {
@@ -23,7 +23,9 @@ export const issuesPage: Page = async (root, _p, query) => {
   };
   const body = h('div', {});
   root.append(h('h1', {}, 'Issues'), h('div', { class: 'inline-form' }, ...Object.values(filters)), body);
+  const begin = latestOnly();
   const refresh = async () => {
+    const current = begin();
     const q = new URLSearchParams();
     for (const [k, s] of Object.entries(filters)) if (s.value) q.set(k, s.value);
     history.replaceState(null, '', `#/issues${q.toString() ? `?${q}` : ''}`);
@@ -34,6 +36,7 @@ export const issuesPage: Page = async (root, _p, query) => {
       const page = new URLSearchParams(q);
       if (next) page.set('page', next);
       const d = await get<{ issues: Issue[] } & Paged>(`/api/issues?${page}`);
+      if (!current()) return; // a later filter's answer owns the table
       issues = issues.concat(d.issues);
       next = d.next_page;
       render();

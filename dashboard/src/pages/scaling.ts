@@ -1,6 +1,6 @@
 import { get, type ScaleChange, type ScaleHost, type ScalePoint, type ScaleSummary } from '../api';
 import { chartIn } from '../charts';
-import { h, table, when } from '../dom';
+import { h, latestOnly, table, when } from '../dom';
 import type { Page } from '../router';
 
 interface Run {
@@ -137,10 +137,14 @@ export const scalingPage: Page = async (root, _params, query) => {
       compare.replaceChildren(h('p', {}, 'Pick a second kernel to compare.'));
     }
   };
+  const begin = latestOnly();
   const load = async () => {
+    const current = begin();
     const ks = [pickA.value, pickB.value].filter(Boolean);
     const q = [...new Set(ks)].map((k) => `kernel=${encodeURIComponent(k)}`).join('&') + (last > 0 ? `&last=${last}` : '');
-    data = await get<Scaling>(`/api/scaling?${q}`);
+    const answer = await get<Scaling>(`/api/scaling?${q}`);
+    if (!current()) return; // a later pick's answer owns the page
+    data = answer;
     const tests = [...new Set(data.runs.flatMap((r) => r.points.map((p) => `${p.mode}:${p.test}`)))].sort();
     const keep = pickTest.value;
     pickTest.replaceChildren(...tests.map((t) => h('option', { value: t }, t.replace(':', ' '))));
