@@ -268,6 +268,18 @@ int main(int argc, char** argv) {
         one(admin, "SELECT pg_size_pretty(pg_total_relation_size('violations'))").c_str(),
         one(admin, "SELECT count(*) FROM violations").c_str(),
         one(admin, "SELECT count(*) FROM issues").c_str());
+    // Where the bytes are: the largest tables (with their TOAST and indexes)
+    // and, per table, the bytes per row.
+    for (const auto& row : pqxx::nontransaction(admin).exec(
+             "SELECT c.relname, pg_size_pretty(pg_total_relation_size(c.oid)),"
+             " pg_size_pretty(pg_indexes_size(c.oid)), c.reltuples::bigint,"
+             " CASE WHEN c.reltuples > 0 THEN (pg_total_relation_size(c.oid) / c.reltuples)::bigint"
+             " END FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+             " WHERE c.relkind = 'r' AND n.nspname = 'public'"
+             " ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 6"))
+      std::printf("   %-18s %10s (indexes %s), %s rows, %s bytes/row\n", row[0].c_str(),
+                  row[1].c_str(), row[2].c_str(), row[3].c_str(),
+                  row[4].is_null() ? "-" : row[4].c_str());
     for (const auto& r : routes_of(url)) {
       const Timing s = sequential(side->http.port(), r.path, args.requests);
       const Timing c = concurrent(side->http.port(), r.path, args.clients, args.per_client);

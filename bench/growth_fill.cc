@@ -2,13 +2,17 @@
 
 #include "bench/growth_fill.h"
 
+#include "agent/outcome_proto.h"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -53,43 +57,62 @@ std::string scale_json(std::mt19937_64& rng, double base) {
       .dump();
 }
 
-// An outcome of a race scenario: the counters, an agent JSON of a realistic
-// size, and for a violation 5-50 rows with their history excerpt.
+// A real run's outcome, the template of every race outcome: `leapfrog-agent
+// run --scenario setattr-lookup --fs fuse-cached --duration 3s --seed 7
+// --json` (50 of 2,491 violations reported, each with its typed detail:
+// the walk, the possible versions, the history excerpt), converted by the
+// agent's own outcome_from_json as every agent sends it.
+const v1::Outcome& real_outcome() {
+  static const v1::Outcome o = [] {
+    const std::string path =
+        std::string(LEAPFROG_SOURCE_DIR) + "/testdata/growth/setattr-fuse-cached.json";
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return outcome_from_json(text.str());
+  }();
+  return o;
+}
+
+void shift(v1::PossibleVersion& v, int64_t by) {
+  if (v.has_from_ns()) v.set_from_ns(v.from_ns() + by);
+  if (v.has_to_ns()) v.set_to_ns(v.to_ns() + by);
+}
+
+// An outcome of a race scenario: the real run's counters, agent JSON and,
+// for a violation, 5-50 of its violations, every time moved by one random
+// offset (so no two outcomes store the same bytes).
 v1::Outcome race_outcome(std::mt19937_64& rng, const std::string& scenario, bool violation) {
-  static const char* kinds[] = {"stale-grant", "stale-deny", "stale-entry", "wrong-mount"};
-  v1::Outcome o;
+  v1::Outcome o = real_outcome();
   o.set_verdict(violation ? v1::VERDICT_VIOLATION : v1::VERDICT_PASS);
-  o.set_ops(100000 + rng() % 50000);
-  o.set_lookups_checked(o.ops() / 2);
+  o.set_ops(o.ops() + rng() % 50000);
   o.set_race_window_hits(rng() % 1000);
-  json j{{"scenario", scenario},
-         {"verdict", violation ? "violation" : "pass"},
-         {"strategy", {{"alignment", "fuzzy"}, {"observers", 3}, {"pinned", true}}},
-         {"notes", {"clock_source: tsc", "observers pinned to cpus 0,1"}},
-         {"timing", {{"setup_ms", 12}, {"run_ms", 2000}, {"check_ms", 80}}}};
-  if (violation) {
+  json j = json::parse(o.outcome_json());
+  j["scenario"] = scenario;
+  j["verdict"] = violation ? "violation" : "pass";
+  if (!violation) {
+    o.set_violation_count(0);
+    o.clear_violations_by_kind();
+    o.clear_violations();
+    j.erase("violations_by_kind");
+    j["violation_count"] = 0;
+  } else {
     const int rows = 5 + static_cast<int>(rng() % 46);
-    const char* kind = kinds[rng() % 4];
-    o.set_violation_count(static_cast<uint64_t>(rows));
-    for (int i = 0; i < rows; ++i) {
-      v1::Violation* v = o.add_violations();
-      v->set_kind(kind);
-      v->set_actor(1 + static_cast<uint32_t>(rng() % 3));
-      v->set_op("stat");
-      v->set_path("/d0/d1/f" + std::to_string(rng() % 8));
-      v->set_step(static_cast<int32_t>(rng() % 3));
-      v->set_component("d1");
-      v->set_object("inode 1234");
-      v->set_observed("mode 0755");
-      v->set_expected("mode 0700 (chmod finished at 1203 ns)");
-      v->set_invoke_ns(static_cast<int64_t>(rng() % 2000000000));
-      v->set_complete_ns(v->invoke_ns() + 1500);
-      v->set_detail_json(json{
-          {"history", {{{"op", "chmod"}, {"t", 1203}}, {{"op", "stat"}, {"t", 1250}}}},
-          {"versions",
-           {1, 2}}}.dump());
+    o.mutable_violations()->DeleteSubrange(rows, o.violations_size() - rows);
+    const int64_t by = static_cast<int64_t>(rng() % 1000000000000);
+    for (v1::Violation& v : *o.mutable_violations()) {
+      v.set_invoke_ns(v.invoke_ns() + by);
+      v.set_complete_ns(v.complete_ns() + by);
+      v1::ViolationDetail* d = v.mutable_detail();
+      for (auto& pv : *d->mutable_versions()) shift(pv, by);
+      for (auto& st : *d->mutable_steps())
+        for (auto& pv : *st.mutable_versions()) shift(pv, by);
+      for (auto& m : *d->mutable_history()) {
+        m.set_invoke_ns(m.invoke_ns() + by);
+        m.set_complete_ns(m.complete_ns() + by);
+      }
     }
-    j["by_kind"] = {{kind, rows}};
   }
   o.set_outcome_json(j.dump());
   return o;

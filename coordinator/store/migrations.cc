@@ -438,6 +438,21 @@ const char* const kViolationDetail = R"sql(
 ALTER TABLE violations ADD COLUMN detail_pb bytea;
 )sql";
 
+// Violation details kept once per outcome (v1.ViolationDetails), not per
+// row: an outcome's violations share most of their walk, versions and
+// history, and PostgreSQL compresses a value only over 2 KB, so one value
+// per outcome is stored at a small part of the size of its rows' details.
+// Rows stored before keep their detail_pb, which readers still take.
+const char* const kViolationDetails = R"sql(
+CREATE TABLE violation_details (
+  job_id   bigint NOT NULL,
+  attempt  integer NOT NULL,
+  details  bytea COMPRESSION lz4 NOT NULL,  -- v1.ViolationDetails, by violations.idx
+  PRIMARY KEY (job_id, attempt),
+  FOREIGN KEY (job_id, attempt) REFERENCES outcomes ON DELETE CASCADE
+);
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -459,6 +474,7 @@ const std::vector<Migration>& schema_migrations() {
       {12, "jobs by scenario and kernel, for the outcome filters", kJobsByCell},
       {13, "outcomes carry their job's scenario and kernel, indexed", kOutcomeCells},
       {14, "violations: the typed detail", kViolationDetail},
+      {15, "violation details kept once per outcome, compressed", kViolationDetails},
   };
   return all;
 }

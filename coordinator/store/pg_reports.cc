@@ -38,50 +38,17 @@ struct LockedJob {
   LeaseHolders keys;   // the key of each attempt's lease
 };
 
-// Violation rows in COPY's text format, sent a chunk at a time through one
-// COPY statement. Cheaper than stream_to's tuple path (a string per field,
+// Rows in COPY's text format, sent a chunk at a time through one COPY
+// statement. Cheaper than stream_to's tuple path (a string per field,
 // escaped into another, a line per row), and the server parses a chunk while
-// the next is formatted.
-class ViolationCopy {
+// the next is formatted. One COPY at a time per connection: complete() one
+// before the next writes.
+class TextCopy {
  public:
-  explicit ViolationCopy(pqxx::work& txn) : txn_(txn) { buf_.reserve(kChunk + 4096); }
-
-  void row(int64_t job_id, uint32_t attempt, int idx, const v1::Violation& v) {
-    number(job_id);
-    number(attempt);
-    number(idx);
-    text(v.kind());
-    number(v.actor());
-    text(v.op());
-    text(v.path());
-    number(v.step());
-    text(v.component());
-    text(v.object());
-    text(v.observed());
-    text(v.expected());
-    number(v.invoke_ns());
-    number(v.complete_ns());
-    // Each violation once: its typed detail holds only what the columns do
-    // not; the JSON of an old agent stays as it came.
-    if (v.has_detail()) {
-      text("");
-      text("\\x" + hex_encode(v.detail().SerializeAsString()));
-    } else {
-      text(v.detail_json());
-      buf_ += "\\N\t";
-    }
-    buf_.back() = '\n';  // the last field's tab
-    if (buf_.size() >= kChunk) flush();
+  TextCopy(pqxx::work& txn, std::string table, std::vector<std::string> columns)
+      : txn_(txn), table_(std::move(table)), columns_(std::move(columns)) {
+    buf_.reserve(kChunk + 4096);
   }
-
-  // Sends what is left and ends the COPY.
-  void complete() {
-    flush();
-    if (writer_) writer_->complete();
-  }
-
- private:
-  static constexpr size_t kChunk = 64 * 1024;
 
   template <class T>
   void number(T v) {
@@ -111,6 +78,29 @@ class ViolationCopy {
     buf_ += '\t';
   }
 
+  // A bytea field (hex; COPY's escape doubles the backslash).
+  void bytes(const std::string& b) {
+    buf_ += "\\\\x";
+    buf_ += hex_encode(b);
+    buf_ += '\t';
+  }
+
+  void null() { buf_ += "\\N\t"; }
+
+  void end_row() {
+    buf_.back() = '\n';  // the last field's tab
+    if (buf_.size() >= kChunk) flush();
+  }
+
+  // Sends what is left and ends the COPY.
+  void complete() {
+    flush();
+    if (writer_) writer_->complete();
+  }
+
+ private:
+  static constexpr size_t kChunk = 64 * 1024;
+
   static bool special(char c) {
     return c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\0';
   }
@@ -118,15 +108,11 @@ class ViolationCopy {
   void flush() {
     if (buf_.empty()) return;
     if (!writer_) {
-      static const std::vector<std::string> columns = {
-          "job_id",    "attempt",     "idx",       "kind",     "actor",    "op",
-          "path",      "step",        "component", "object",   "observed", "expected",
-          "invoke_ns", "complete_ns", "detail",    "detail_pb"};
       // tablewriter is libpqxx 6's only way to send COPY data as is (one
       // PQputCopyData per chunk of whole rows); stream_to escapes what it gets.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-      writer_.emplace(txn_, "violations", columns.begin(), columns.end());
+      writer_.emplace(txn_, table_, columns_.begin(), columns_.end());
 #pragma GCC diagnostic pop
     }
     writer_->write_raw_line(buf_);  // it drops the last newline; libpqxx adds one
@@ -134,9 +120,40 @@ class ViolationCopy {
   }
 
   pqxx::work& txn_;
+  std::string table_;
+  std::vector<std::string> columns_;
   std::string buf_;
   std::optional<pqxx::tablewriter> writer_;
 };
+
+// A violation's row: its columns, and its detail only when it came as the
+// JSON of an old agent (a typed detail goes into the outcome's one
+// violation_details value).
+void violation_row(TextCopy& copy, int64_t job_id, uint32_t attempt, int idx,
+                   const v1::Violation& v) {
+  copy.number(job_id);
+  copy.number(attempt);
+  copy.number(idx);
+  copy.text(v.kind());
+  copy.number(v.actor());
+  copy.text(v.op());
+  copy.text(v.path());
+  copy.number(v.step());
+  copy.text(v.component());
+  copy.text(v.object());
+  copy.text(v.observed());
+  copy.text(v.expected());
+  copy.number(v.invoke_ns());
+  copy.number(v.complete_ns());
+  copy.text(v.has_detail() ? std::string() : v.detail_json());
+  copy.null();
+  copy.end_row();
+}
+
+const std::vector<std::string> kViolationColumns = {
+    "job_id",    "attempt",     "idx",       "kind",     "actor",    "op",
+    "path",      "step",        "component", "object",   "observed", "expected",
+    "invoke_ns", "complete_ns", "detail",    "detail_pb"};
 
 // Judges the batch's reports in arrival order, as if each ran alone; stores
 // the accepted ones and finishes their jobs (one statement), then their
@@ -248,7 +265,13 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     spdlog::info("outcome_superseded job={} attempt={} current={} state={} agent={}", r.job_id,
                  r.attempt, j.attempt, j.state, r.agent_id);
   }
-  std::optional<ViolationCopy> copy;
+  std::optional<TextCopy> copy;
+  struct DetailsRow {
+    int64_t job_id;
+    uint32_t attempt;
+    std::string details;  // v1.ViolationDetails
+  };
+  std::vector<DetailsRow> details_rows;
   SummaryDelta summary;
   for (size_t i : accepted) {
     const PgReport& r = batch[i]->request;
@@ -277,12 +300,27 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
       if (auto run = parse_scale_run(r.outcome)) store_scale_run(txn, r.job_id, r.attempt, *run);
     }
     int idx = 0;
+    v1::ViolationDetails details;
+    bool typed = false;
     for (const auto& v : r.outcome.violations()) {
-      if (!copy) copy.emplace(txn);
-      copy->row(r.job_id, r.attempt, idx++, v);
+      if (!copy) copy.emplace(txn, "violations", kViolationColumns);
+      violation_row(*copy, r.job_id, r.attempt, idx++, v);
+      *details.add_details() = v.detail();
+      typed = typed || v.has_detail();
     }
+    if (typed) details_rows.push_back({r.job_id, r.attempt, details.SerializeAsString()});
   }
   if (copy) copy->complete();
+  if (!details_rows.empty()) {
+    TextCopy d(txn, "violation_details", {"job_id", "attempt", "details"});
+    for (const auto& row : details_rows) {
+      d.number(row.job_id);
+      d.number(row.attempt);
+      d.bytes(row.details);
+      d.end_row();
+    }
+    d.complete();
+  }
   summary.apply(txn);  // last: its row locks are held until commit
   return decisions;
 }

@@ -4,8 +4,9 @@
 //     the agent's copy of everything) and its widening control checks;
 //     lookup-scale outcomes keep theirs, since their scaling points live there;
 //   - any other outcome keeps its JSON and every violation row, and loses
-//     the history excerpt of each violation (in the rows' detail and in the
-//     JSON's copy), which the timeline draws; the versions and steps stay;
+//     the history excerpt of each violation (in the outcome's
+//     violation_details value, in older rows' detail, and in the JSON's
+//     copy), which the timeline draws; the versions and steps stay;
 //   - an outcome that is an issue's example when retention reaches it is
 //     kept whole: the issue page draws its timeline.
 // Counters, verdicts, violation rows and the summaries are never touched.
@@ -87,6 +88,27 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
           }
         }
         if (verdict != kPass) {
+          // The outcome's one value of typed details (violation_details).
+          for (const auto& d : txn.exec_params(
+                   "SELECT details FROM violation_details WHERE job_id = $1 AND attempt = $2", job,
+                   attempt)) {
+            const pqxx::binarystring blob(d[0]);
+            v1::ViolationDetails all;
+            if (!all.ParseFromString(blob.str())) continue;
+            int dropped = 0;
+            for (auto& one : *all.mutable_details()) {
+              if (one.history_size() == 0) continue;
+              one.clear_history();
+              ++dropped;
+            }
+            if (dropped == 0) continue;
+            const std::string kept = all.SerializeAsString();
+            txn.exec_params(
+                "UPDATE violation_details SET details = $3 WHERE job_id = $1 AND attempt = $2", job,
+                attempt, pqxx::binarystring(kept));
+            pass.bytes_freed += blob.size() - std::min(blob.size(), kept.size());
+            pass.excerpts_dropped += dropped;
+          }
           for (const auto& v : txn.exec_params("SELECT idx, detail, detail_pb FROM violations "
                                                "WHERE job_id = $1 AND attempt = $2",
                                                job, attempt)) {

@@ -219,8 +219,13 @@ TEST_F(PgRetentionTest, BatchesTakeTheOldestFirstAndEachOutcomeOnce) {
 }
 
 // A violation reported with its typed detail loses its history excerpt
-// from the one copy kept (detail_pb), and keeps its versions and steps.
-TEST_F(PgRetentionTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
+// from the one copy kept (the outcome's violation_details value, or in an
+// outcome stored before it, the row's detail_pb), and keeps its versions
+// and steps.
+class PgRetentionLayoutTest : public PgRetentionTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(PgRetentionLayoutTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
+  const bool in_rows = GetParam();
   NewJob job;
   job.spec.set_scenario("setattr-lookup");
   job.spec.set_fs("tmpfs");
@@ -245,6 +250,16 @@ TEST_F(PgRetentionTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
     v->mutable_detail()->add_history()->set_value(std::string(4000, 'h'));
   }
   ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kOld), ReportResult::Stored);
+  if (in_rows) {  // as migration 14's layout kept it
+    pqxx::connection conn(url_);
+    pqxx::work txn(conn);
+    for (int i = 0; i < 2; ++i)
+      txn.exec_params("UPDATE violations SET detail_pb = $2 WHERE job_id = $1 AND idx = $3",
+                      j->job_id(), pqxx::binarystring(o.violations(i).detail().SerializeAsString()),
+                      i);
+    txn.exec("DELETE FROM violation_details");
+    txn.commit();
+  }
   auto stored = [&] {
     return store_->find_outcomes({.limit = 1}).at(0).outcome().violations(1).detail();
   };
@@ -255,8 +270,15 @@ TEST_F(PgRetentionTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
   EXPECT_EQ(stored().history_size(), 0);
   EXPECT_EQ(stored().versions(0).value(), "mode=0700");
   EXPECT_EQ(stored().steps(0).component(), "d");
-  EXPECT_EQ(one(url_, "SELECT count(*) FROM violations WHERE detail_pb IS NOT NULL"), "2");
+  EXPECT_EQ(one(url_, "SELECT count(*) FROM violations WHERE detail_pb IS NOT NULL"),
+            in_rows ? "2" : "0");
+  EXPECT_EQ(one(url_, "SELECT count(*) FROM violation_details"), in_rows ? "0" : "1");
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, PgRetentionLayoutTest, ::testing::Values(false, true),
+                         [](const auto& info) {
+                           return info.param ? "DetailInEachRow" : "OneValuePerOutcome";
+                         });
 
 }  // namespace
 }  // namespace leapfrog::coord

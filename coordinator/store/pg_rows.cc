@@ -2,6 +2,7 @@
 
 #include "coordinator/store/pg_rows.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -40,7 +41,24 @@ std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::resu
                            .mutable_outcome()
                            ->add_violations());
   }
+  for (const auto& r : txn.exec_prepared("outcome_violation_details", number_array(job_ids),
+                                         number_array(attempts))) {
+    attach_violation_details(
+        r[2], *out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})].mutable_outcome());
+  }
   return out;
+}
+
+void attach_violation_details(const pqxx::field& details, v1::Outcome& o) {
+  const auto all = parse<v1::ViolationDetails>(details, "violation details");
+  const int n = std::min(all.details_size(), o.violations_size());
+  for (int i = 0; i < n; ++i) {
+    v1::Violation* v = o.mutable_violations(i);
+    // An empty entry stands for a violation that came without a typed detail.
+    if (v->has_detail() || !v->detail_json().empty() || all.details(i).ByteSizeLong() == 0)
+      continue;
+    *v->mutable_detail() = all.details(i);
+  }
 }
 
 void violation_from_row(const pqxx::row& r, int first, v1::Violation* v) {

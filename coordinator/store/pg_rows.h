@@ -24,10 +24,17 @@ inline constexpr const char* kOutcomeColumns =
 // query) unless `with_violations` is false.
 std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::result& rows,
                                                bool with_violations = true);
-// A JobInfo of a kJobInfoColumns row (build and release only if present).
 // A violation row's columns from `first` on: kind, actor, op, path, step,
-// component, object, observed, expected, invoke_ns, complete_ns, detail.
+// component, object, observed, expected, invoke_ns, complete_ns, detail,
+// detail_pb.
 void violation_from_row(const pqxx::row& r, int first, v1::Violation* v);
+// Gives `o`'s violations (read by violation_from_row, in idx order) their
+// typed details from the outcome's violation_details value (a bytea field).
+// A violation that has a detail from its row already keeps it. Throws
+// std::runtime_error if the value does not parse.
+void attach_violation_details(const pqxx::field& details, v1::Outcome& o);
+
+// A JobInfo of a kJobInfoColumns row (build and release only if present).
 
 v1::JobInfo job_info_from_row(const pqxx::row& r);
 // (id, name, cron, spec, enabled, next_run, last_run)

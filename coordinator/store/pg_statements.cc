@@ -218,6 +218,10 @@ const PgStatement kStatements[] = {
      " FROM violations v JOIN unnest($1::bigint[], $2::int[]) AS k(job_id, attempt)"
      "  ON v.job_id = k.job_id AND v.attempt = k.attempt"
      " ORDER BY v.job_id, v.attempt, v.idx"},
+    {"outcome_violation_details",
+     "SELECT d.job_id, d.attempt, d.details"
+     " FROM violation_details d JOIN unnest($1::bigint[], $2::int[]) AS k(job_id, attempt)"
+     "  ON d.job_id = k.job_id AND d.attempt = k.attempt"},
     {"add_schedule",
      "INSERT INTO schedules (name, cron, spec, enabled, next_run)"
      " VALUES ($1, $2, $3, true, lf_ts($4)) RETURNING id"},

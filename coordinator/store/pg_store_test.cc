@@ -855,9 +855,10 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
 
   pqxx::connection conn(url_);
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 500);
-  // A typed detail is kept once, in detail_pb; an old agent's JSON in detail.
+  // A typed detail is kept once, in the outcome's one violation_details
+  // value; an old agent's JSON in its row's detail.
   EXPECT_EQ(pqxx::work(conn)
-                .exec("SELECT count(*) FROM violations WHERE detail_pb IS NOT NULL AND detail = ''"
+                .exec("SELECT count(*) FROM violations WHERE detail_pb IS NULL AND detail = ''"
                       " AND idx % 3 = 0")[0][0]
                 .as<int>(),
             167);
@@ -866,6 +867,43 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
           .exec("SELECT count(*) FROM violations WHERE detail_pb IS NULL AND detail <> ''")[0][0]
           .as<int>(),
       333);
+  EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violation_details")[0][0].as<int>(), 1);
+  // Stored compressed: the 167 details share most of their bytes.
+  const auto sizes = pqxx::work(conn).exec(
+      "SELECT pg_column_size(details), octet_length(details) FROM violation_details")[0];
+  EXPECT_LT(sizes[0].as<int>() * 3, sizes[1].as<int>())
+      << "stored " << sizes[0].as<int>() << " of " << sizes[1].as<int>() << " bytes";
+}
+
+// An outcome stored before violation_details existed keeps each typed
+// detail in its row (detail_pb), and reads back the same.
+TEST_F(PgStoreTest, ADetailInItsOwnRowStillReads) {
+  store_->create_campaign(campaign_spec("old"), jobs(1), 0, kT0);
+  auto j = lease("a", kT0);
+  ASSERT_TRUE(j);
+  auto o = outcome(v1::VERDICT_VIOLATION);
+  o.set_violation_count(2);
+  for (int i = 0; i < 2; ++i) {
+    auto* v = o.add_violations();
+    v->set_kind("stale-grant");
+    v->mutable_detail()->add_versions()->set_value("mode=070" + std::to_string(i));
+    v->mutable_detail()->add_history()->set_op("chmod");
+  }
+  ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 5s),
+            ReportResult::Stored);
+  {  // as migration 14's layout kept it
+    pqxx::connection conn(url_);
+    pqxx::work txn(conn);
+    for (int i = 0; i < 2; ++i)
+      txn.exec_params("UPDATE violations SET detail_pb = $2 WHERE job_id = $1 AND idx = $3",
+                      j->job_id(), pqxx::binarystring(o.violations(i).detail().SerializeAsString()),
+                      i);
+    EXPECT_EQ(txn.exec("DELETE FROM violation_details").affected_rows(), 1u);
+    txn.commit();
+  }
+  const auto listed = store_->find_outcomes({.limit = 1});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].outcome().SerializeAsString(), o.SerializeAsString());
 }
 
 TEST_F(PgStoreTest, FindOutcomesNewestFirstByCampaignAndFailedOnly) {

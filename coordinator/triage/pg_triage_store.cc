@@ -87,6 +87,10 @@ void add_violations(pqxx::work& txn, int64_t job, uint32_t attempt, v1::Outcome&
            job, attempt)) {
     violation_from_row(r, 0, o.add_violations());
   }
+  for (const auto& r :
+       txn.exec_params("SELECT details FROM violation_details WHERE job_id = $1 AND attempt = $2",
+                       job, attempt))
+    attach_violation_details(r[0], o);
 }
 
 v1::Action action_from_row(const pqxx::field& f) {
