@@ -19,7 +19,7 @@ namespace leapfrog::coord {
 // answers Stored: the bench's floor for the gRPC part of ingest alone.
 // With `time_leases` set, it keeps how long each lease_job call took (the
 // group lease's queue, its statement and commit: the database side of a
-// lease, inside the coordinator).
+// lease, inside the coordinator; lease_job_async until its callback ran).
 class TouchEveryLeaseStore : public Store {
  public:
   explicit TouchEveryLeaseStore(Store& inner) : inner_(inner) {}
@@ -76,6 +76,24 @@ class TouchEveryLeaseStore : public Store {
       lease_us_.push_back(took.count());
     }
     return job;
+  }
+  void lease_job_async(const std::string& agent_id, const v1::Capabilities& caps, TimePoint now,
+                       Duration lease, LeaseDone done,
+                       const std::string& key = kTrustedCaller) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (touch_every_lease) inner_.touch_agent(agent_id, now);
+    inner_.lease_job_async(
+        agent_id, caps, now, lease,
+        [this, t0, done = std::move(done)](std::optional<v1::Job> job, std::exception_ptr error) {
+          if (time_leases && job) {
+            const std::chrono::duration<double, std::micro> took =
+                std::chrono::steady_clock::now() - t0;
+            std::lock_guard<std::mutex> lock(mu_);
+            lease_us_.push_back(took.count());
+          }
+          done(std::move(job), error);
+        },
+        key);
   }
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                        uint32_t attempt, TimePoint now, Duration lease,

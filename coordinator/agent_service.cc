@@ -99,49 +99,203 @@ Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRe
   });
 }
 
-Status AgentServiceImpl::Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req, v1::LeaseResponse* resp) {
-  if (auto s = auth_.check(*ctx); !s.ok()) return s;
-  return guarded("Lease", [&] {
-    const std::string key = key_of(req->agent_secret());
-    v1::Capabilities caps;
-    if (Status s = check_agent(req->agent_id(), key, caps); !s.ok()) return s;
-    const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
-    const TimePoint until = clock_.now() + wait;
-    for (;;) {
-      // A caller that went away (its VM stopped, its process killed) while
-      // this call waited must not be handed a job it will never run.
-      if (ctx->IsCancelled()) return Status::OK;
-      seen(req->agent_id());
+// One Lease call on the callback API. attempt() leases through the store's
+// async lease; leased() answers with the job, or parks the call while the
+// caller asked to wait. Every path ends in exactly one Finish: a parked call
+// is finished by whoever takes it out of the parked calls (the poll thread
+// attempts it again, OnCancel answers it), and nothing touches the call after
+// its Finish (OnDone may then run at once and delete it).
+class AgentServiceImpl::LeaseCall final : public grpc::ServerUnaryReactor {
+ public:
+  LeaseCall(AgentServiceImpl& service, grpc::CallbackServerContext* ctx,
+            const v1::LeaseRequest* req, v1::LeaseResponse* resp, v1::Capabilities caps,
+            std::string key, TimePoint until)
+      : service_(service),
+        ctx_(ctx),
+        req_(req),
+        resp_(resp),
+        caps_(std::move(caps)),
+        key_(std::move(key)),
+        until_(until) {}
+
+  // One lease: a kernel build first for builders, then the store's async
+  // lease (leased() runs once it is written).
+  void attempt() {
+    // A caller that went away (its VM stopped, its process killed) while
+    // this call waited must not be handed a job it will never run.
+    if (ctx_->IsCancelled()) return Finish(Status::OK);
+    try {
+      service_.seen(req_->agent_id());
       // Builders take kernel builds first: test jobs may be waiting for them.
-      std::optional<v1::Job> build;
-      if (caps.builder())
-        build = store_.lease_build_job(req->agent_id(), clock_.now(), cfg_.lease_duration, key);
-      if (build) {
-        spdlog::info("job.lease_build job={} attempt={} agent={} label={}", build->job_id(), build->attempt(),
-                     req->agent_id(), build->build().label());
-        if (metrics_) metrics_->leased(true);
-        *resp->mutable_job() = std::move(*build);
-        return Status::OK;
+      if (caps_.builder()) {
+        if (auto build = service_.store_.lease_build_job(req_->agent_id(), service_.clock_.now(),
+                                                         service_.cfg_.lease_duration, key_)) {
+          spdlog::info("job.lease_build job={} attempt={} agent={} label={}", build->job_id(),
+                       build->attempt(), req_->agent_id(), build->build().label());
+          if (service_.metrics_) service_.metrics_->leased(true);
+          *resp_->mutable_job() = std::move(*build);
+          return Finish(Status::OK);
+        }
       }
-      if (auto job =
-              store_.lease_job(req->agent_id(), caps, clock_.now(), cfg_.lease_duration, key)) {
-        if (ctx->IsCancelled()) {  // gone while the lease was written: give the job back
-          store_.release_job(req->agent_id(), job->job_id(), job->attempt(), key);
+      service_.store_.lease_job_async(
+          req_->agent_id(), caps_, service_.clock_.now(), service_.cfg_.lease_duration,
+          [this](std::optional<v1::Job> job, std::exception_ptr error) {
+            leased(std::move(job), error);
+          },
+          key_);
+    } catch (...) {
+      Finish(grpc_status_of("Lease", std::current_exception()));
+    }
+  }
+
+  // The caller went away: a parked call is answered now (one whose lease is
+  // being written gives its job back in leased()).
+  void OnCancel() override {
+    if (service_.unpark(this)) Finish(Status::OK);
+  }
+  void OnDone() override { delete this; }
+
+  grpc::CallbackServerContext* context() const { return ctx_; }
+  Parked::iterator slot;  // under poll_mu_: its place in parked_, while `parked`
+  bool parked = false;
+
+ private:
+  // On a lease writer (or in attempt(), for a store without one).
+  void leased(std::optional<v1::Job> job, std::exception_ptr error) {
+    if (error) return Finish(grpc_status_of("Lease", error));
+    try {
+      if (job) {
+        if (ctx_->IsCancelled()) {  // gone while the lease was written: give the job back
+          service_.store_.release_job(req_->agent_id(), job->job_id(), job->attempt(), key_);
           spdlog::info(
               "job.lease_returned job={} attempt={} agent={} reason=\"the caller went away\"",
-              job->job_id(), job->attempt(), req->agent_id());
-          return Status::OK;
+              job->job_id(), job->attempt(), req_->agent_id());
+          service_.work_.notify();  // parked callers may take it at once
+          return Finish(Status::OK);
         }
-        spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(), req->agent_id());
-        if (metrics_) metrics_->leased(false);
-        *resp->mutable_job() = std::move(*job);
-        return Status::OK;
+        spdlog::info("job.lease job={} attempt={} agent={}", job->job_id(), job->attempt(),
+                     req_->agent_id());
+        if (service_.metrics_) service_.metrics_->leased(false);
+        *resp_->mutable_job() = std::move(*job);
+        return Finish(Status::OK);
       }
-      if (clock_.now() >= until || ctx->IsCancelled()) return Status::OK;
+      if (service_.clock_.now() >= until_) return Finish(Status::OK);
       // Other replicas queue work too, so poll as well as wait for a signal.
-      work_.wait_for(std::chrono::milliseconds(200));
+      if (!service_.park(this, std::chrono::steady_clock::now() + std::chrono::milliseconds(200)))
+        Finish(Status::OK);
+    } catch (...) {
+      Finish(grpc_status_of("Lease", std::current_exception()));
     }
+  }
+
+  AgentServiceImpl& service_;
+  grpc::CallbackServerContext* const ctx_;
+  const v1::LeaseRequest* const req_;
+  v1::LeaseResponse* const resp_;
+  const v1::Capabilities caps_;
+  const std::string key_;
+  const TimePoint until_;
+};
+
+AgentServiceImpl::AgentServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth,
+                                   const ServiceConfig& cfg, WorkSignal& work)
+    : store_(store), clock_(clock), auth_(auth), cfg_(cfg), work_(work) {
+  SetMessageAllocatorFor_ReportOutcome(&report_allocator_);
+  work_subscription_ = work_.subscribe([this] {
+    {
+      std::lock_guard<std::mutex> lock(poll_mu_);
+      signalled_ = true;
+    }
+    poll_cv_.notify_one();
   });
+  poller_ = std::thread([this] { poll_loop(); });
+}
+
+AgentServiceImpl::~AgentServiceImpl() {
+  work_.unsubscribe(work_subscription_);
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    stopping_ = true;
+  }
+  poll_cv_.notify_one();
+  poller_.join();
+}
+
+bool AgentServiceImpl::park(LeaseCall* call, std::chrono::steady_clock::time_point due) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    // Under the lock that OnCancel takes: a cancellation either shows here
+    // or finds the call parked.
+    if (call->context()->IsCancelled()) return false;
+    first = parked_.empty();
+    call->slot = parked_.emplace(due, call);
+    call->parked = true;
+  }
+  if (first) poll_cv_.notify_one();  // later calls are due after the first
+  return true;
+}
+
+bool AgentServiceImpl::unpark(LeaseCall* call) {
+  std::lock_guard<std::mutex> lock(poll_mu_);
+  if (!call->parked) return false;
+  parked_.erase(call->slot);
+  call->parked = false;
+  return true;
+}
+
+void AgentServiceImpl::poll_loop() {
+  using Steady = std::chrono::steady_clock;
+  // Calls due within this much of each other are attempted in one wake-up.
+  constexpr auto kSlack = std::chrono::milliseconds(10);
+  std::unique_lock<std::mutex> lock(poll_mu_);
+  std::vector<LeaseCall*> ready;
+  for (;;) {
+    const auto woken = [&] { return signalled_ || stopping_; };
+    if (parked_.empty())
+      poll_cv_.wait(lock, [&] { return woken() || !parked_.empty(); });
+    else
+      poll_cv_.wait_until(lock, parked_.begin()->first, woken);
+    if (stopping_) return;
+    const auto upto =
+        signalled_ ? Parked::iterator(parked_.end()) : parked_.upper_bound(Steady::now() + kSlack);
+    signalled_ = false;
+    for (auto it = parked_.begin(); it != upto; ++it) {
+      it->second->parked = false;
+      ready.push_back(it->second);
+    }
+    parked_.erase(parked_.begin(), upto);
+    if (ready.empty()) continue;
+    lock.unlock();
+    for (LeaseCall* call : ready) call->attempt();
+    ready.clear();
+    lock.lock();
+  }
+}
+
+grpc::ServerUnaryReactor* AgentServiceImpl::Lease(grpc::CallbackServerContext* ctx,
+                                                  const v1::LeaseRequest* req,
+                                                  v1::LeaseResponse* resp) {
+  LeaseCall* call = nullptr;
+  Status refused = auth_.check(*ctx);
+  if (refused.ok()) {
+    refused = guarded("Lease", [&] {
+      const std::string key = key_of(req->agent_secret());
+      v1::Capabilities caps;
+      if (Status s = check_agent(req->agent_id(), key, caps); !s.ok()) return s;
+      const Duration wait = std::min(from_proto(req->wait()), cfg_.max_lease_wait);
+      call = new LeaseCall(*this, ctx, req, resp, std::move(caps), key, clock_.now() + wait);
+      return Status::OK;
+    });
+  }
+  if (!call) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(refused);
+    return reactor;
+  }
+  // A Finish before the reactor is returned waits for gRPC to bind it.
+  call->attempt();
+  return call;
 }
 
 Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,

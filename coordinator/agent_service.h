@@ -6,8 +6,11 @@
 #include <google/protobuf/arena.h>
 #include <grpcpp/support/message_allocator.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "common/token.h"
 #include "coordinator/clock.h"
@@ -54,20 +57,26 @@ class ReportArenaAllocator final
   };
 };
 
-// ReportOutcome uses gRPC's callback API: the store's report writers finish
-// the call once its batch is committed, so no gRPC thread blocks on the
-// database (a handler thread blocked per call, woken per call, cost ~3 us of
-// coordinator CPU per stored row in coordinator_bench).
+// ReportOutcome and Lease use gRPC's callback API, so no gRPC thread blocks
+// on the database: the store's report writers finish a report once its batch
+// is committed (a handler thread blocked per call, woken per call, cost ~3 us
+// of coordinator CPU per stored row in coordinator_bench), and the group
+// lease's writers finish a lease. A long-polling Lease that found no job
+// holds no thread either: it is parked until new work is signalled or its
+// next poll is due, and a caller that goes away is answered at once.
 class AgentServiceImpl final
-    : public v1::AgentService::WithCallbackMethod_ReportOutcome<v1::AgentService::Service> {
+    : public v1::AgentService::WithCallbackMethod_ReportOutcome<
+          v1::AgentService::WithCallbackMethod_Lease<v1::AgentService::Service>> {
  public:
-  AgentServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth, const ServiceConfig& cfg, WorkSignal& work)
-      : store_(store), clock_(clock), auth_(auth), cfg_(cfg), work_(work) {
-    SetMessageAllocatorFor_ReportOutcome(&report_allocator_);
-  }
+  // Starts the thread that wakes parked Lease calls.
+  AgentServiceImpl(Store& store, const Clock& clock, const TokenAuth& auth,
+                   const ServiceConfig& cfg, WorkSignal& work);
+  // Stops that thread; the server must be shut down first (no call parked).
+  ~AgentServiceImpl() override;
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req, v1::RegisterResponse* resp) override;
-  grpc::Status Lease(grpc::ServerContext* ctx, const v1::LeaseRequest* req, v1::LeaseResponse* resp) override;
+  grpc::ServerUnaryReactor* Lease(grpc::CallbackServerContext* ctx, const v1::LeaseRequest* req,
+                                  v1::LeaseResponse* resp) override;
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override;
   grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* ctx,
@@ -112,6 +121,17 @@ class AgentServiceImpl final
   // without waiting for the database (Store::touch_agent_async).
   void seen(const std::string& agent_id);
 
+  class LeaseCall;  // one Lease call (agent_service.cc)
+  using Parked = std::multimap<std::chrono::steady_clock::time_point, LeaseCall*>;
+  // Parks `call` until work is signalled or `due`; false (not parked) when
+  // its caller went away.
+  bool park(LeaseCall* call, std::chrono::steady_clock::time_point due);
+  // Takes `call` out of the parked calls; false if it was not parked.
+  bool unpark(LeaseCall* call);
+  // The parked calls' thread: attempts them again when work is signalled or
+  // their poll is due.
+  void poll_loop();
+
   Store& store_;
   const Clock& clock_;
   const TokenAuth& auth_;
@@ -122,6 +142,13 @@ class AgentServiceImpl final
   std::mutex mu_;
   std::map<std::string, KnownAgent> agents_;
   std::map<std::string, TimePoint> last_touch_;
+  std::mutex poll_mu_;  // guards the rest, and each LeaseCall's place in parked_
+  std::condition_variable poll_cv_;
+  Parked parked_;
+  bool signalled_ = false;  // work was signalled since the poll thread last looked
+  bool stopping_ = false;
+  uint64_t work_subscription_ = 0;
+  std::thread poller_;  // last: started once the rest is initialised
 };
 
 }  // namespace leapfrog::coord

@@ -1,7 +1,9 @@
 #pragma once
 // Group lease: the lease_job calls that arrive while a lease statement runs
 // are served together, one autocommit statement per set of capabilities
-// (lease_jobs hands the n-th caller the n-th oldest matching job).
+// (lease_jobs hands the n-th caller the n-th oldest matching job), by writer
+// threads of their own: a caller (a gRPC callback handler) queues its lease
+// and is called back, and no caller's thread waits for the database.
 
 #include <cstdint>
 #include <optional>
@@ -22,7 +24,7 @@ struct PgLease {
   std::string key;      // Store's `key`, recorded with the lease
 };
 
-using PgLeases = PgGroupCommit<PgLease, std::optional<v1::Job>>;
+using PgLeases = PgBatchWriter<PgLease, std::optional<v1::Job>>;
 using LeaseBatch = PgLeases::Batch;
 
 // Leases a job for each caller of `batch`, one autocommit statement per set

@@ -91,7 +91,8 @@ PgStore::PgStore(const std::string& url, PgStoreOptions options)
           url, std::max(options.lease_writers, 1), store_statements(),
           std::vector<PgSetting>{{"plan_cache_mode", "force_generic_plan"}})),
       leases_(std::make_unique<PgLeases>(
-          options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)))),
+          options.lease_writers, static_cast<size_t>(std::max(options.max_lease_batch, 1)), 1,
+          [pool = lease_pool_.get()](LeaseBatch& batch) { write_leases(*pool, batch); })),
       renewals_(std::make_unique<PgRenewals>(
           options.renew_writers, static_cast<size_t>(std::max(options.max_renew_batch, 1)))),
       touches_(std::make_unique<PgTouchWriter>(
@@ -331,14 +332,39 @@ std::vector<v1::JobInfo> PgStore::list_jobs(int64_t campaign_id) {
 
 // ---- leases ----
 
+namespace {
+
+// One lease_job call as the group lease queues it.
+PgLease lease_request(const std::string& agent_id, const v1::Capabilities& caps, TimePoint now,
+                      Duration lease, const std::string& key) {
+  // uname is "<release> <version>"; jobs on a rebuilt kernel match the release.
+  const std::string uname = clean(caps.uname());
+  PgLease request;
+  request.agent_id = clean(agent_id);
+  request.kernel_label = clean(caps.kernel_label());
+  request.filesystems = text_array(caps.filesystems());
+  request.deadline_us = us(now + lease);
+  request.release = uname.substr(0, uname.find(' '));
+  request.key = clean(key);
+  return request;
+}
+
+}  // namespace
+
 std::optional<v1::Job> PgStore::lease_job(const std::string& agent_id, const v1::Capabilities& caps,
                                           TimePoint now, Duration lease, const std::string& key) {
   if (caps.filesystems().empty()) return std::nullopt;
-  // uname is "<release> <version>"; jobs on a rebuilt kernel match the release.
-  const std::string uname = clean(caps.uname());
-  PgLease request{clean(agent_id), clean(caps.kernel_label()), text_array(caps.filesystems()),
-                  us(now + lease), uname.substr(0, uname.find(' ')), clean(key)};
-  return leases_->submit(request, [this](LeaseBatch& batch) { write_leases(*lease_pool_, batch); });
+  return leases_->submit(lease_request(agent_id, caps, now, lease, key));
+}
+
+void PgStore::lease_job_async(const std::string& agent_id, const v1::Capabilities& caps,
+                              TimePoint now, Duration lease, LeaseDone done,
+                              const std::string& key) {
+  if (caps.filesystems().empty()) return done(std::nullopt, nullptr);
+  leases_->post(lease_request(agent_id, caps, now, lease, key),
+                [done = std::move(done)](PgLeases::Item& item) {
+                  done(std::move(item.result).value_or(std::nullopt), item.error);
+                });
 }
 
 std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64_t job_id,

@@ -103,6 +103,10 @@ class PgStore : public Store {
   std::optional<v1::Job> lease_job(const std::string& agent_id, const v1::Capabilities& caps,
                                    TimePoint now, Duration lease,
                                    const std::string& key = kTrustedCaller) override;
+  // Queues the lease for the group lease's writers; `done` runs on one of them.
+  void lease_job_async(const std::string& agent_id, const v1::Capabilities& caps, TimePoint now,
+                       Duration lease, LeaseDone done,
+                       const std::string& key = kTrustedCaller) override;
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                        uint32_t attempt, TimePoint now, Duration lease,
                                        const std::string& key = kTrustedCaller) override;
@@ -174,8 +178,9 @@ class PgStore : public Store {
   std::unique_ptr<PgPool> report_pool_;
   // The group lease writers' connections (see PgStore::PgStore).
   std::unique_ptr<PgPool> lease_pool_;
-  // lease_job calls waiting to be served together.
-  std::unique_ptr<PgGroupCommit<PgLease, std::optional<v1::Job>>> leases_;
+  // lease_job calls waiting to be served together, by writer threads of
+  // their own (lease_writers of them).
+  std::unique_ptr<PgBatchWriter<PgLease, std::optional<v1::Job>>> leases_;
   // renew_lease calls waiting to be served together.
   std::unique_ptr<PgGroupCommit<PgRenew, std::optional<TimePoint>>> renewals_;
   // touch_agent_async calls, written by a thread of their own (one, so that

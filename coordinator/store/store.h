@@ -196,6 +196,9 @@ enum class ReportResult {
 // Called once with what report_outcome would have returned, or with what it
 // would have thrown (`error` set; `result` then means nothing).
 using ReportDone = std::function<void(ReportResult result, std::exception_ptr error)>;
+// What Store::lease_job_async calls once: the job leased (nullopt when none
+// matched), or the error lease_job would have thrown.
+using LeaseDone = std::function<void(std::optional<v1::Job> job, std::exception_ptr error)>;
 
 // What one retention pass (Store::apply_retention) did.
 struct RetentionPass {
@@ -313,6 +316,21 @@ class Store {
                                            const v1::Capabilities& caps, TimePoint now,
                                            Duration lease,
                                            const std::string& key = kTrustedCaller) = 0;
+  // lease_job without blocking the caller on the database: `done` is called
+  // once, possibly from another thread and possibly before this returns, and
+  // must not throw. By default it calls lease_job in place.
+  virtual void lease_job_async(const std::string& agent_id, const v1::Capabilities& caps,
+                               TimePoint now, Duration lease, LeaseDone done,
+                               const std::string& key = kTrustedCaller) {
+    std::optional<v1::Job> job;
+    try {
+      job = lease_job(agent_id, caps, now, lease, key);
+    } catch (...) {
+      done(std::nullopt, std::current_exception());
+      return;
+    }
+    done(std::move(job), nullptr);
+  }
   // For builder agents: leases the oldest queued kernel build job (any
   // label), as lease_job. nullopt when none is queued.
   virtual std::optional<v1::Job> lease_build_job(const std::string& agent_id, TimePoint now,
