@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
 #include "scenarios/outcome.h"
@@ -75,6 +76,41 @@ TEST(OutcomeProto, AnOutcomeWithoutPointsHasNoScale) {
   j["scale"] = json::array({{{"test", "x"}}});  // no valid point
   EXPECT_FALSE(outcome_from_json(j.dump()).has_scale());
   EXPECT_FALSE(scale_run_of(outcome_from_json(j.dump())));
+}
+
+TEST(OutcomeProto, TheRunsDetailIsTypedAndTheOldJsonReadsTheSame) {
+  Outcome run;
+  run.verdict = "pass";
+  run.mutations = 40;
+  run.rounds = 400;
+  run.check.steps_checked = 3300;
+  run.check.unjudged = 3;
+  run.check.over_budget = 1;
+  run.setup_s = 1.25;
+  run.timing = {1500, 2500, 4'000'000'123, 8};
+  run.notes = {"first", "second"};
+  const v1::Outcome o = outcome_from_json(to_json(run).dump());
+  ASSERT_TRUE(o.has_run());
+  const v1::RunDetail& d = o.run();
+  EXPECT_EQ(d.mutations(), 40u);
+  EXPECT_EQ(d.rounds(), 400u);
+  EXPECT_EQ(d.steps_checked(), 3300u);
+  EXPECT_EQ(d.unjudged(), 3u);
+  EXPECT_EQ(d.over_budget(), 1u);
+  EXPECT_EQ(d.setup().seconds(), 1);
+  EXPECT_EQ(d.setup().nanos(), 250'000'000);
+  EXPECT_EQ(d.timing().mutator_mean().nanos(), 1500);
+  EXPECT_EQ(d.timing().observer_mean().nanos(), 2500);
+  EXPECT_EQ(d.timing().delay_span().seconds(), 4);
+  EXPECT_EQ(d.timing().delay_span().nanos(), 123);
+  EXPECT_EQ(d.timing().warmup_rounds(), 8u);
+  ASSERT_EQ(d.notes_size(), 2);
+  EXPECT_EQ(d.notes(1), "second");
+  // run_detail_of reads the typed detail, and an old row's JSON the same way.
+  EXPECT_EQ(run_detail_of(o).SerializeAsString(), d.SerializeAsString());
+  v1::Outcome old = o;
+  old.clear_run();
+  EXPECT_EQ(run_detail_of(old).SerializeAsString(), d.SerializeAsString());
 }
 
 Violation a_violation() {
