@@ -20,6 +20,7 @@ v1::Outcome big(int n, size_t history_bytes) {
               {"notes", json::array({"a note of the run"})},
               {"violations", json::array()}};
   v1::Outcome o;
+  o.mutable_run()->add_notes("a note of the run");
   o.set_verdict(v1::VERDICT_VIOLATION);
   o.set_lookups_checked(1000);
   o.set_violation_count(5000);
@@ -42,7 +43,7 @@ v1::Outcome big(int n, size_t history_bytes) {
 }
 
 std::vector<std::string> notes_of(const v1::Outcome& o) {
-  return json::parse(o.outcome_json()).at("notes").get<std::vector<std::string>>();
+  return {o.run().notes().begin(), o.run().notes().end()};
 }
 
 TEST(FitOutcome, AnOutcomeThatFitsIsLeftAlone) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
 
@@ -104,9 +105,8 @@ v1::Outcome outcome_from_json(const std::string& text) {
     ps->set_widening(st.value("widening", ""));
   }
   if (auto scale = scale_run_from_json(j)) *o.mutable_scale() = std::move(*scale);
-  // The violations are in the outcome, each once: the JSON keeps the rest.
-  j.erase("violations");
-  o.set_outcome_json(j.dump());
+  *o.mutable_run() = run_detail_from_json(j);
+  // Every part of the JSON is typed now: outcome_json stays empty.
   stamp(o);
   return o;
 }
@@ -120,10 +120,7 @@ json raw_of(const v1::Outcome& o) {
 }
 
 void add_note(v1::Outcome& o, const std::string& note) {
-  json raw = raw_of(o);
-  if (!raw.contains("notes") || !raw["notes"].is_array()) raw["notes"] = json::array();
-  raw["notes"].push_back(note);
-  o.set_outcome_json(raw.dump());
+  o.mutable_run()->add_notes(note);
 }
 
 std::string tail_of(const std::string& s, size_t keep) {
@@ -177,9 +174,9 @@ bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
     o.set_console_tail(tail_of(o.console_tail(), 64 << 10));
     add_note(o, why + "error and console_tail keep their last 64 KiB");
   }
-  if (o.ByteSizeLong() > max_bytes) {
-    o.set_outcome_json(json{{"notes", raw_of(o).value("notes", json::array())}}.dump());
-    add_note(o, why + "outcome_json kept only its notes");
+  if (o.ByteSizeLong() > max_bytes && !o.outcome_json().empty()) {
+    o.clear_outcome_json();
+    add_note(o, why + "outcome_json was dropped (its parts are typed)");
   }
   if (o.ByteSizeLong() > max_bytes && o.violations_size() > 0) {
     o.mutable_violations(0)->clear_detail();

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
 #include "scenarios/outcome.h"
@@ -60,9 +61,11 @@ TEST(OutcomeProto, AScaleRunIsTypedAndReadsBackAsWritten) {
   for (int i = 0; i < 2; ++i)  // every field, exactly
     EXPECT_EQ(to_json(from_proto(o.scale().points(i))), to_json(run.scale[i]));
   EXPECT_EQ(to_json(from_proto(o.scale().host())), to_json(run.scale_host));
-  // scale_run_of reads the typed run, and the JSON alone the same way.
+  // scale_run_of reads the typed run, and an old row's JSON the same way.
+  EXPECT_TRUE(o.outcome_json().empty());
   v1::Outcome old = o;
   old.clear_scale();
+  old.set_outcome_json(to_json(run).dump());
   ASSERT_TRUE(scale_run_of(old));
   EXPECT_EQ(scale_run_of(old)->SerializeAsString(), o.scale().SerializeAsString());
 }
@@ -75,6 +78,43 @@ TEST(OutcomeProto, AnOutcomeWithoutPointsHasNoScale) {
   j["scale"] = json::array({{{"test", "x"}}});  // no valid point
   EXPECT_FALSE(outcome_from_json(j.dump()).has_scale());
   EXPECT_FALSE(scale_run_of(outcome_from_json(j.dump())));
+}
+
+TEST(OutcomeProto, TheRunsDetailIsTypedAndTheOldJsonReadsTheSame) {
+  Outcome run;
+  run.verdict = "pass";
+  run.mutations = 40;
+  run.rounds = 400;
+  run.check.steps_checked = 3300;
+  run.check.unjudged = 3;
+  run.check.over_budget = 1;
+  run.setup_s = 1.25;
+  run.timing = {1500, 2500, 4'000'000'123, 8};
+  run.notes = {"first", "second"};
+  const v1::Outcome o = outcome_from_json(to_json(run).dump());
+  ASSERT_TRUE(o.has_run());
+  const v1::RunDetail& d = o.run();
+  EXPECT_EQ(d.mutations(), 40u);
+  EXPECT_EQ(d.rounds(), 400u);
+  EXPECT_EQ(d.steps_checked(), 3300u);
+  EXPECT_EQ(d.unjudged(), 3u);
+  EXPECT_EQ(d.over_budget(), 1u);
+  EXPECT_EQ(d.setup().seconds(), 1);
+  EXPECT_EQ(d.setup().nanos(), 250'000'000);
+  EXPECT_EQ(d.timing().mutator_mean().nanos(), 1500);
+  EXPECT_EQ(d.timing().observer_mean().nanos(), 2500);
+  EXPECT_EQ(d.timing().delay_span().seconds(), 4);
+  EXPECT_EQ(d.timing().delay_span().nanos(), 123);
+  EXPECT_EQ(d.timing().warmup_rounds(), 8u);
+  ASSERT_EQ(d.notes_size(), 2);
+  EXPECT_EQ(d.notes(1), "second");
+  // run_detail_of reads the typed detail, and an old row's JSON the same way.
+  EXPECT_EQ(run_detail_of(o).SerializeAsString(), d.SerializeAsString());
+  EXPECT_TRUE(run_detail_of(v1::Outcome()).SerializeAsString().empty());
+  v1::Outcome old = o;
+  old.clear_run();
+  old.set_outcome_json(to_json(run).dump());
+  EXPECT_EQ(run_detail_of(old).SerializeAsString(), d.SerializeAsString());
 }
 
 Violation a_violation() {
@@ -116,8 +156,8 @@ TEST(OutcomeProto, AViolationsDetailIsTypedAndReadsBackAsTheRunWroteIt) {
   EXPECT_EQ(v.detail().versions(1).node_kind(), v1::NODE_KIND_ABSENT);
   EXPECT_EQ(v.detail().history(1).err(), 17);
   EXPECT_EQ(detail_json_of(v), to_json(run.check.violations[0]));
-  // The outcome's JSON no longer carries a second copy of the violations.
-  EXPECT_FALSE(json::parse(o.outcome_json()).contains("violations"));
+  // No JSON carries a second copy of the violations.
+  EXPECT_TRUE(o.outcome_json().empty());
   // A violation sent before the typed detail is read from its JSON.
   v1::Violation old = v;
   old.clear_detail();

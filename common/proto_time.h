@@ -7,6 +7,7 @@
 #include <google/protobuf/timestamp.pb.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 
 namespace leapfrog {
@@ -40,6 +41,23 @@ inline Micros from_proto(const google::protobuf::Duration& d) {
 // A Duration in seconds, to the nanosecond: as JSON and reports print it.
 inline double seconds_of(const google::protobuf::Duration& d) {
   return static_cast<double>(d.seconds()) + d.nanos() / 1e9;
+}
+
+// A Duration of `ns` nanoseconds (seconds and nanos of one sign), and back.
+inline google::protobuf::Duration duration_of_ns(int64_t ns) {
+  google::protobuf::Duration out;
+  out.set_seconds(ns / 1'000'000'000);
+  out.set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
+  return out;
+}
+
+inline int64_t ns_of(const google::protobuf::Duration& d) {
+  return d.seconds() * 1'000'000'000 + d.nanos();
+}
+
+// A Duration of `s` seconds, rounded to the nanosecond.
+inline google::protobuf::Duration duration_of_seconds(double s) {
+  return duration_of_ns(std::llround(s * 1e9));
 }
 
 }  // namespace leapfrog

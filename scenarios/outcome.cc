@@ -190,6 +190,7 @@ json to_json(const Outcome& o) {
          {"steps_checked", o.check.steps_checked},
          {"offsets_checked", o.check.offsets_checked},
          {"unjudged", o.check.unjudged},
+         {"over_budget", o.check.over_budget},
          {"violation_count", o.check.violation_count},
          {"violations_by_kind", by_kind},
          {"violations", violations},

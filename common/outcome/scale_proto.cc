@@ -1,6 +1,5 @@
 #include "common/outcome/scale_proto.h"
 
-#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "common/proto_time.h"
@@ -8,16 +7,6 @@
 namespace leapfrog {
 
 using nlohmann::json;
-
-namespace {
-
-void set_seconds(google::protobuf::Duration* d, double s) {
-  const int64_t ns = std::llround(s * 1e9);
-  d->set_seconds(ns / 1000000000);
-  d->set_nanos(static_cast<int32_t>(ns % 1000000000));
-}
-
-}  // namespace
 
 v1::ScaleMode scale_mode_from(const std::string& mode) {
   if (mode == "processes") return v1::SCALE_MODE_PROCESSES;
@@ -75,8 +64,8 @@ ScalePoint from_proto(const v1::ScalePoint& p) {
 v1::ScaleHost to_proto(const ScaleHost& h) {
   v1::ScaleHost out;
   out.set_cpus(h.cpus);
-  set_seconds(out.mutable_sample(), h.sample_s);
-  set_seconds(out.mutable_warmup(), h.warmup_s);
+  *out.mutable_sample() = duration_of_seconds(h.sample_s);
+  *out.mutable_warmup() = duration_of_seconds(h.warmup_s);
   out.set_max_other_load(h.max_other_load);
   out.set_load_average(h.load_average);
   out.set_max_host_load(h.max_host_load);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <ctime>
 
+#include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
 #include "common/proto_time.h"
@@ -51,6 +52,24 @@ json strategy_json(const v1::Outcome& o) {
               {"pinned", s.pinned()},
               {"chosen_by_seed", s.chosen_by_seed()},
               {"widening", s.widening()}};
+}
+
+// The run's detail as the agent's JSON spells it: times in seconds or
+// nanoseconds, from Outcome.run (or an old row's outcome_json).
+json run_json(const v1::RunDetail& d) {
+  const v1::RaceTiming& t = d.timing();
+  return json{{"mutations", d.mutations()},
+              {"rounds", d.rounds()},
+              {"steps_checked", d.steps_checked()},
+              {"unjudged", d.unjudged()},
+              {"over_budget", d.over_budget()},
+              {"setup_s", seconds_of(d.setup())},
+              {"timing",
+               {{"mutator_mean_ns", ns_of(t.mutator_mean())},
+                {"observer_mean_ns", ns_of(t.observer_mean())},
+                {"delay_span_ns", ns_of(t.delay_span())},
+                {"warmup_rounds", t.warmup_rounds()}}},
+              {"notes", d.notes()}};
 }
 
 const json* field(const json& j, const std::string& key) {
@@ -185,31 +204,33 @@ json to_json(const v1::OutcomeRecord& r) {
   json scale = json::array();
   if (const auto run = scale_run_of(o))
     for (const auto& p : run->points()) scale.push_back(leapfrog::to_json(from_proto(p)));
-  return json{{"job_id", r.job_id()},
-              {"attempt", r.attempt()},
-              {"campaign_id", r.campaign_id()},
-              {"spec", to_json(r.spec())},
-              {"kernel", r.kernel_label()},
-              {"agent_id", r.agent_id()},
-              {"reported_at", iso_time(r.reported_at())},
-              {"superseded", r.superseded()},
-              {"verdict", verdict_name(o.verdict())},
-              {"error", o.error()},
-              {"ops", o.ops()},
-              {"lookups_checked", o.lookups_checked()},
-              {"offsets_checked", o.offsets_checked()},
-              {"violation_count", o.violation_count()},
-              {"violations_by_kind", by_kind},
-              {"race_window_hits", o.race_window_hits()},
-              {"ops_per_sec", o.ops_per_sec()},
-              {"elapsed_s", seconds_of(o.elapsed())},
-              {"clock_source", o.clock_source()},
-              {"epsilon_ns", o.epsilon_ns()},
-              {"console_tail", o.console_tail()},
-              {"finished_at", iso_time(o.finished_at())},
-              {"scale", scale},
-              {"strategy", strategy_json(o)},
-              {"violations", violations}};
+  json out{{"job_id", r.job_id()},
+           {"attempt", r.attempt()},
+           {"campaign_id", r.campaign_id()},
+           {"spec", to_json(r.spec())},
+           {"kernel", r.kernel_label()},
+           {"agent_id", r.agent_id()},
+           {"reported_at", iso_time(r.reported_at())},
+           {"superseded", r.superseded()},
+           {"verdict", verdict_name(o.verdict())},
+           {"error", o.error()},
+           {"ops", o.ops()},
+           {"lookups_checked", o.lookups_checked()},
+           {"offsets_checked", o.offsets_checked()},
+           {"violation_count", o.violation_count()},
+           {"violations_by_kind", by_kind},
+           {"race_window_hits", o.race_window_hits()},
+           {"ops_per_sec", o.ops_per_sec()},
+           {"elapsed_s", seconds_of(o.elapsed())},
+           {"clock_source", o.clock_source()},
+           {"epsilon_ns", o.epsilon_ns()},
+           {"console_tail", o.console_tail()},
+           {"finished_at", iso_time(o.finished_at())},
+           {"scale", scale},
+           {"strategy", strategy_json(o)},
+           {"violations", violations}};
+  out.update(run_json(run_detail_of(o)));
+  return out;
 }
 
 json to_json(const v1::AgentInfo& a) {

@@ -29,7 +29,10 @@ nlohmann::json to_json(const v1::JobInfo& j);
 // (detail_json_of: from the typed detail, or an old detail_json; null if
 // that does not parse).
 nlohmann::json to_json(const v1::Violation& v);
-// Everything but the raw outcome_json; "scale" holds lookup-scale's points.
+// Everything but the raw outcome_json; "scale" holds lookup-scale's points,
+// and the run's detail (rounds, unjudged, timing, notes) sits at the top
+// level as the agent's JSON has it. Both come from the typed fields, or an
+// old row's outcome_json (scale_run_of, run_detail_of).
 nlohmann::json to_json(const v1::OutcomeRecord& o);
 // `online` is recomputed by the caller's notion of offline.
 nlohmann::json to_json(const v1::AgentInfo& a);

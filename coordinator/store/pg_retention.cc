@@ -1,7 +1,8 @@
 // Retention (PgStore::apply_retention): outcomes older than a cutoff lose
 // what only their own page ever shows, in batches, oldest first:
-//   - a passing outcome drops its agent JSON (outcome_json: notes, timing,
-//     the agent's copy of everything) and its widening control checks;
+//   - a passing outcome drops its agent JSON (outcome_json: the agent's
+//     copy of everything), its run's notes and timing (Outcome.run; its
+//     counts stay) and its widening control checks;
 //     lookup-scale outcomes keep theirs, since their scaling points live there;
 //   - any other outcome keeps its JSON and every violation row, and loses
 //     the history excerpt of each violation (in the outcome's
@@ -71,9 +72,14 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
           const size_t before = blob.size();
           bool changed = false;
           if (verdict == kPass && !scale) {
-            changed = !o.outcome_json().empty() || o.widening().control_checks_size() > 0;
+            changed = !o.outcome_json().empty() || o.widening().control_checks_size() > 0 ||
+                      o.run().notes_size() > 0 || o.run().has_timing();
             o.clear_outcome_json();
             o.mutable_widening()->clear_control_checks();
+            if (o.has_run()) {
+              o.mutable_run()->clear_notes();
+              o.mutable_run()->clear_timing();
+            }
           } else if (verdict != kPass) {
             std::string j = without_excerpts(o.outcome_json(), true);
             changed = j != o.outcome_json();

@@ -49,6 +49,9 @@ v1::Outcome outcome_of(v1::Verdict verdict, int violations, const std::string& s
   o.set_lookups_checked(900);
   o.set_violation_count(static_cast<uint64_t>(violations));
   o.mutable_widening()->add_control_checks("acl_fetched probability \"-1\": refused");
+  o.mutable_run()->set_rounds(77);
+  o.mutable_run()->add_notes("a note");
+  o.mutable_run()->mutable_timing()->set_warmup_rounds(3);
   json j = {{"verdict", verdict == v1::VERDICT_PASS ? "pass" : "violation"},
             {"notes", {"a note"}},
             {"violations", json::array()}};
@@ -141,6 +144,8 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
   // checks below can fail.
   for (uint64_t seed : {1, 2, 4}) ASSERT_EQ(excerpts(job_of_seed[seed]), "2");
   ASSERT_FALSE(outcome(job_of_seed[0]).outcome_json().empty());
+  ASSERT_EQ(outcome(job_of_seed[0]).run().notes_size(), 1);
+  ASSERT_TRUE(outcome(job_of_seed[0]).run().has_timing());
   const std::string counted = summaries(url_);
   const std::string rows_before = one(url_, "SELECT count(*) FROM violations");
   const std::string counters_before =
@@ -158,6 +163,10 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
   // excerpts, in the rows and in the JSON, but not its versions or notes.
   EXPECT_TRUE(outcome(job_of_seed[0]).outcome_json().empty());
   EXPECT_EQ(outcome(job_of_seed[0]).widening().control_checks_size(), 0);
+  EXPECT_EQ(outcome(job_of_seed[0]).run().notes_size(), 0);
+  EXPECT_FALSE(outcome(job_of_seed[0]).run().has_timing());
+  EXPECT_EQ(outcome(job_of_seed[0]).run().rounds(), 77u);  // counts stay
+  EXPECT_EQ(outcome(job_of_seed[1]).run().notes(0), "a note");
   EXPECT_EQ(excerpts(job_of_seed[1]), "0");
   const json j1 = json::parse(outcome(job_of_seed[1]).outcome_json());
   EXPECT_FALSE(j1["violations"][0].contains("history")) << j1.dump();

@@ -263,6 +263,15 @@ export interface Outcome {
   violations: Violation[];
   scale: ScalePoint[];
   strategy: Strategy | null;
+  // The run's detail (Outcome.run; an old row's agent JSON).
+  mutations: number;
+  rounds: number;
+  steps_checked: number;
+  unjudged: number;
+  over_budget: number;
+  setup_s: number;
+  timing: { mutator_mean_ns: number; observer_mean_ns: number; delay_span_ns: number; warmup_rounds: number };
+  notes: string[];
 }
 
 export interface Agent {

@@ -1,0 +1,114 @@
+// to_json(OutcomeRecord): an outcome stored before its parts were typed
+// (only outcome_json carries them) renders as one stored with the typed
+// fields, and the typed fields alone are enough.
+
+#include "coordinator/http/api_json.h"
+
+#include <gtest/gtest.h>
+
+#include "common/proto_time.h"
+#include "scenarios/outcome.h"
+
+namespace leapfrog::coord {
+namespace {
+
+using nlohmann::json;
+
+// A run as the child reports it, with every part that once lived only in
+// outcome_json set to a value of its own.
+Outcome a_run() {
+  Outcome o;
+  o.scenario = "setattr-lookup";
+  o.seed = 7;
+  o.fs = "tmpfs";
+  o.verdict = "inconclusive";
+  o.error = "1 lookups exceeded the search budget and were not judged";
+  o.ops = 1200;
+  o.mutations = 40;
+  o.rounds = 400;
+  o.check.lookups_checked = 1100;
+  o.check.steps_checked = 3300;
+  o.check.unjudged = 3;
+  o.check.over_budget = 1;
+  o.duration_s = 2.5;
+  o.setup_s = 0.25;
+  o.timing = {1500, 2500, 4000, 8};
+  o.notes = {"NOT JUDGED: 1 lookups exceeded the search budget",
+             "3 records had results outside the model and were not judged"};
+  return o;
+}
+
+// The wire outcome's counters, as the agent has always sent them.
+v1::OutcomeRecord record_of(const Outcome& run) {
+  v1::OutcomeRecord r;
+  r.set_job_id(5);
+  r.set_attempt(1);
+  v1::Outcome& o = *r.mutable_outcome();
+  o.set_verdict(v1::VERDICT_INCONCLUSIVE);
+  o.set_error(run.error);
+  o.set_ops(run.ops);
+  o.set_lookups_checked(run.check.lookups_checked);
+  *o.mutable_elapsed() = duration_of_seconds(run.duration_s);
+  return r;
+}
+
+TEST(ApiJson, AnOldRowWithOnlyOutcomeJsonRendersAsANewTypedRow) {
+  const Outcome run = a_run();
+  v1::OutcomeRecord old_row = record_of(run);
+  old_row.mutable_outcome()->set_outcome_json(to_json(run).dump());
+
+  v1::OutcomeRecord new_row = record_of(run);
+  v1::RunDetail& d = *new_row.mutable_outcome()->mutable_run();
+  d.set_mutations(40);
+  d.set_rounds(400);
+  d.set_steps_checked(3300);
+  d.set_unjudged(3);
+  d.set_over_budget(1);
+  d.mutable_setup()->set_nanos(250'000'000);
+  d.mutable_timing()->mutable_mutator_mean()->set_nanos(1500);
+  d.mutable_timing()->mutable_observer_mean()->set_nanos(2500);
+  d.mutable_timing()->mutable_delay_span()->set_nanos(4000);
+  d.mutable_timing()->set_warmup_rounds(8);
+  for (const auto& n : run.notes) d.add_notes(n);
+
+  const json rendered = to_json(new_row);
+  EXPECT_EQ(to_json(old_row), rendered);
+  EXPECT_EQ(rendered["verdict"], "inconclusive");
+  EXPECT_EQ(rendered["rounds"], 400);
+  EXPECT_EQ(rendered["mutations"], 40);
+  EXPECT_EQ(rendered["steps_checked"], 3300);
+  EXPECT_EQ(rendered["unjudged"], 3);
+  EXPECT_EQ(rendered["over_budget"], 1);
+  EXPECT_EQ(rendered["setup_s"], 0.25);
+  EXPECT_EQ(rendered["elapsed_s"], 2.5);
+  EXPECT_EQ(rendered["timing"], (json{{"mutator_mean_ns", 1500},
+                                      {"observer_mean_ns", 2500},
+                                      {"delay_span_ns", 4000},
+                                      {"warmup_rounds", 8}}));
+  EXPECT_EQ(rendered["notes"], json(run.notes));
+
+  // The typed fields win over an outcome_json that says otherwise.
+  new_row.mutable_outcome()->set_outcome_json(json{{"rounds", 1}, {"notes", {"stale"}}}.dump());
+  EXPECT_EQ(to_json(new_row), rendered);
+}
+
+TEST(ApiJson, AnOutcomeWithNeitherRendersEmptyAndABrokenJsonIsNoDetail) {
+  v1::OutcomeRecord r = record_of(a_run());
+  const json none = to_json(r);
+  EXPECT_EQ(none["rounds"], 0);
+  EXPECT_EQ(none["notes"], json::array());
+  EXPECT_EQ(none["timing"]["warmup_rounds"], 0);
+  r.mutable_outcome()->set_outcome_json("not json");
+  EXPECT_EQ(to_json(r), none);
+  // Mistyped parts of an old row read as nothing, never as garbage.
+  r.mutable_outcome()->set_outcome_json(
+      json{{"rounds", "many"}, {"mutations", 1e300}, {"notes", {1, "kept"}}, {"timing", 3}}.dump());
+  const json odd = to_json(r);
+  EXPECT_EQ(odd["rounds"], 0);
+  EXPECT_EQ(odd["mutations"], 0);
+  EXPECT_EQ(odd["notes"], json::array({"kept"}));
+  EXPECT_EQ(odd["timing"], none["timing"]);
+}
+
+}  // namespace
+}  // namespace leapfrog::coord
