@@ -16,12 +16,15 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/widen.h"
+#include "common/outcome/run_proto.h"
+#include "common/proto_time.h"
 #include "coordinator/metrics/promtool_check.h"
 #include "tests/e2e_util.h"
 #include "tests/http_util.h"
@@ -31,6 +34,19 @@
 namespace {
 
 using namespace leapfrog::testing;
+
+// How long the run's set-up took (Outcome.run.setup, or an old row's
+// outcome_json), from the stored outcome as hex; nothing if it says not.
+std::optional<double> setup_seconds(const std::string& hex) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  leapfrog::v1::Outcome o;
+  if (!o.ParseFromString(bytes)) return std::nullopt;
+  const leapfrog::v1::RunDetail run = leapfrog::run_detail_of(o);
+  if (!run.has_setup()) return std::nullopt;
+  return leapfrog::seconds_of(run.setup());
+}
 
 int count_matches(const std::string& text, const std::string& re) {
   const std::regex r(re);
@@ -633,7 +649,7 @@ TEST_F(VmE2E, EveryFileSystemRunsInTheVmAndTheLookupScenariosStayClean) {
   const Rows rows =
       sql_once(pg_->url(),
                "SELECT j.scenario, j.fs, o.verdict, o.error, o.lookups_checked, o.violation_count,"
-               " substring(encode(o.outcome, 'escape') from '\"setup_s\":([0-9.e+-]+)'), j.id"
+               " encode(o.outcome, 'hex'), j.id"
                " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
                    std::to_string(c) + " ORDER BY j.id, o.attempt");
   ASSERT_EQ(rows.size(), kLookupScenarios.size() * kDiskFilesystems.size());
@@ -651,7 +667,7 @@ TEST_F(VmE2E, EveryFileSystemRunsInTheVmAndTheLookupScenariosStayClean) {
                          << " violations " << r[5] << "\n"
                          << violations_text(pg_->url(), c);
     EXPECT_GT(std::stoull(r[4]), 0u) << r[0] << " on " << r[1] << " judged no lookup";
-    if (!r[6].empty()) setup[r[1]].push_back(std::stod(r[6]));
+    if (const auto took = setup_seconds(r[6])) setup[r[1]].push_back(*took);
   }
   std::printf("known findings seen: %d\n", known);
   // The table a closing note reports: lookups judged / violations, per scenario and file system.
