@@ -11,6 +11,7 @@
 #include <string>
 
 #include "coordinator/pg/test_postgres.h"
+#include "coordinator/store/pg_layout_test_util.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/store/pg_summaries.h"
 
@@ -259,16 +260,7 @@ TEST_P(PgRetentionLayoutTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
     v->mutable_detail()->add_history()->set_value(std::string(4000, 'h'));
   }
   ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kOld), ReportResult::Stored);
-  if (in_rows) {  // as migration 14's layout kept it
-    pqxx::connection conn(url_);
-    pqxx::work txn(conn);
-    for (int i = 0; i < 2; ++i)
-      txn.exec_params("UPDATE violations SET detail_pb = $2 WHERE job_id = $1 AND idx = $3",
-                      j->job_id(), pqxx::binarystring(o.violations(i).detail().SerializeAsString()),
-                      i);
-    txn.exec("DELETE FROM violation_details");
-    txn.commit();
-  }
+  if (in_rows) ASSERT_EQ(move_details_into_rows(url_, j->job_id(), j->attempt(), o), 1u);
   auto stored = [&] {
     return store_->find_outcomes({.limit = 1}).at(0).outcome().violations(1).detail();
   };

@@ -34,18 +34,19 @@ std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::resu
     out.push_back(std::move(o));
   }
   if (out.empty() || !with_violations) return out;
-  for (const auto& r :
-       txn.exec_prepared("outcome_violations", number_array(job_ids), number_array(attempts))) {
-    violation_from_row(r, 2,
-                       out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})]
-                           .mutable_outcome()
-                           ->add_violations());
+  const std::string ids = number_array(job_ids);
+  const std::string tries = number_array(attempts);
+  auto outcome_of = [&](const pqxx::row& r) -> v1::Outcome& {
+    return *out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})].mutable_outcome();
+  };
+  bool any = false;
+  for (const auto& r : txn.exec_prepared("outcome_violations", ids, tries)) {
+    violation_from_row(r, 2, outcome_of(r).add_violations());
+    any = true;
   }
-  for (const auto& r : txn.exec_prepared("outcome_violation_details", number_array(job_ids),
-                                         number_array(attempts))) {
-    attach_violation_details(
-        r[2], *out[index.at({r[0].as<int64_t>(), r[1].as<uint32_t>()})].mutable_outcome());
-  }
+  if (!any) return out;  // no violation, so no details to attach
+  for (const auto& r : txn.exec_prepared("outcome_violation_details", ids, tries))
+    attach_violation_details(r[2], outcome_of(r));
   return out;
 }
 

@@ -2,6 +2,7 @@
 // process, one fresh database per test). Times are injected: no test reads
 // the wall clock to decide anything.
 
+#include "coordinator/store/pg_layout_test_util.h"
 #include "coordinator/store/pg_store.h"
 
 #include <gtest/gtest.h>
@@ -891,16 +892,7 @@ TEST_F(PgStoreTest, ADetailInItsOwnRowStillReads) {
   }
   ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 5s),
             ReportResult::Stored);
-  {  // as migration 14's layout kept it
-    pqxx::connection conn(url_);
-    pqxx::work txn(conn);
-    for (int i = 0; i < 2; ++i)
-      txn.exec_params("UPDATE violations SET detail_pb = $2 WHERE job_id = $1 AND idx = $3",
-                      j->job_id(), pqxx::binarystring(o.violations(i).detail().SerializeAsString()),
-                      i);
-    EXPECT_EQ(txn.exec("DELETE FROM violation_details").affected_rows(), 1u);
-    txn.commit();
-  }
+  ASSERT_EQ(move_details_into_rows(url_, j->job_id(), j->attempt(), o), 1u);
   const auto listed = store_->find_outcomes({.limit = 1});
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].outcome().SerializeAsString(), o.SerializeAsString());
