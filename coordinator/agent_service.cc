@@ -236,6 +236,11 @@ bool AgentServiceImpl::park(LeaseCall* call, std::chrono::steady_clock::time_poi
   return true;
 }
 
+size_t AgentServiceImpl::parked_leases() const {
+  std::lock_guard<std::mutex> lock(poll_mu_);
+  return parked_.size();
+}
+
 bool AgentServiceImpl::unpark(LeaseCall* call) {
   std::lock_guard<std::mutex> lock(poll_mu_);
   if (!call->parked) return false;

@@ -92,6 +92,8 @@ class AgentServiceImpl final
                               v1::ClaimAgentNameResponse* resp) override;
   // Counts leases, reports and registrations there from now on (before serving; may be null).
   void set_metrics(metrics::CoordinatorMetrics* m) { metrics_ = m; }
+  // Long-polling Lease calls parked now, waiting for work (none holds a thread).
+  size_t parked_leases() const;
 
  private:
   // ReportOutcome's status (and response) for what the store answered.
@@ -142,7 +144,7 @@ class AgentServiceImpl final
   std::mutex mu_;
   std::map<std::string, KnownAgent> agents_;
   std::map<std::string, TimePoint> last_touch_;
-  std::mutex poll_mu_;  // guards the rest, and each LeaseCall's place in parked_
+  mutable std::mutex poll_mu_;  // guards the rest, and each LeaseCall's place in parked_
   std::condition_variable poll_cv_;
   Parked parked_;
   bool signalled_ = false;  // work was signalled since the poll thread last looked

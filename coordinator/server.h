@@ -83,6 +83,8 @@ class CoordinatorServer {
   void wait();
   // Passes of the maintenance loop so far (tests wait on it).
   uint64_t maintenance_passes() const { return passes_.load(); }
+  // Long-polling Lease calls parked now, waiting for work.
+  size_t parked_leases() const { return agent_service_.parked_leases(); }
 
  private:
   void maintenance_loop();
