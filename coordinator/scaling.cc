@@ -211,6 +211,7 @@ json to_json(const PointChange& c) {
               {"ci95_low_pct", number(ch.ci_low_pct)},
               {"ci95_high_pct", number(ch.ci_high_pct)},
               {"p_value", number(ch.p_value)},
+              {"p_adjusted", number(ch.p_adjusted)},
               {"verdict", stats::to_string(ch.significance)}};
 }
 

@@ -76,8 +76,8 @@ std::vector<ScalingRegression> scaling_regressions(Store& store);
 // stddev, ci95_low, ci95_high}: over the boots' means, n boots),
 // before_runs, after_runs (each run's {job_id, boot_id, n, mean, stddev,
 // ci95_low, ci95_high, loaded} of its own samples), change_pct, ci95_low_pct,
-// ci95_high_pct, p_value, verdict ("significant" | "within noise" | "one
-// run: not judged" | "loaded: not judged" | "too few samples")}.
+// ci95_high_pct, p_value, p_adjusted (over the points compared), verdict ("significant" | "within
+// noise" | "one run: not judged" | "loaded: not judged" | "too few samples")}.
 nlohmann::json to_json(const PointChange& c);
 
 }  // namespace leapfrog::coord

@@ -61,6 +61,17 @@ bool loaded(const ScalePoint& p) {
   return p.other_load > kLoadedCpus || p.host_load > kLoadedCpus;
 }
 
+namespace {
+
+// The points of one comparison are one family (stats::adjust_for_table).
+void adjust(std::vector<PointChange>& changes) {
+  std::vector<stats::Change*> family;
+  for (auto& c : changes) family.push_back(&c.change);
+  stats::adjust_for_table(family);
+}
+
+}  // namespace
+
 std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
                                         const std::vector<ScalePoint>& after,
                                         const std::string& test) {
@@ -75,6 +86,7 @@ std::vector<PointChange> compare_points(const std::vector<ScalePoint>& before,
       c.change.significance = stats::Significance::Loaded;
     out.push_back(std::move(c));
   }
+  adjust(out);
   return out;
 }
 
@@ -145,6 +157,7 @@ std::vector<PointChange> compare_runs(const std::vector<RunPoints>& before,
       c.change.significance = stats::Significance::Loaded;
     out.push_back(std::move(c));
   }
+  adjust(out);
   return out;
 }
 
@@ -179,6 +192,13 @@ std::string to_text(const std::vector<PointChange>& changes, const std::string& 
                   ch.change_pct, interval, stats::to_string(ch.significance));
     out << buf;
   }
+  const auto judged = std::count_if(changes.begin(), changes.end(), [](const PointChange& c) {
+    return c.change.significance == stats::Significance::Significant ||
+           c.change.significance == stats::Significance::WithinNoise;
+  });
+  if (judged > 1)
+    out << "significant: p below 5 % once adjusted (Benjamini-Hochberg) over the " << judged
+        << " judged points\n";
   return out.str();
 }
 

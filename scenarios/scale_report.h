@@ -64,13 +64,15 @@ struct RunPoints {
 // boots' means. Runs of one boot count once (the mean of their means). The
 // verdict is "one run: not judged" when a side has fewer than two boots;
 // else "loaded: not judged" when any run's point was loaded; else
-// significant or within noise at 5 %.
+// significant or within noise at 5 %, once the p-values of the points judged
+// are adjusted over all of them (stats::adjust_for_table; compare_points too).
 std::vector<PointChange> compare_runs(const std::vector<RunPoints>& before,
                                       const std::vector<RunPoints>& after,
                                       const std::string& test = "");
 
 // LKP-style lines: "test mode tasks runs  before ±%  after ±%  %change [ci]
-// verdict", runs being "boots before/boots after" ("-" from compare_points).
+// verdict", runs being "boots before/boots after" ("-" from compare_points),
+// then a line on the adjustment when more than one point was judged.
 // A side of one boot shows its run's own ±% (its samples' interval).
 std::string to_text(const std::vector<PointChange>& changes, const std::string& before_label,
                     const std::string& after_label);

@@ -261,5 +261,40 @@ TEST(ScalePointJson, RoundTripsAndReadsOldPoints) {
   EXPECT_THROW(scale_point_from_json(nlohmann::json{{"test", "x"}}), nlohmann::json::exception);
 }
 
+// A comparison's points are one family: twenty null points and one that
+// moved +6 % by chance (p = 0.03 alone) say "within noise" together, and the
+// text says how significance was judged. The same +6 % on every point is
+// significant everywhere.
+TEST(CompareRuns, AChancePointAmongManyIsWithinNoise) {
+  auto runs = [](int64_t job, const std::string& boot, double base, double moved, int points) {
+    RunPoints r{job, boot, {}};
+    for (int k = 1; k <= points; ++k)
+      r.points.push_back(point("lseek1", "processes", static_cast<uint32_t>(k),
+                               k == points ? moved : base, 0, {}));
+    return r;
+  };
+  const std::vector<RunPoints> before = {
+      runs(1, "b1", 1000, 1000, 20), runs(2, "b2", 1030, 1030, 20), runs(3, "b3", 985, 985, 20)};
+  const std::vector<RunPoints> after = {
+      runs(4, "a1", 1000, 1060, 20), runs(5, "a2", 1030, 1090, 20), runs(6, "a3", 985, 1045, 20)};
+  const auto alone = compare_runs(
+      {runs(1, "b1", 1000, 1000, 1), runs(2, "b2", 1030, 1030, 1), runs(3, "b3", 985, 985, 1)},
+      {runs(4, "a1", 1060, 1060, 1), runs(5, "a2", 1090, 1090, 1), runs(6, "a3", 1045, 1045, 1)});
+  ASSERT_EQ(alone.at(0).change.significance, stats::Significance::Significant);
+  const auto table = compare_runs(before, after);
+  ASSERT_EQ(table.size(), 20u);
+  EXPECT_EQ(table.back().change.significance, stats::Significance::WithinNoise);
+  EXPECT_NEAR(table.back().change.p_value, alone.at(0).change.p_value, 1e-12);
+  EXPECT_GT(table.back().change.p_adjusted, 0.05);
+  EXPECT_NE(to_text(table, "a", "b").find("Benjamini-Hochberg) over the 20 judged points"),
+            std::string::npos);
+
+  const auto all_moved =
+      compare_runs(before, {runs(4, "a1", 1060, 1060, 20), runs(5, "a2", 1090, 1090, 20),
+                            runs(6, "a3", 1045, 1045, 20)});
+  for (const auto& c : all_moved)
+    EXPECT_EQ(c.change.significance, stats::Significance::Significant);
+}
+
 }  // namespace
 }  // namespace leapfrog

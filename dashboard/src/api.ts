@@ -219,6 +219,8 @@ export interface ScaleChange {
   ci95_low_pct: number;
   ci95_high_pct: number;
   p_value: number | null;
+  // p_value adjusted (Benjamini-Hochberg) over the comparison's judged points.
+  p_adjusted: number|null;
   verdict: 'significant' | 'within noise' | 'too few samples' | 'loaded: not judged' | 'one run: not judged';
 }
 

@@ -1,5 +1,6 @@
 #include "scenarios/stats/sample_stats.h"
 
+#include <algorithm>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
@@ -79,8 +80,41 @@ Change compare(const std::vector<double>& before, const std::vector<double>& aft
     c.ci_low_pct = pct_of(diff - half, c.before.mean);
     c.ci_high_pct = pct_of(diff + half, c.before.mean);
   }
+  c.p_adjusted = c.p_value;
   c.significance = c.p_value < alpha ? Significance::Significant : Significance::WithinNoise;
   return c;
+}
+
+std::vector<double> bh_adjust(const std::vector<double>& p) {
+  const size_t m = p.size();
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  std::vector<double> out(m);
+  double running = 1;
+  for (size_t r = m; r-- > 0;) {  // rank r + 1, from the largest p down
+    const double v = p[order[r]] * static_cast<double>(m) / static_cast<double>(r + 1);
+    running = std::min(running, v);
+    out[order[r]] = running;
+  }
+  return out;
+}
+
+void adjust_for_table(std::vector<Change*>& changes, double alpha) {
+  std::vector<Change*> tested;
+  std::vector<double> p;
+  for (Change* c : changes)
+    if (c->significance == Significance::Significant ||
+        c->significance == Significance::WithinNoise) {
+      tested.push_back(c);
+      p.push_back(c->p_value);
+    }
+  const std::vector<double> adjusted = bh_adjust(p);
+  for (size_t i = 0; i < tested.size(); ++i) {
+    tested[i]->p_adjusted = adjusted[i];
+    tested[i]->significance =
+        adjusted[i] < alpha ? Significance::Significant : Significance::WithinNoise;
+  }
 }
 
 }  // namespace leapfrog::stats

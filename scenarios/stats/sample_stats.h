@@ -44,10 +44,26 @@ struct Change {
   double t = 0;        // Welch's t statistic
   double dof = 0;      // Welch-Satterthwaite degrees of freedom
   double p_value = 1;  // two-sided
+  // p_value adjusted for the other points of its table (adjust_for_table);
+  // p_value itself until then.
+  double p_adjusted = 1;
   Significance significance = Significance::TooFewSamples;
 };
 // Welch's two-sample t-test of the means at `alpha` (two-sided).
 Change compare(const std::vector<double>& before, const std::vector<double>& after,
                double alpha = 0.05);
+
+// Benjamini-Hochberg adjusted p-values, in the order given: p_(i) m / i for
+// the i-th smallest of m, made monotone from the largest down, at most 1.
+// Rejecting where the adjusted value is below q keeps the expected share of
+// false "significant" points among all "significant" ones at most q.
+std::vector<double> bh_adjust(const std::vector<double>& p);
+
+// A table of comparisons is one family: with 30 points at 5 % each, one or two
+// would be "significant" by chance on two identical kernels. Every change that
+// was tested (Significant or WithinNoise) gets its Benjamini-Hochberg
+// p_adjusted over those, and is Significant only when that is below alpha.
+// Points not judged (too few samples or runs, loaded) are not in the family.
+void adjust_for_table(std::vector<Change*>& changes, double alpha = 0.05);
 
 }  // namespace leapfrog::stats

@@ -103,5 +103,48 @@ TEST(Compare, ConstantSamplesThatDifferAreSignificant) {
   EXPECT_EQ(compare({5, 5, 5}, {5, 5, 5}).significance, Significance::WithinNoise);
 }
 
+// Benjamini-Hochberg by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4/rank give
+// 0.02, 0.02, 0.04, 0.04 (already monotone), returned in the given order.
+TEST(BhAdjust, KnownValues) {
+  const auto a = bh_adjust({0.01, 0.04, 0.03, 0.005});
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_NEAR(a[0], 0.02, 1e-12);
+  EXPECT_NEAR(a[1], 0.04, 1e-12);
+  EXPECT_NEAR(a[2], 0.04, 1e-12);
+  EXPECT_NEAR(a[3], 0.02, 1e-12);
+  // Monotone from the top: 0.04 at rank 2 of 3 gives 0.06, above rank 3's 0.05.
+  const auto b = bh_adjust({0.04, 0.05, 0.001});
+  EXPECT_NEAR(b[0], 0.05, 1e-12);
+  EXPECT_NEAR(b[1], 0.05, 1e-12);
+  EXPECT_NEAR(b[2], 0.003, 1e-12);
+  EXPECT_NEAR(bh_adjust({0.9, 0.8})[0], 0.9, 1e-12);  // never above 1 here, never below p
+  EXPECT_TRUE(bh_adjust({}).empty());
+}
+
+// The positive control of the table rule: one point in twenty at p = 0.03 is
+// "significant" alone and "within noise" in its table; a table where every
+// point moved stays significant; points not judged stay as they were.
+TEST(AdjustForTable, OneChancePointInTwentyIsWithinNoise) {
+  Change chance = compare({1000, 1030, 985}, {1060, 1090, 1045});
+  ASSERT_EQ(chance.significance, Significance::Significant);
+  ASSERT_LT(chance.p_value, 0.05);
+  EXPECT_EQ(chance.p_adjusted, chance.p_value);
+  std::vector<Change> table(19, compare({1000, 1030, 985}, {1001, 1029, 986}));
+  table.push_back(chance);
+  table.push_back(compare({1000}, {1500}));  // too few samples: not in the family
+  std::vector<Change*> family;
+  for (auto& c : table) family.push_back(&c);
+  adjust_for_table(family);
+  EXPECT_EQ(table[19].significance, Significance::WithinNoise);
+  EXPECT_NEAR(table[19].p_adjusted, std::min(1.0, chance.p_value * 20), 1e-9);
+  EXPECT_EQ(table[20].significance, Significance::TooFewSamples);
+
+  std::vector<Change> moved(20, compare({1000, 1030, 985}, {1200, 1236, 1182}));
+  family.clear();
+  for (auto& c : moved) family.push_back(&c);
+  adjust_for_table(family);
+  for (const auto& c : moved) EXPECT_EQ(c.significance, Significance::Significant);
+}
+
 }  // namespace
 }  // namespace leapfrog::stats

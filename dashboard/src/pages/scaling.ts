@@ -30,6 +30,12 @@ const sideText = (set: ScaleSummary, runs: ScaleSummary[] | undefined) =>
   withInterval(set.n === 1 && runs?.length === 1 ? runs[0] : set);
 // The verdicts that come with no interval or p-value.
 const unjudged = (v: string) => v === 'too few samples' || v === 'one run: not judged';
+// The points whose p-values were adjusted together: those the test judged.
+const tested = (c: ScaleChange) => c.verdict === 'significant' || c.verdict === 'within noise';
+// A p-value cell: '—' where no test was made.
+const pValue = (p: number|null, verdict: string) => p === null || unjudged(verdict) ? '—' :
+    p < 0.001                                                                       ? '< 0.001' :
+                                                                                      p.toFixed(3);
 
 export const scalingPage: Page = async (root, _params, query) => {
   const { kernels } = await get<Scaling>('/api/scaling');
@@ -112,26 +118,36 @@ export const scalingPage: Page = async (root, _params, query) => {
     if (cmp) {
       const rows = cmp.points.filter(mine).sort((x, y) => x.tasks - y.tasks);
       compare.replaceChildren(
-        table(
-          ['tasks', `${cmp.before} ops/s`, `${cmp.after} ops/s`, 'change', '95 % interval', 'p', 'verdict', 'runs'],
-          rows.map((c) => [
-            c.tasks,
-            sideText(c.before, c.before_runs),
-            sideText(c.after, c.after_runs),
-            pct(c.change_pct),
-            unjudged(c.verdict) ? '—' : `[${pct(c.ci95_low_pct)}, ${pct(c.ci95_high_pct)}]`,
-            c.p_value === null || unjudged(c.verdict) ? '—' : c.p_value < 0.001 ? '< 0.001' : c.p_value.toFixed(3),
-            h('span', { class: `badge sig-${c.verdict.replace(/[^a-z]+/g, '-')}` }, c.verdict),
-            `${c.before.n} / ${c.after.n}`,
-          ]),
-          { id: 'scaling-compare' },
-        ),
-        h(
-          'p',
-          { id: 'scaling-sets' },
-          `${cmp.before}: ${cmp.before_jobs?.length ?? 1} run(s), ${cmp.after}: ${cmp.after_jobs?.length ?? 1} run(s), ${last > 0 ? `each kernel's newest ${last}` : 'each kernel\'s latest campaign'}. `,
-          'Welch\'s t-test at 5 % over the runs\' means, one per boot ("runs": boots before / after): "significant" only when the runs say the change is beyond the boot-to-boot noise; "one run: not judged" when a side has a single boot (its ± is then that run\'s own samples\'); "loaded: not judged" when any run shared its CPUs (or, in a VM, its host) with other work.',
-        ),
+          table(
+              [
+                'tasks', `${cmp.before} ops/s`, `${cmp.after} ops/s`, 'change', '95 % interval',
+                'p (adjusted)', 'verdict', 'runs'
+              ],
+              rows.map(
+                  (c) =>
+                      [c.tasks,
+                       sideText(c.before, c.before_runs),
+                       sideText(c.after, c.after_runs),
+                       pct(c.change_pct),
+                       unjudged(c.verdict) ? '—' :
+                                             `[${pct(c.ci95_low_pct)}, ${pct(c.ci95_high_pct)}]`,
+                       pValue(c.p_adjusted ?? c.p_value, c.verdict),
+                       h('span', {class: `badge sig-${c.verdict.replace(/[^a-z]+/g, '-')}`},
+                         c.verdict),
+                       `${c.before.n} / ${c.after.n}`,
+      ]),
+              {id: 'scaling-compare'},
+              ),
+          h(
+              'p',
+              {id: 'scaling-sets'},
+              `${cmp.before}: ${cmp.before_jobs?.length ?? 1} run(s), ${cmp.after}: ${
+                  cmp.after_jobs?.length ?? 1} run(s), ${
+                  last > 0 ? `each kernel's newest ${last}` : 'each kernel\'s latest campaign'}. `,
+              `Welch's t-test over the runs' means, one per boot ("runs": boots before / after), its p adjusted (Benjamini-Hochberg) over the ${
+                  cmp.points.filter(tested)
+                      .length} points of this comparison that were judged: "significant" only when the adjusted p is below 5 %, i.e. the runs say the change is beyond the boot-to-boot noise; "one run: not judged" when a side has a single boot (its ± is then that run's own samples'); "loaded: not judged" when any run shared its CPUs (or, in a VM, its host) with other work.`,
+              ),
       );
     } else {
       compare.replaceChildren(h('p', {}, 'Pick a second kernel to compare.'));
