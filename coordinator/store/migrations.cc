@@ -453,6 +453,22 @@ CREATE TABLE violation_details (
 );
 )sql";
 
+// Smaller indexes (issue 23's storage target; docs/bench.md, "Storage per
+// outcome"). Every read of violations takes all the rows of one outcome
+// (job_id, attempt) and orders them by idx itself: an index on the outcome's
+// key alone serves them, and PostgreSQL keeps it deduplicated, one entry per
+// outcome with the row ids of its 5-50 rows, where the primary key held one
+// 36-byte entry per row. The outcome's rows are written once, by the
+// transaction that inserts the outcome (ON CONFLICT DO NOTHING), so the key
+// needs no unique index to stay unique. jobs_scenario_kernel (migration 12)
+// served the outcome lists' filters until migration 13 put scenario and
+// kernel on outcomes: no statement filters jobs by them since.
+const char* const kCompactIndexes = R"sql(
+CREATE INDEX violations_outcome ON violations (job_id, attempt);
+ALTER TABLE violations DROP CONSTRAINT violations_pkey;
+DROP INDEX jobs_scenario_kernel;
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -475,6 +491,7 @@ const std::vector<Migration>& schema_migrations() {
       {13, "outcomes carry their job's scenario and kernel, indexed", kOutcomeCells},
       {14, "violations: the typed detail", kViolationDetail},
       {15, "violation details kept once per outcome, compressed", kViolationDetails},
+      {16, "violations indexed by outcome; jobs_scenario_kernel dropped", kCompactIndexes},
   };
   return all;
 }
