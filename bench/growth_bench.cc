@@ -38,6 +38,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "coordinator/store/pg_store.h"
+#include "coordinator/store/pg_util.h"
 #include "coordinator/triage/pg_triage_store.h"
 #include "coordinator/triage/triage_engine.h"
 
@@ -242,6 +243,17 @@ void print_sizes(pqxx::connection& c, uint64_t outcomes) {
           r[static_cast<int>(i) + 1].is_null() ? 0.0 : r[static_cast<int>(i) + 1].as<double>());
     std::printf("\n");
   }
+  // The outcome value as stored (migration 17 packs it) and as the message.
+  size_t stored = 0, message = 0, count = 0;
+  for (const auto& row : n.exec("SELECT outcome FROM outcomes LIMIT 2000")) {
+    const pqxx::binarystring b(row[0]);
+    stored += b.size();
+    message += coord::parse_outcome(b.str()).ByteSizeLong();
+    ++count;
+  }
+  if (count)
+    std::printf("   outcome value: %.1f bytes stored, %.1f as the message\n",
+                static_cast<double>(stored) / count, static_cast<double>(message) / count);
 }
 
 // What the server log gained since `from`.

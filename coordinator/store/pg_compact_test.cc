@@ -13,6 +13,7 @@
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_store.h"
+#include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord {
 namespace {
@@ -28,13 +29,19 @@ v1::Capabilities host_caps() {
   return c;
 }
 
-// An outcome with `n` violations, every third with a typed detail, every
-// other third with an old agent's JSON detail.
+// An outcome with `n` violations, every third with a typed detail, and a
+// run's strings as agents send them (the widening reason twice).
 v1::Outcome violating(int n) {
   v1::Outcome o;
   o.set_verdict(n ? v1::VERDICT_VIOLATION : v1::VERDICT_PASS);
   o.set_ops(1000);
   o.set_violation_count(static_cast<uint64_t>(n));
+  o.set_clock_source("tsc");
+  o.mutable_widening()->set_reason(
+      "the kernel has no /sys/kernel/leapfrog_widen (not built with `leapfrog kernel build "
+      "--widen`) " +
+      std::to_string(n));
+  o.mutable_strategy()->set_widening("off (" + o.widening().reason() + ")");
   for (int i = 0; i < n; ++i) {
     auto* v = o.add_violations();
     v->set_kind(i % 2 ? "stale-grant" : "stale-entry");
@@ -48,9 +55,7 @@ v1::Outcome violating(int n) {
     v->set_expected("EACCES");
     v->set_invoke_ns(1'000'000 + i);
     v->set_complete_ns(1'000'500 + i);
-    if (i % 3 == 1) {
-      v->set_detail_json("{\"note\":\"" + std::to_string(i) + "\"}");
-    } else if (i % 3 == 2) {
+    if (i % 3 == 2) {
       auto* d = v->mutable_detail();
       d->set_record(static_cast<uint64_t>(i));
       d->add_versions()->set_value("mode=0700");
@@ -167,6 +172,94 @@ TEST_F(PgCompactTest, ViolationsIndexedByOutcomeMigrateAndReadBackIdentically) {
   // Positive control of the comparison: a changed row reads back changed.
   sql("UPDATE violations SET observed = 'denied' WHERE idx = 3 AND job_id = " +
       std::to_string(leased[1].job_id()));
+  EXPECT_NE(read_back(campaign), before);
+}
+
+// The outcome value's codec: a packed value reads back as the message, a
+// short one stays as it is, and a damaged one is an error, not a message.
+TEST(OutcomePacking, PacksWhatShrinksAndRefusesWhatDoesNotUnpack) {
+  const std::string raw = without_violations(violating(0));
+  const std::string packed = pack_outcome(raw);
+  ASSERT_EQ(packed[0], '\0');
+  EXPECT_LT(packed.size(), raw.size() * 3 / 4) << raw.size();
+  EXPECT_EQ(parse_outcome(packed).SerializeAsString(), raw);
+  EXPECT_EQ(parse_outcome(raw).SerializeAsString(), raw);  // not packed: read as is
+  v1::Outcome small;
+  small.set_verdict(v1::VERDICT_PASS);
+  EXPECT_EQ(pack_outcome(small.SerializeAsString()), small.SerializeAsString());
+  EXPECT_EQ(pack_outcome(""), "");
+  std::string damaged = packed;
+  damaged.resize(damaged.size() / 2);
+  EXPECT_THROW(parse_outcome(damaged), StoreError);
+  EXPECT_THROW(parse_outcome(std::string("\0\x05junk!", 7)), StoreError);
+}
+
+// Migration 17: outcome values stored before are packed, and the store's
+// reads (the list, a page) give the same outcomes.
+TEST_F(PgCompactTest, OutcomeValuesStoredBeforeArePackedAndReadBackIdentically) {
+  std::vector<NewJob> jobs;
+  for (int i = 0; i < 3; ++i) {
+    NewJob j;
+    j.spec.set_scenario("setattr-lookup");
+    j.spec.set_fs("tmpfs");
+    j.spec.set_seed(static_cast<uint64_t>(i));
+    j.kernel_label = "host";
+    jobs.push_back(j);
+  }
+  v1::CampaignSpec spec;
+  spec.set_name("packed");
+  const int64_t campaign = store_->create_campaign(spec, jobs, 0, kT0);
+  for (int n : {0, 7, 12}) {
+    auto job = store_->lease_job("a", host_caps(), kT0, 30s);
+    ASSERT_TRUE(job);
+    ASSERT_EQ(store_->report_outcome("a", job->job_id(), job->attempt(), violating(n), kT0 + 1s),
+              ReportResult::Stored);
+  }
+  auto packed = [&] { return one("SELECT count(*) FROM outcomes WHERE get_byte(outcome, 0) = 0"); };
+  EXPECT_EQ(packed(), "3");  // the write path packs
+  const std::string before = read_back(campaign);
+  ASSERT_FALSE(before.empty());
+  for (const auto& o : store_->find_outcomes({.campaign_id = campaign}))
+    EXPECT_EQ(o.outcome().widening().reason().rfind("the kernel has no", 0), 0u);
+
+  // The layout before migration 17: every value as the serialized message.
+  store_.reset();
+  {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    for (const auto& r : txn.exec("SELECT job_id, attempt, outcome FROM outcomes")) {
+      const std::string raw = parse_outcome(r[2]).SerializeAsString();
+      txn.exec_params("UPDATE outcomes SET outcome = $3 WHERE job_id = $1 AND attempt = $2",
+                      r[0].as<int64_t>(), r[1].as<int>(), pqxx::binarystring(raw));
+    }
+    txn.exec("DELETE FROM schema_migrations WHERE version = 17");
+    txn.commit();
+  }
+  EXPECT_EQ(packed(), "0");  // positive control: the check sees none packed
+  const auto raw_bytes = std::stoll(one("SELECT sum(length(outcome)) FROM outcomes"));
+  store_ = std::make_unique<PgStore>(url_);  // applies 17 again
+  EXPECT_EQ(one("SELECT count(*) FROM schema_migrations WHERE version = 17"), "1");
+  EXPECT_EQ(packed(), "3");
+  EXPECT_LT(std::stoll(one("SELECT sum(length(outcome)) FROM outcomes")) * 4, raw_bytes * 3);
+  EXPECT_EQ(read_back(campaign), before);
+  {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    EXPECT_EQ(pack_stored_outcomes(txn), 0);  // nothing left to pack
+  }
+
+  // Positive control of the comparison: a changed value reads back changed.
+  {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    const auto r = txn.exec("SELECT job_id, attempt, outcome FROM outcomes LIMIT 1")[0];
+    v1::Outcome o = parse_outcome(r[2]);
+    o.set_ops(o.ops() + 1);
+    txn.exec_params("UPDATE outcomes SET outcome = $3 WHERE job_id = $1 AND attempt = $2",
+                    r[0].as<int64_t>(), r[1].as<int>(),
+                    pqxx::binarystring(pack_outcome(o.SerializeAsString())));
+    txn.commit();
+  }
   EXPECT_NE(read_back(campaign), before);
 }
 
