@@ -1,7 +1,7 @@
 // The schema, as numbered migrations. Conventions: times are timestamptz,
 // converted from and to microseconds since the epoch by lf_ts/lf_us; proto
-// messages are bytea (SerializeAsString) beside the columns queries filter on;
-// enums are their proto numbers.
+// messages are bytea (SerializeAsString; outcomes.outcome packed, migration
+// 17) beside the columns queries filter on; enums are their proto numbers.
 
 #include "coordinator/store/migrations.h"
 
