@@ -11,7 +11,10 @@
 // sequential scan of outcomes or violations is called out.
 //
 // Usage: leapfrog_growth_bench [--max-outcomes N] [--plans FILE]
-//        [--requests N] [--clients N]
+//        [--requests N] [--clients N] [--sizes-only]
+// --sizes-only stops after the sizes of the first step (no routes, no plans):
+// every table and index with its bytes per outcome, and each big table's
+// average stored bytes per column.
 // Runs as root (PostgreSQL then runs as `postgres`), with fsync off (the
 // figures are of reads); its folder under /var/tmp is removed at the end.
 
@@ -35,6 +38,7 @@
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "coordinator/store/pg_store.h"
+#include "coordinator/store/pg_util.h"
 #include "coordinator/triage/pg_triage_store.h"
 #include "coordinator/triage/triage_engine.h"
 
@@ -51,6 +55,7 @@ struct Args {
   int requests = 30;  // sequential requests per route
   int clients = 20;   // concurrent clients
   int per_client = 3;
+  bool sizes_only = false;  // the sizes of the first step, no routes or plans
 };
 
 Args parse_args(int argc, char** argv) {
@@ -71,10 +76,12 @@ Args parse_args(int argc, char** argv) {
       a.requests = std::stoi(value());
     } else if (arg == "--clients") {
       a.clients = std::stoi(value());
+    } else if (arg == "--sizes-only") {
+      a.sizes_only = true;
     } else {
       throw std::invalid_argument("unknown argument \"" + arg +
                                   "\"; want --max-outcomes N, --plans FILE, --requests N, "
-                                  "--clients N");
+                                  "--clients N, --sizes-only");
     }
   }
   if (a.requests < 1 || a.clients < 1) throw std::invalid_argument("want positive counts");
@@ -195,6 +202,60 @@ std::vector<Route> routes_of(const std::string& url) {
   };
 }
 
+// Where each byte is: every table, TOAST table and index of the schema with
+// its size and bytes per outcome, then each big table's columns with their
+// average stored size (pg_column_size, on up to 20,000 rows).
+void print_sizes(pqxx::connection& c, uint64_t outcomes) {
+  pqxx::nontransaction n(c);
+  const double per = static_cast<double>(std::max<uint64_t>(outcomes, 1));
+  std::printf("   %-34s %12s %10s\n", "relation", "bytes", "/outcome");
+  for (const auto& row :
+       n.exec("SELECT coalesce(t.relname || ' (toast)', c.relname), c.relkind,"
+              " pg_relation_size(c.oid) FROM pg_class c"
+              " LEFT JOIN pg_class t ON t.reltoastrelid = c.oid"
+              " WHERE c.relkind IN ('r', 'i', 't') AND (c.relnamespace = 'public'::regnamespace"
+              "  OR t.relnamespace = 'public'::regnamespace) AND pg_relation_size(c.oid) > 0"
+              " ORDER BY 3 DESC")) {
+    const auto bytes = row[2].as<long long>();
+    std::printf("   %-34s %12lld %10.1f%s\n", row[0].c_str(), bytes,
+                static_cast<double>(bytes) / per,
+                row[1].as<std::string>() == "i" ? "  (index)" : "");
+  }
+  for (const char* table :
+       {"outcomes", "jobs", "violations", "violation_details", "cells", "cell_verdicts"}) {
+    std::string sql = "SELECT count(*)";
+    std::vector<std::string> cols;
+    for (const auto& col :
+         n.exec_params("SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass"
+                       " AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                       table)) {
+      cols.push_back(col[0].as<std::string>());
+      sql += ", avg(coalesce(pg_column_size(\"" + cols.back() + "\"), 0))";
+    }
+    sql +=
+        ", avg(pg_column_size(s.*)) FROM (SELECT * FROM " + std::string(table) + " LIMIT 20000) s";
+    const auto r = n.exec(sql)[0];
+    std::printf("   %s (%s rows sampled): row %.1f bytes;", table, r[0].c_str(),
+                r[r.size() - 1].is_null() ? 0.0 : r[r.size() - 1].as<double>());
+    for (size_t i = 0; i < cols.size(); ++i)
+      std::printf(
+          " %s %.1f", cols[i].c_str(),
+          r[static_cast<int>(i) + 1].is_null() ? 0.0 : r[static_cast<int>(i) + 1].as<double>());
+    std::printf("\n");
+  }
+  // The outcome value as stored (migration 17 packs it) and as the message.
+  size_t stored = 0, message = 0, count = 0;
+  for (const auto& row : n.exec("SELECT outcome FROM outcomes LIMIT 2000")) {
+    const pqxx::binarystring b(row[0]);
+    stored += b.size();
+    message += coord::parse_outcome(b.str()).ByteSizeLong();
+    ++count;
+  }
+  if (count)
+    std::printf("   outcome value: %.1f bytes stored, %.1f as the message\n",
+                static_cast<double>(stored) / count, static_cast<double>(message) / count);
+}
+
 // What the server log gained since `from`.
 std::string log_since(const std::string& path, std::streamoff from) {
   std::ifstream in(path);
@@ -280,6 +341,8 @@ int main(int argc, char** argv) {
       std::printf("   %-18s %10s (indexes %s), %s rows, %s bytes/row\n", row[0].c_str(),
                   row[1].c_str(), row[2].c_str(), row[3].c_str(),
                   row[4].is_null() ? "-" : row[4].c_str());
+    print_sizes(admin, filler.outcomes());
+    if (args.sizes_only) return 0;
     for (const auto& r : routes_of(url)) {
       const Timing s = sequential(side->http.port(), r.path, args.requests);
       const Timing c = concurrent(side->http.port(), r.path, args.clients, args.per_client);
@@ -326,6 +389,15 @@ int main(int argc, char** argv) {
     pqxx::nontransaction n(admin);
     n.exec("ALTER DATABASE leapfrog RESET ALL");
   }
+  // What each index of the big tables served over the whole run (fill,
+  // triage, every route): one never scanned is one no statement needed.
+  std::this_thread::sleep_for(1500ms);  // backends flush their counters when idle
+  std::printf("\n== index scans over the run ==\n");
+  for (const auto& row : pqxx::nontransaction(admin).exec(
+           "SELECT relname, indexrelname, idx_scan FROM pg_stat_user_indexes"
+           " WHERE relname IN ('outcomes', 'jobs', 'violations', 'violation_details')"
+           " ORDER BY relname, indexrelname"))
+    std::printf("   %-18s %-28s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str());
   side.reset();
   return 0;
 }

@@ -26,6 +26,7 @@
 #include "common/outcome/run_proto.h"
 #include "common/proto_time.h"
 #include "coordinator/metrics/promtool_check.h"
+#include "coordinator/store/pg_util.h"
 #include "tests/e2e_util.h"
 #include "tests/http_util.h"
 #include "tests/process_util.h"
@@ -42,7 +43,11 @@ std::optional<double> setup_seconds(const std::string& hex) {
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   leapfrog::v1::Outcome o;
-  if (!o.ParseFromString(bytes)) return std::nullopt;
+  try {
+    o = leapfrog::coord::parse_outcome(bytes);  // packed or not (store/pg_util.h)
+  } catch (const leapfrog::coord::StoreError&) {
+    return std::nullopt;
+  }
   const leapfrog::v1::RunDetail run = leapfrog::run_detail_of(o);
   if (!run.has_setup()) return std::nullopt;
   return leapfrog::seconds_of(run.setup());

@@ -1,7 +1,7 @@
 // The schema, as numbered migrations. Conventions: times are timestamptz,
 // converted from and to microseconds since the epoch by lf_ts/lf_us; proto
-// messages are bytea (SerializeAsString) beside the columns queries filter on;
-// enums are their proto numbers.
+// messages are bytea (SerializeAsString; outcomes.outcome packed, migration
+// 17) beside the columns queries filter on; enums are their proto numbers.
 
 #include "coordinator/store/migrations.h"
 
@@ -12,6 +12,7 @@
 
 #include "coordinator/store/pg_scale.h"
 #include "coordinator/store/pg_summaries.h"
+#include "coordinator/store/pg_util.h"
 #include "coordinator/store/store.h"
 
 namespace leapfrog::coord {
@@ -453,6 +454,65 @@ CREATE TABLE violation_details (
 );
 )sql";
 
+// Smaller indexes (issue 23's storage target; docs/bench.md, "Storage per
+// outcome"). Every read of violations takes all the rows of one outcome
+// (job_id, attempt) and orders them by idx itself: an index on the outcome's
+// key alone serves them, and PostgreSQL keeps it deduplicated, one entry per
+// outcome with the row ids of its 5-50 rows, where the primary key held one
+// 36-byte entry per row. The outcome's rows are written once, by the
+// transaction that inserts the outcome (ON CONFLICT DO NOTHING), so the key
+// needs no unique index to stay unique. jobs_scenario_kernel (migration 12)
+// served the outcome lists' filters until migration 13 put scenario and
+// kernel on outcomes: no statement filters jobs by them since.
+const char* const kCompactIndexes = R"sql(
+CREATE INDEX violations_outcome ON violations (job_id, attempt);
+ALTER TABLE violations DROP CONSTRAINT violations_pkey;
+DROP INDEX jobs_scenario_kernel;
+)sql";
+
+// Outcome values deflated (pg_util.h pack_outcome): ~430 bytes of the
+// ~600-byte outcome row are the value, which PostgreSQL never compresses in
+// a row that small; deflated it is ~250. Values stored before are packed by
+// pack_stored_outcomes, in C++ (the migration's `then`).
+const char* const kPackedOutcomes = R"sql(
+COMMENT ON COLUMN outcomes.outcome IS
+  'v1.Outcome without its violations; deflated behind a 0x00 byte when smaller (pg_util.h)';
+)sql";
+
+int pack_stored_outcomes(pqxx::work& txn) {
+  // A page at a time by key: at 10⁷ outcomes the values do not fit in memory at once.
+  int packed = 0;
+  int64_t after_job = -1;
+  int64_t after_attempt = -1;
+  for (;;) {
+    const auto rows = txn.exec_params(
+        "SELECT job_id, attempt, outcome FROM outcomes WHERE (job_id, attempt) > ($1, $2)"
+        " ORDER BY job_id, attempt LIMIT 1000",
+        after_job, after_attempt);
+    if (rows.empty()) return packed;
+    std::vector<int64_t> jobs, attempts;
+    std::vector<std::string> values;
+    for (const auto& r : rows) {
+      after_job = r[0].as<int64_t>();
+      after_attempt = r[1].as<int64_t>();
+      const pqxx::binarystring b(r[2]);
+      if (b.size() == 0 || b.data()[0] == 0) continue;  // empty, or packed already
+      const std::string p = pack_outcome(b.str());
+      if (p.size() >= b.size()) continue;
+      jobs.push_back(after_job);
+      attempts.push_back(after_attempt);
+      values.push_back(hex_encode(p));
+    }
+    if (jobs.empty()) continue;
+    txn.exec_params(
+        "UPDATE outcomes o SET outcome = decode(u.v, 'hex')"
+        " FROM unnest($1::bigint[], $2::int[], $3::text[]) AS u(job_id, attempt, v)"
+        " WHERE o.job_id = u.job_id AND o.attempt = u.attempt",
+        number_array(jobs), number_array(attempts), text_array(values));
+    packed += static_cast<int>(jobs.size());
+  }
+}
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -475,6 +535,9 @@ const std::vector<Migration>& schema_migrations() {
       {13, "outcomes carry their job's scenario and kernel, indexed", kOutcomeCells},
       {14, "violations: the typed detail", kViolationDetail},
       {15, "violation details kept once per outcome, compressed", kViolationDetails},
+      {16, "violations indexed by outcome; jobs_scenario_kernel dropped", kCompactIndexes},
+      {17, "outcome values deflated, the stored ones packed", kPackedOutcomes,
+       [](pqxx::work& txn) { pack_stored_outcomes(txn); }},
   };
   return all;
 }

@@ -29,4 +29,8 @@ const std::vector<Migration>& schema_migrations();
 // through.
 int apply_migrations(pqxx::connection_base& conn);
 
+// Migration 17's `then`: packs (pack_outcome) every stored outcome value not
+// packed yet that packing makes smaller; returns how many it packed.
+int pack_stored_outcomes(pqxx::work& txn);
+
 }  // namespace leapfrog::coord

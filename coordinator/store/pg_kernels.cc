@@ -118,7 +118,8 @@ ReportResult store_build_report(pqxx::work& txn, const std::string& agent_id, in
       " offsets_checked, violation_count, race_window_hits, error, outcome, reported_at)"
       " VALUES ($1, $2, $3, $4, $5, 0, 0, 0, 0, 0, $6, $7, lf_ts($8))",
       job_id, attempt, campaign_id, clean(agent_id), static_cast<int>(outcome.verdict()),
-      clean(outcome.error().empty() ? error : outcome.error()), bytes(outcome), us(now));
+      clean(outcome.error().empty() ? error : outcome.error()),
+      pqxx::binarystring(pack_outcome(outcome.SerializeAsString())), us(now));
   txn.exec_params(
       "UPDATE jobs SET state = 'done', verdict = $2, agent_id = $3, lease_deadline = NULL,"
       " reason = nullif($4, ''), finished_at = lf_ts($5) WHERE id = $1",

@@ -239,7 +239,7 @@ std::vector<ReportDecision> store_reports(pqxx::work& txn, const ReportBatch& ba
     counts.push_back(static_cast<int64_t>(o.violation_count()));
     hits.push_back(static_cast<int64_t>(o.race_window_hits()));
     errors.push_back(o.error());
-    outcomes.push_back(hex_encode(without_violations(o)));
+    outcomes.push_back(hex_encode(pack_outcome(without_violations(o))));
     times.push_back(us(r.now));
   }
   for (size_t i : superseded) {

@@ -14,6 +14,7 @@
 // Each outcome is looked at once (outcomes.trimmed, migration 9).
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -66,9 +67,15 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
       const bool example = r[5].as<bool>();
       ++pass.outcomes;
       if (!example) {
-        v1::Outcome o;
         const pqxx::binarystring blob(r[3]);
-        if (o.ParseFromString(blob.str())) {
+        std::optional<v1::Outcome> parsed;
+        try {
+          parsed = parse_outcome(blob.str());
+        } catch (const StoreError&) {
+          // Left as it is: nothing to trim in what does not parse.
+        }
+        if (parsed) {
+          v1::Outcome& o = *parsed;
           const size_t before = blob.size();
           bool changed = false;
           if (verdict == kPass && !scale) {
@@ -86,7 +93,7 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
             o.set_outcome_json(std::move(j));
           }
           if (changed) {
-            const std::string after = o.SerializeAsString();
+            const std::string after = pack_outcome(o.SerializeAsString());
             txn.exec_params("UPDATE outcomes SET outcome = $3 WHERE job_id = $1 AND attempt = $2",
                             job, attempt, pqxx::binarystring(after));
             pass.bytes_freed += before > after.size() ? before - after.size() : 0;

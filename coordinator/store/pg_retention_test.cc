@@ -14,6 +14,7 @@
 #include "coordinator/store/pg_layout_test_util.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/store/pg_summaries.h"
+#include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord {
 namespace {
@@ -138,7 +139,7 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
     pqxx::work txn(c);
     const auto r = txn.exec("SELECT outcome FROM outcomes WHERE job_id = " + std::to_string(job));
     EXPECT_EQ(r.size(), 1u);
-    if (r.size() == 1) o.ParseFromString(pqxx::binarystring(r[0][0]).str());
+    if (r.size() == 1) o = parse_outcome(r[0][0]);  // packed or not (pg_util.h)
     return o;
   };
   // Control: before retention every violation carries its excerpt, so the

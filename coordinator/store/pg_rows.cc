@@ -25,7 +25,7 @@ std::vector<v1::OutcomeRecord> outcome_records(pqxx::work& txn, const pqxx::resu
     *o.mutable_spec() = parse<v1::ScenarioSpec>(r[3], "scenario spec");
     o.set_kernel_label(r[4].as<std::string>());
     o.set_agent_id(r[5].as<std::string>());
-    *o.mutable_outcome() = parse<v1::Outcome>(r[6], "outcome");
+    *o.mutable_outcome() = parse_outcome(r[6]);
     set_timestamp(o.mutable_reported_at(), r[7].as<int64_t>());
     o.set_superseded(r[8].as<bool>());
     index[{o.job_id(), o.attempt()}] = out.size();

@@ -151,7 +151,7 @@ int backfill_scale_runs(pqxx::work& txn) {
     for (const auto& r : rows) {
       after_job = r[0].as<int64_t>();
       after_attempt = r[1].as<int64_t>();
-      const auto outcome = parse<v1::Outcome>(r[2], "outcome");
+      const auto outcome = parse_outcome(r[2]);
       if (auto run = parse_scale_run(outcome)) {
         store_scale_run(txn, after_job, static_cast<uint32_t>(after_attempt), *run);
         ++runs;

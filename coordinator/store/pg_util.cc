@@ -5,6 +5,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format.h>
+#include <zlib.h>
 
 namespace leapfrog::coord {
 
@@ -28,6 +29,79 @@ std::string without_violations(const v1::Outcome& o) {
     if (coded.HadError()) throw StoreError("an outcome does not serialize", false);
   }
   return out;
+}
+
+namespace {
+
+constexpr char kPacked = '\0';  // first byte of a packed value
+// Smaller values are kept as they are: deflate's framing would eat the gain.
+constexpr size_t kPackFrom = 64;
+
+// Raw deflate with a 4 KB window (no zlib header or checksum: the length and the
+// message's parse check it) of `in` into `out`, after what `out` holds.
+bool deflate_into(const std::string& in, std::string& out) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -12, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return false;
+  const size_t at = out.size();
+  out.resize(at + deflateBound(&z, in.size()));
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data() + at);
+  z.avail_out = static_cast<uInt>(out.size() - at);
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(at + z.total_out);
+  deflateEnd(&z);
+  return rc == Z_STREAM_END;
+}
+
+}  // namespace
+
+std::string pack_outcome(const std::string& serialized) {
+  if (serialized.size() < kPackFrom) return serialized;
+  std::string out(1, kPacked);
+  uint64_t n = serialized.size();
+  do {  // the length, as a varint
+    out += static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    n >>= 7;
+  } while (n);
+  if (!deflate_into(serialized, out) || out.size() >= serialized.size()) return serialized;
+  return out;
+}
+
+v1::Outcome parse_outcome(const std::string& stored) {
+  v1::Outcome o;
+  if (stored.empty() || stored[0] != kPacked) {
+    if (!o.ParseFromString(stored)) throw StoreError("a stored outcome does not parse", false);
+    return o;
+  }
+  uint64_t size = 0;
+  size_t i = 1;
+  for (int shift = 0; i < stored.size() && shift < 64; shift += 7) {
+    const auto byte = static_cast<unsigned char>(stored[i++]);
+    size |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) break;
+  }
+  if (size == 0 || size > (64u << 20))
+    throw StoreError("a stored outcome has a bad packed length", false);
+  std::string raw(size, '\0');
+  z_stream z{};
+  if (inflateInit2(&z, -15) != Z_OK) throw StoreError("zlib does not start", false);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(stored.data() + i));
+  z.avail_in = static_cast<uInt>(stored.size() - i);
+  z.next_out = reinterpret_cast<Bytef*>(raw.data());
+  z.avail_out = static_cast<uInt>(raw.size());
+  const int rc = inflate(&z, Z_FINISH);
+  const bool whole = rc == Z_STREAM_END && z.total_out == size;
+  inflateEnd(&z);
+  if (!whole || !o.ParseFromString(raw))
+    throw StoreError("a stored outcome does not unpack", false);
+  return o;
+}
+
+v1::Outcome parse_outcome(const pqxx::field& f) {
+  const pqxx::binarystring b(f);
+  return parse_outcome(b.str());
 }
 
 }  // namespace leapfrog::coord

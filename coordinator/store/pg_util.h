@@ -68,6 +68,18 @@ inline std::string bytea_text(const google::protobuf::MessageLite& m) {
 // own; pg_util.cc).
 std::string without_violations(const v1::Outcome& o);
 
+// The stored form of an outcome value (outcomes.outcome): `serialized` (a
+// v1.Outcome without its violations) deflated behind a 0x00 byte and its
+// length (a varint) when that is smaller, else `serialized` as is. No
+// serialized message starts with 0x00 (there is no field 0), so both forms
+// read back through parse_outcome. PostgreSQL compresses a value only in a
+// row over 2 KB, and an outcome row is about 600 bytes (docs/bench.md).
+std::string pack_outcome(const std::string& serialized);
+// An outcomes.outcome value, packed or not, as the message; StoreError if it
+// does not unpack or parse.
+v1::Outcome parse_outcome(const std::string& stored);
+v1::Outcome parse_outcome(const pqxx::field& f);
+
 // A proto message stored as bytea; StoreError naming `what` if it does not parse.
 template <class M>
 M parse(const pqxx::field& f, const char* what) {

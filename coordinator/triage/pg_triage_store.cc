@@ -271,7 +271,7 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
         const int64_t job = r[1].as<int64_t>();
         const auto attempt = r[2].as<uint32_t>();
         const auto spec = parse<v1::ScenarioSpec>(r[3], "scenario spec");
-        auto outcome = parse<v1::Outcome>(r[5], "outcome");
+        auto outcome = parse_outcome(r[5]);
         add_violations(txn, job, attempt, outcome);
         const FailureContext where{r[8].as<int64_t>(), r[9].as<int64_t>(), r[10].as<std::string>()};
         for (const auto& sig : signatures(spec, outcome)) {
@@ -444,7 +444,7 @@ std::optional<v1::OutcomeRecord> PgTriageStore::get_outcome(int64_t job_id, uint
         *o.mutable_spec() = parse<v1::ScenarioSpec>(r[3], "scenario spec");
         o.set_kernel_label(r[4].as<std::string>());
         o.set_agent_id(r[5].as<std::string>());
-        *o.mutable_outcome() = parse<v1::Outcome>(r[6], "outcome");
+        *o.mutable_outcome() = parse_outcome(r[6]);
         *o.mutable_reported_at() = proto_timestamp(r[7].as<int64_t>());
         add_violations(txn, o.job_id(), o.attempt(), *o.mutable_outcome());
         return o;
