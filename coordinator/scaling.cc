@@ -216,3 +216,49 @@ json to_json(const PointChange& c) {
 }
 
 }  // namespace leapfrog::coord
+
+namespace leapfrog::coord {
+
+namespace {
+
+void set_summary(const stats::Summary& s, v1::ScaleSummary* out) {
+  out->set_n(static_cast<uint32_t>(s.n));
+  if (std::isfinite(s.mean)) out->set_mean(s.mean);
+  if (std::isfinite(s.stddev)) out->set_stddev(s.stddev);
+  if (std::isfinite(s.ci_low)) out->set_ci95_low(s.ci_low);
+  if (std::isfinite(s.ci_high)) out->set_ci95_high(s.ci_high);
+}
+
+void add_runs(const std::vector<RunSummary>& runs,
+              google::protobuf::RepeatedPtrField<v1::ScaleRunSummary>* out) {
+  for (const auto& r : runs) {
+    v1::ScaleRunSummary* p = out->Add();
+    p->set_job_id(r.job_id);
+    p->set_boot_id(r.boot_id);
+    set_summary(r.samples, p->mutable_samples());
+    p->set_loaded(r.loaded);
+  }
+}
+
+}  // namespace
+
+v1::PointChange to_proto(const PointChange& c) {
+  const stats::Change& ch = c.change;
+  v1::PointChange out;
+  out.set_test(c.test);
+  out.set_mode(c.mode);
+  out.set_tasks(c.tasks);
+  set_summary(ch.before, out.mutable_before());
+  set_summary(ch.after, out.mutable_after());
+  add_runs(c.before_runs, out.mutable_before_runs());
+  add_runs(c.after_runs, out.mutable_after_runs());
+  if (std::isfinite(ch.change_pct)) out.set_change_pct(ch.change_pct);
+  if (std::isfinite(ch.ci_low_pct)) out.set_ci95_low_pct(ch.ci_low_pct);
+  if (std::isfinite(ch.ci_high_pct)) out.set_ci95_high_pct(ch.ci_high_pct);
+  if (std::isfinite(ch.p_value)) out.set_p_value(ch.p_value);
+  if (std::isfinite(ch.p_adjusted)) out.set_p_adjusted(ch.p_adjusted);
+  out.set_verdict(stats::to_string(ch.significance));
+  return out;
+}
+
+}  // namespace leapfrog::coord

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coordinator/store/store.h"
+#include "leapfrog/v1/http.pb.h"
 #include "scenarios/scale_report.h"
 
 namespace leapfrog::coord {
@@ -79,5 +80,7 @@ std::vector<ScalingRegression> scaling_regressions(Store& store);
 // ci95_high_pct, p_value, p_adjusted (over the points compared), verdict ("significant" | "within
 // noise" | "one run: not judged" | "loaded: not judged" | "too few samples")}.
 nlohmann::json to_json(const PointChange& c);
+// The same as the HTTP API's message (a number that is not finite unset).
+v1::PointChange to_proto(const PointChange& c);
 
 }  // namespace leapfrog::coord

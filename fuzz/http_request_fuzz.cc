@@ -3,7 +3,8 @@
 // parser into a Request, then query_uint() and path_id() as the routes call
 // them; the body through json_body(), body_string() and
 // campaign_spec_from_json() then normalize(), as POST /api/campaigns and
-// /api/schedules do. Every failure must be a RequestError (400) or a
+// /api/schedules do, and the spec back out as every route prints it
+// (proto_json). Every failure must be a RequestError (400) or a
 // SpecError, never a crash, UB or another exception.
 
 #include <httplib.h>
@@ -15,6 +16,7 @@
 #include "coordinator/campaign.h"
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
+#include "coordinator/http/proto_json.h"
 
 using namespace leapfrog;
 using namespace leapfrog::coord;
@@ -54,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)body_string(body, "status", false);
     const nlohmann::json& spec_json = body.contains("campaign") ? body.at("campaign") : body;
     const v1::CampaignSpec spec = normalize(campaign_spec_from_json(spec_json));
-    (void)to_json(spec).dump();
+    (void)proto_json(spec).dump();
   });
   return 0;
 }

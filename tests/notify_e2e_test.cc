@@ -218,7 +218,7 @@ TEST_F(NotifyE2E, EveryEventReachesEachMatchingTargetOnceThroughAKill9) {
   EXPECT_EQ(json::parse(res->body)["subscriptions"].size(), 3u);
   res = client.Get("/api/notifications?limit=5", auth);
   ASSERT_TRUE(res);
-  EXPECT_EQ(json::parse(res->body)["events"][0]["kind"], "new-issue") << res->body;
+  EXPECT_EQ(json::parse(res->body)["events"][0]["kind"], "EVENT_KIND_NEW_ISSUE") << res->body;
   res = client.Post("/api/subscriptions", auth, R"({"name":"h2","webhook":"gopher://x"})",
                     "application/json");
   ASSERT_TRUE(res);

@@ -325,8 +325,8 @@ TEST_F(VmE2E, ALookupScaleRunInAVmSeesItsHostsLoad) {
   const Answer a = http_get(url_port(slurp(data_dir_ + "/http")), "/api/scaling?kernel=debian");
   ASSERT_EQ(a.status, 200) << a.head << a.body;
   const json run = json::parse(a.body).at("runs").at(0);
-  ASSERT_EQ(run.at("campaign_id").get<int64_t>(), c) << run.dump();
-  const json host = run.value("host", json::object());
+  ASSERT_EQ(run.at("campaign_id"), std::to_string(c)) << run.dump();
+  const json host = run.at("run").value("host", json::object());
   EXPECT_GT(host.value("max_host_load", -1.0), 0.5) << host.dump();
   EXPECT_EQ(host.value("host_cpus", 0u), cpus) << host.dump();
   EXPECT_EQ(host.value("vcpus", 0u), 2u) << host.dump();
@@ -335,8 +335,9 @@ TEST_F(VmE2E, ALookupScaleRunInAVmSeesItsHostsLoad) {
   for (const auto& w : host.value("warnings", json::array()))
     loaded |= w.get<std::string>().rfind("loaded host: work outside this VM used", 0) == 0;
   EXPECT_TRUE(loaded) << host.dump();
-  ASSERT_FALSE(run.at("points").empty()) << run.dump();
-  for (const auto& p : run.at("points")) EXPECT_GE(p.value("host_load", -1.0), 0) << p.dump();
+  ASSERT_FALSE(run.at("run").at("points").empty()) << run.dump();
+  for (const auto& p : run.at("run").at("points"))
+    EXPECT_GE(p.value("host_load", -1.0), 0) << p.dump();
 }
 
 // A job that panics the guest kernel ends as kernel-crash with the panic's

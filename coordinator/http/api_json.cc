@@ -107,16 +107,6 @@ json iso_time(const google::protobuf::Timestamp& ts) {
   return format_time(ts.seconds(), ts.nanos());
 }
 
-std::string iso_time(TimePoint t) {
-  const int64_t us = t.time_since_epoch().count();
-  int64_t s = us / 1'000'000, rest = us % 1'000'000;
-  if (rest < 0) {
-    s -= 1;
-    rest += 1'000'000;
-  }
-  return format_time(s, static_cast<int32_t>(rest * 1000));
-}
-
 std::string verdict_name(v1::Verdict v) {
   if (v == v1::VERDICT_UNSPECIFIED) return "";
   return short_name(v1::Verdict_Name(v), "VERDICT_");
@@ -138,52 +128,6 @@ json to_json(const v1::ScenarioSpec& s) {
               {"params", params},
               {"align", s.align().empty() ? "seed" : s.align()},
               {"pin", pin_name(s.pin())}};
-}
-
-json to_json(const v1::CampaignSpec& s) {
-  json params = json::object();
-  for (const auto& [k, v] : s.params()) params[k] = v;
-  return json{{"name", s.name()},
-              {"scenarios", s.scenarios()},
-              {"kernels", s.kernels()},
-              {"filesystems", s.filesystems()},
-              {"seeds", s.seeds()},
-              {"first_seed", s.first_seed()},
-              {"duration_s", seconds_of(s.duration())},
-              {"iterations", s.iterations()},
-              {"observers", s.observers()},
-              {"align", s.align().empty() ? "seed" : s.align()},
-              {"pin", pin_name(s.pin())},
-              {"params", params},
-              {"max_attempts", s.max_attempts()}};
-}
-
-json to_json(const v1::Campaign& c) {
-  json by_state = json::object(), by_verdict = json::object();
-  for (const auto& [k, v] : c.by_state()) by_state[k] = v;
-  for (const auto& [k, v] : c.by_verdict()) by_verdict[k] = v;
-  return json{{"id", c.id()},
-              {"name", c.spec().name()},
-              {"spec", to_json(c.spec())},
-              {"created_at", iso_time(c.created_at())},
-              {"state", c.state() == v1::CAMPAIGN_STATE_DONE ? "done" : "running"},
-              {"jobs", c.jobs()},
-              {"by_state", by_state},
-              {"by_verdict", by_verdict},
-              {"violations", c.violations()},
-              {"schedule_id", c.schedule_id()}};
-}
-
-json to_json(const v1::JobInfo& j) {
-  return json{{"id", j.job_id()},
-              {"campaign_id", j.campaign_id()},
-              {"spec", to_json(j.spec())},
-              {"kernel", j.kernel_label()},
-              {"state", job_state_name(j.state())},
-              {"attempt", j.attempt()},
-              {"agent_id", j.agent_id()},
-              {"verdict", verdict_name(j.verdict())},
-              {"reason", j.reason()}};
 }
 
 json to_json(const v1::Violation& v) {
@@ -233,51 +177,9 @@ json to_json(const v1::OutcomeRecord& r) {
   return out;
 }
 
-json to_json(const v1::AgentInfo& a) {
-  const auto& c = a.capabilities();
-  return json{{"id", a.agent_id()},
-              {"name", a.name()},
-              {"kernel", c.kernel_label()},
-              {"uname", c.uname()},
-              {"host", c.host()},
-              {"vm", c.vm()},
-              {"filesystems", c.filesystems()},
-              {"cpus", c.cpus()},
-              {"root", c.root()},
-              {"registered_at", iso_time(a.registered_at())},
-              {"last_seen", iso_time(a.last_seen())},
-              {"online", a.online()},
-              {"current_job", a.current_job()}};
-}
-
-json to_json(const v1::Schedule& s) {
-  return json{{"id", s.id()},
-              {"name", s.name()},
-              {"cron", s.cron()},
-              {"campaign", to_json(s.campaign())},
-              {"enabled", s.enabled()},
-              {"next_run", s.enabled() ? iso_time(s.next_run()) : json(nullptr)},
-              {"last_run", iso_time(s.last_run())}};
-}
-
-json to_json(const v1::Kernel& k) {
-  json patches = json::array();
-  for (const auto& p : k.patches())
-    patches.push_back(json{{"name", p.name()}, {"sha256", p.sha256()}, {"subject", p.subject()}});
-  return json{{"label", k.label()},
-              {"version", k.version()},
-              {"sha256", k.sha256()},
-              {"source", k.source()},
-              {"added_at", iso_time(k.added_at())},
-              {"cmdline", k.cmdline()},
-              // Kernels registered before builds existed have no status: ready.
-              {"status", k.status().empty() ? "ready" : k.status()},
-              {"patches", patches},
-              {"inputs_hash", k.inputs_hash()},
-              {"release", k.release()},
-              {"build_seconds", k.build_seconds()},
-              {"build_log_tail", k.build_log_tail()},
-              {"build_log_path", k.build_log_path()}};
+v1::Kernel shown(v1::Kernel k) {
+  if (k.status().empty()) k.set_status("ready");
+  return k;
 }
 
 v1::CampaignSpec campaign_spec_from_json(const json& j) {

@@ -1,7 +1,8 @@
 #pragma once
-// The JSON shapes of the API (docs/api.md): stored messages as plain objects
-// with numbers as numbers, times as ISO 8601 UTC strings, verdicts and
-// states as short lowercase names.
+// The hand-written JSON of the outcome routes (docs/api.md): /api/outcomes,
+// a job's and an issue's outcomes, until they too are printed by protobuf's
+// JSON mapping (proto_json.h) as every other route is. Numbers as numbers,
+// times as ISO 8601 UTC strings, verdicts as short lowercase names.
 
 #include <google/protobuf/timestamp.pb.h>
 
@@ -15,16 +16,12 @@ namespace leapfrog::coord {
 
 // "2026-11-30T01:00:00.000Z"; null when unset (seconds and nanos 0).
 nlohmann::json iso_time(const google::protobuf::Timestamp& ts);
-std::string iso_time(TimePoint t);
 // "pass", "violation", "kernel-crash", ...; "" for UNSPECIFIED.
 std::string verdict_name(v1::Verdict v);
-// "queued", "leased", "done".
+// "queued", "leased", "done" (a campaign's by_state keys).
 std::string job_state_name(v1::JobState s);
 
 nlohmann::json to_json(const v1::ScenarioSpec& s);
-nlohmann::json to_json(const v1::CampaignSpec& s);
-nlohmann::json to_json(const v1::Campaign& c);
-nlohmann::json to_json(const v1::JobInfo& j);
 // The violation's fields, with "detail" as the agent's JSON writes it
 // (detail_json_of: from the typed detail, or an old detail_json; null if
 // that does not parse).
@@ -34,10 +31,9 @@ nlohmann::json to_json(const v1::Violation& v);
 // level as the agent's JSON has it. Both come from the typed fields, or an
 // old row's outcome_json (scale_run_of, run_detail_of).
 nlohmann::json to_json(const v1::OutcomeRecord& o);
-// `online` is recomputed by the caller's notion of offline.
-nlohmann::json to_json(const v1::AgentInfo& a);
-nlohmann::json to_json(const v1::Schedule& s);
-nlohmann::json to_json(const v1::Kernel& k);
+// A kernel as the API shows it: one registered before builds existed (no
+// status) is "ready".
+v1::Kernel shown(v1::Kernel k);
 
 // A campaign spec from the API's JSON shape (the inverse of to_json); throws
 // RequestError (400) naming the bad field.

@@ -199,7 +199,7 @@ TEST_F(ErrorsApiTest, SchedulesOverHttpGoThroughTheUseCases) {
   a = post("/api/schedules",
            json{{"name", "nightly"}, {"cron", "0 2 * * *"}, {"campaign", campaign}});
   ASSERT_EQ(a.status, 200) << a.body;
-  const int64_t id = json::parse(a.body)["id"].get<int64_t>();
+  const int64_t id = std::stoll(json::parse(a.body)["id"].get<std::string>());
   a = post("/api/schedules/" + std::to_string(id + 1000) + "/enabled", json{{"enabled", false}});
   EXPECT_EQ(a.status, 404);
   EXPECT_EQ(a.error, "no schedule \"" + std::to_string(id + 1000) + "\"");

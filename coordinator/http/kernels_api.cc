@@ -15,8 +15,10 @@
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/http_server.h"
+#include "coordinator/http/proto_json.h"
 #include "coordinator/triage/triage_engine.h"
 #include "coordinator/wire_paths.h"
+#include "leapfrog/v1/http.pb.h"
 
 namespace leapfrog::coord {
 
@@ -100,36 +102,52 @@ constexpr uint32_t kRecentOutcomes = 50;
 constexpr uint32_t kKernelIssues = 100;
 
 // One outcome as a row of the kernel page: no violations, no console.
-json outcome_row(const v1::OutcomeRecord& o) {
-  return json{{"job_id", o.job_id()},
-              {"attempt", o.attempt()},
-              {"campaign_id", o.campaign_id()},
-              {"scenario", o.spec().scenario()},
-              {"fs", o.spec().fs()},
-              {"seed", o.spec().seed()},
-              {"verdict", verdict_name(o.outcome().verdict())},
-              {"violation_count", o.outcome().violation_count()},
-              {"error", o.outcome().error()},
-              {"reported_at", iso_time(o.reported_at())}};
+v1::KernelOutcome outcome_row(const v1::OutcomeRecord& o) {
+  v1::KernelOutcome out;
+  out.set_job_id(o.job_id());
+  out.set_attempt(o.attempt());
+  out.set_campaign_id(o.campaign_id());
+  *out.mutable_spec() = o.spec();
+  out.set_verdict(o.outcome().verdict());
+  out.set_violation_count(o.outcome().violation_count());
+  out.set_error(o.outcome().error());
+  *out.mutable_reported_at() = o.reported_at();
+  return out;
 }
 
 // The log through the cache it lies in, if any (else not readable, saying why).
-json build_log_in(const std::vector<std::string>& caches, const std::string& path) {
+v1::BuildLog build_log_in(const std::vector<std::string>& caches, const std::string& path) {
   namespace sfs = std::filesystem;
+  std::string cache = caches.empty() ? "" : caches.front();
   for (const auto& c : caches) {
     const sfs::path root = sfs::path(c).lexically_normal() / "kbuild" / "out";
     const sfs::path rel = sfs::path(path).lexically_normal().lexically_relative(root);
-    if (!rel.empty() && *rel.begin() != "..") return build_log(c, path);
+    if (!rel.empty() && *rel.begin() != "..") {
+      cache = c;
+      break;
+    }
   }
-  return build_log(caches.empty() ? "" : caches.front(), path);
+  const json j = build_log(cache, path);
+  v1::BuildLog out;
+  out.set_path(j["path"].get<std::string>());
+  out.set_readable(j["readable"].get<bool>());
+  out.set_size(j["size"].get<uint64_t>());
+  out.set_truncated(j["truncated"].get<bool>());
+  out.set_text(j["text"].get<std::string>());
+  out.set_error(j["error"].get<std::string>());
+  return out;
 }
 
-json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::string& label,
-                 const httplib::Request& req) {
+v1::KernelPage kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::string& label,
+                           const httplib::Request& req) {
   const auto kernels = ctx.store.list_kernels();
   auto it = std::find_if(kernels.begin(), kernels.end(),
                          [&](const v1::Kernel& k) { return k.label() == label; });
   if (it == kernels.end()) throw RequestError(ErrorKind::kNotFound, "no kernel \"" + label + "\"");
+  v1::KernelPage out;
+  *out.mutable_kernel() = shown(*it);
+  if (!it->build_log_path().empty())
+    *out.mutable_build_log() = build_log_in(ctx.options.build_caches, it->build_log_path());
 
   // Its outcomes, a page at a time (?limit=&page=), filtered by the store.
   OutcomeQuery q;
@@ -137,40 +155,28 @@ json kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const std::strin
   q.limit = query_uint(req, "limit", kRecentOutcomes, 1, kOutcomePage.max);
   q.page_token = query_page(req);
   const auto page = ctx.store.page_outcomes(q);
-  json outcomes = json::array();
-  for (const auto& o : page.items) outcomes.push_back(outcome_row(o));
+  for (const auto& o : page.items) *out.add_outcomes() = outcome_row(o);
+  out.set_outcomes_next_page_token(page.next_page_token);
 
   // Its issues: the first page; /api/issues?kernel=<label>&page= has the rest.
-  json issues = json::array();
-  std::string issues_next;
   if (engine) {
     v1::ListIssuesRequest lr;
     lr.set_limit(kKernelIssues);
     lr.set_kernel_label(label);
-    const v1::ListIssuesResponse found = engine->list_issues(lr);  // outlives the loop
-    issues_next = found.next_page_token();
+    const v1::ListIssuesResponse found = engine->list_issues(lr);
+    out.set_issues_next_page_token(found.next_page_token());
     for (const auto& i : found.issues()) {
       for (const auto& k : i.kernels()) {
         if (k.kernel_label() != label) continue;
-        issues.push_back(json{{"id", i.id()},
-                              {"title", i.title()},
-                              {"kind", i.kind()},
-                              {"scenario", i.scenario()},
-                              {"count", k.count()},
-                              {"first_seen", iso_time(k.first_seen())},
-                              {"last_seen", iso_time(k.last_seen())}});
+        v1::KernelIssue* row = out.add_issues();
+        *row->mutable_issue() = i;
+        row->mutable_issue()->clear_example_violation();
+        *row->mutable_on_kernel() = k;
         break;
       }
     }
   }
-  return json{{"kernel", to_json(*it)},
-              {"build_log", it->build_log_path().empty()
-                                ? json(nullptr)
-                                : build_log_in(ctx.options.build_caches, it->build_log_path())},
-              {"outcomes", outcomes},
-              {"outcomes_next_page", next_page(page.next_page_token)},
-              {"issues", issues},
-              {"issues_next_page", next_page(issues_next)}};
+  return out;
 }
 
 }  // namespace
@@ -179,13 +185,13 @@ json kernels_by_label(Store& store, const std::vector<std::string>& labels) {
   json out = json::object();
   for (const auto& l : labels) out[l] = nullptr;
   for (const auto& k : store.list_kernels())
-    if (out.contains(k.label())) out[k.label()] = to_json(k);
+    if (out.contains(k.label())) out[k.label()] = proto_json(shown(k));
   return out;
 }
 
 void register_kernel_api(ApiRouter& r, ApiContext ctx, triage::TriageEngine* engine) {
   r.get(R"(/api/kernels/([^/]+))", [ctx, engine](const httplib::Request& req) mutable {
-    return kernel_page(ctx, engine, req.matches[1], req);
+    return proto_json(kernel_page(ctx, engine, req.matches[1], req));
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
+#include "coordinator/http/proto_json.h"
 
 namespace leapfrog::coord {
 namespace {
@@ -110,6 +111,7 @@ TEST_F(BuildLogTest, ASymlinkInTheCacheDoesNotLeadOut) {
   EXPECT_EQ(build_log(dir_, write_log(secret, "ef56"))["text"], secret);
 }
 
+// The kernel as every route prints it (protobuf's JSON mapping, shown()).
 TEST(KernelJson, CarriesTheBuildRecordAndDefaultsToReady) {
   v1::Kernel k;
   k.set_label("lf-patched");
@@ -119,7 +121,7 @@ TEST(KernelJson, CarriesTheBuildRecordAndDefaultsToReady) {
   p->set_subject("[PATCH] a");
   k.set_release("6.1.0-lf1");
   k.set_build_seconds(12.5);
-  nlohmann::json j = to_json(k);
+  nlohmann::json j = proto_json(shown(k));
   EXPECT_EQ(j["status"], "ready") << "a kernel registered before builds had no status";
   ASSERT_EQ(j["patches"].size(), 1u);
   EXPECT_EQ(j["patches"][0]["name"], "0001-a.patch");
@@ -128,7 +130,7 @@ TEST(KernelJson, CarriesTheBuildRecordAndDefaultsToReady) {
   EXPECT_EQ(j["build_seconds"].get<double>(), 12.5);
   k.set_status("build-failure");
   k.set_build_log_tail("error: x\n");
-  j = to_json(k);
+  j = proto_json(shown(k));
   EXPECT_EQ(j["status"], "build-failure");
   EXPECT_EQ(j["build_log_tail"], "error: x\n");
 }

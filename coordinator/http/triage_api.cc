@@ -8,6 +8,7 @@
 
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
+#include "coordinator/http/proto_json.h"
 #include "coordinator/triage/triage_engine.h"
 
 namespace leapfrog::coord {
@@ -17,19 +18,9 @@ namespace tr = triage;
 
 namespace {
 
-std::string lower_name(const std::string& full, const std::string& prefix) {
-  std::string name = full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full;
-  for (char& c : name)
-    c = c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return name;
-}
-
-std::string status_name(v1::IssueStatus s) {
-  return lower_name(v1::IssueStatus_Name(s), "ISSUE_STATUS_");
-}
-
+// "fixed" or "ISSUE_STATUS_FIXED" (the enum's JSON name).
 v1::IssueStatus parse_status(const std::string& name) {
-  std::string upper = "ISSUE_STATUS_";
+  std::string upper = name.rfind("ISSUE_STATUS_", 0) == 0 ? "" : "ISSUE_STATUS_";
   for (char c : name)
     upper += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   v1::IssueStatus s = v1::ISSUE_STATUS_UNSPECIFIED;
@@ -38,96 +29,6 @@ v1::IssueStatus parse_status(const std::string& name) {
         ErrorKind::kInvalidArgument,
         "bad status \"" + name + "\", want new, triaged, fixed, invalid, duplicate or regression");
   return s;
-}
-
-json rate_json(const v1::ReproRate& r) {
-  return json{{"kernel", r.kernel_label()},
-              {"runs", r.runs()},
-              {"reproduced", r.reproduced()},
-              {"rate", r.rate()},
-              {"lower", r.lower()},
-              {"upper", r.upper()},
-              {"other_failures", r.other_failures()},
-              {"measured_at", iso_time(r.measured_at())},
-              {"action_id", r.action_id()}};
-}
-
-json action_json(const v1::Action& a) {
-  json j{{"id", a.id()},
-         {"kind", lower_name(v1::ActionKind_Name(a.kind()), "ACTION_KIND_")},
-         {"issue_id", a.issue_id()},
-         {"state", lower_name(v1::ActionState_Name(a.state()), "ACTION_STATE_")},
-         {"progress", a.progress()},
-         {"error", a.error()},
-         {"created_at", iso_time(a.created_at())},
-         {"updated_at", iso_time(a.updated_at())},
-         {"campaign_ids", a.campaign_ids()},
-         {"kernel", a.kernel_label()},
-         {"runs", a.runs()},
-         {"kernels", a.kernels()},
-         {"spec", to_json(a.spec())},  // what the action runs (replay: the strategy as reported)
-         {"rate", a.has_rate() ? rate_json(a.rate()) : json(nullptr)},
-         {"bisect", nullptr},
-         {"minimize", nullptr}};
-  if (a.has_bisect()) {
-    const auto& b = a.bisect();
-    json steps = json::array();
-    for (const auto& s : b.steps())
-      steps.push_back(json{{"kernel", s.kernel_label()},
-                           {"verdict", s.verdict()},
-                           {"runs", s.runs()},
-                           {"reproduced", s.reproduced()},
-                           {"other_failures", s.other_failures()},
-                           {"campaign_id", s.campaign_id()}});
-    j["bisect"] =
-        json{{"first_bad", b.first_bad()},         {"last_good", b.last_good()}, {"rate", b.rate()},
-             {"runs_per_step", b.runs_per_step()}, {"skipped", b.skipped()},     {"steps", steps}};
-  }
-  if (a.has_minimize()) {
-    const auto& m = a.minimize();
-    j["minimize"] = json{{"minimal_spec", to_json(m.minimal_spec())},
-                         {"tried", m.tried()},
-                         {"kept", m.kept()},
-                         {"has_c_reproducer", !m.c_reproducer().empty()},
-                         {"c_reproducer_error", m.c_reproducer_error()},
-                         {"log", m.log()}};
-  }
-  return j;
-}
-
-json issue_json(const v1::Issue& i) {
-  json kernels = json::array(), notes = json::array(), rates = json::array(),
-       actions = json::array();
-  for (const auto& k : i.kernels())
-    kernels.push_back(json{{"kernel", k.kernel_label()},
-                           {"count", k.count()},
-                           {"first_seen", iso_time(k.first_seen())},
-                           {"last_seen", iso_time(k.last_seen())}});
-  for (const auto& n : i.notes())
-    notes.push_back(json{{"at", iso_time(n.at())}, {"text", n.text()}});
-  for (const auto& r : i.rates()) rates.push_back(rate_json(r));
-  for (const auto& a : i.actions()) actions.push_back(action_json(a));
-  return json{{"id", i.id()},
-              {"signature", i.signature()},
-              {"title", i.title()},
-              {"kind", i.kind()},
-              {"scenario", i.scenario()},
-              {"status", status_name(i.status())},
-              {"duplicate_of", i.duplicate_of()},
-              {"first_seen", iso_time(i.first_seen())},
-              {"last_seen", iso_time(i.last_seen())},
-              {"count", i.count()},
-              {"regressions", i.regressions()},
-              {"fixed_at", iso_time(i.fixed_at())},
-              {"kernels", kernels},
-              {"notes", notes},
-              {"example", json{{"job_id", i.example_job_id()},
-                               {"attempt", i.example_attempt()},
-                               {"kernel", i.example_kernel()}}},
-              {"example_violation",
-               i.has_example_violation() ? to_json(i.example_violation()) : json(nullptr)},
-              {"rates", rates},
-              {"actions", actions}};
 }
 
 uint32_t body_uint(const json& body, const std::string& key, uint32_t hi) {
@@ -153,10 +54,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     lr.set_kernel_label(req.get_param_value("kernel"));
     lr.set_kind(req.get_param_value("kind"));
     lr.set_page_token(query_page(req));
-    json out = json::array();
-    const v1::ListIssuesResponse found = e->list_issues(lr);
-    for (const auto& i : found.issues()) out.push_back(issue_json(i));
-    return json{{"issues", out}, {"next_page", next_page(found.next_page_token())}};
+    return proto_json(e->list_issues(lr));
   });
 
   r.get("/api/actions", [e](const httplib::Request& req) {
@@ -164,10 +62,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     if (req.has_param("issue")) lr.set_issue_id(query_uint(req, "issue", 0, 1, UINT32_MAX));
     lr.set_limit(query_uint(req, "limit", tr::kActionPage.fallback, 1, tr::kActionPage.max));
     lr.set_page_token(query_page(req));
-    json out = json::array();
-    const v1::ListActionsResponse found = e->list_actions(lr);
-    for (const auto& a : found.actions()) out.push_back(action_json(a));
-    return json{{"actions", out}, {"next_page", next_page(found.next_page_token())}};
+    return proto_json(e->list_actions(lr));
   });
 
   r.get(R"(/api/issues/([^/]+))", [e, ctx](const httplib::Request& req) {
@@ -183,13 +78,13 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     std::vector<std::string> labels;
     for (const auto& k : issue.kernels()) labels.push_back(k.kernel_label());
     if (!issue.example_kernel().empty()) labels.push_back(issue.example_kernel());
-    return json{{"issue", issue_json(issue)},
+    return json{{"issue", proto_json(issue)},
                 {"example", example},
                 {"kernels", kernels_by_label(ctx.store, labels)}};
   });
 
   r.get(R"(/api/actions/([^/]+))",
-        [e](const httplib::Request& req) { return action_json(e->get_action(path_id(req, 1))); });
+        [e](const httplib::Request& req) { return proto_json(e->get_action(path_id(req, 1))); });
 
   r.action("POST", R"(/api/issues/([^/]+)/status)", [e](const httplib::Request& req) {
     const json body = json_body(req);
@@ -202,7 +97,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
         throw RequestError(ErrorKind::kInvalidArgument, "\"duplicate_of\" must be an issue id");
       sr.set_duplicate_of(dup->get<int64_t>());
     }
-    return issue_json(e->set_issue_status(sr));
+    return proto_json(e->set_issue_status(sr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/notes)", [e](const httplib::Request& req) {
@@ -211,7 +106,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     nr.set_id(path_id(req, 1));
     nr.set_text(body_string(body, "text"));
     if (nr.text().empty()) throw RequestError(ErrorKind::kInvalidArgument, "\"text\" is empty");
-    return issue_json(e->add_issue_note(nr));
+    return proto_json(e->add_issue_note(nr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/replay)", [e](const httplib::Request& req) {
@@ -220,7 +115,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     rr.set_issue_id(path_id(req, 1));
     rr.set_kernel_label(body_string(body, "kernel", false));
     rr.set_runs(body_uint(body, "runs", 1000));
-    return action_json(e->start_replay(rr));
+    return proto_json(e->start_replay(rr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/minimize)", [e](const httplib::Request& req) {
@@ -229,7 +124,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     mr.set_issue_id(path_id(req, 1));
     mr.set_kernel_label(body_string(body, "kernel", false));
     mr.set_max_runs(body_uint(body, "max_runs", 1000));
-    return action_json(e->start_minimize(mr));
+    return proto_json(e->start_minimize(mr));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/bisect)", [e](const httplib::Request& req) {
@@ -247,7 +142,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
       br.add_kernels(k.get<std::string>());
     }
     br.set_max_runs(body_uint(body, "max_runs", 1000));
-    return action_json(e->start_bisect(br));
+    return proto_json(e->start_bisect(br));
   });
 }
 

@@ -4,8 +4,10 @@
 
 #include <httplib.h>
 
+#include "coordinator/http/proto_json.h"
 #include "coordinator/notify/message.h"
 #include "coordinator/notify/outbox.h"
+#include "leapfrog/v1/http.pb.h"
 
 namespace leapfrog::coord::notify {
 
@@ -13,26 +15,28 @@ using nlohmann::json;
 
 void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& clock) {
   router.action("GET", R"(/api/subscriptions)", [&store](const httplib::Request&) {
-    json list = json::array();
-    for (const auto& s : store.list_subscriptions()) list.push_back(to_json(s));
-    return json{{"subscriptions", list}};
+    v1::ListSubscriptionsResponse out;
+    for (auto& s : store.list_subscriptions()) *out.add_subscriptions() = std::move(s);
+    return proto_json(out);
   });
   router.action("POST", R"(/api/subscriptions)", [&store, &clock](const httplib::Request& req) {
     // A SubscriptionError is the caller's mistake (400, error_status.h).
     const auto s = store.add_subscription(subscription_from_json(json_body(req)), clock.now());
-    return json{{"subscription", to_json(s)}};
+    return proto_json(s);
   });
   router.action("DELETE", R"(/api/subscriptions/(\d+))", [&store](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);
     if (!store.remove_subscription(id))
       throw RequestError(ErrorKind::kNotFound, "no subscription \"" + std::to_string(id) + "\"");
-    return json{{"removed", id}};
+    v1::SubscriptionRemoved out;
+    out.set_removed(id);
+    return proto_json(out);
   });
   router.action("GET", R"(/api/notifications)", [&store](const httplib::Request& req) {
-    json list = json::array();
-    for (const auto& e : store.recent_events(query_uint(req, "limit", 50, 1, 500)))
-      list.push_back(to_json(e));
-    return json{{"events", list}};
+    v1::EventList out;
+    for (auto& e : store.recent_events(query_uint(req, "limit", 50, 1, 500)))
+      *out.add_events() = std::move(e);
+    return proto_json(out);
   });
 }
 

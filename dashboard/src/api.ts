@@ -1,4 +1,8 @@
 // The dashboard's only way to the coordinator: the JSON API of docs/api.md.
+// The answers' types are generated from proto/leapfrog/v1/*.proto into gen/
+// (scripts/gen-api.mjs) and describe protobuf's JSON mapping as the
+// coordinator prints it: .proto field names, 64-bit integers as strings,
+// enums by name, times as RFC 3339 strings, unset messages absent.
 
 const TOKEN_KEY = 'leapfrog.token';
 
@@ -39,74 +43,65 @@ export const post = <T>(path: string, body: unknown = {}) => call<T>('POST', pat
 export const getWithToken = <T>(path: string) => call<T>('GET', path, undefined, true);
 export const del = <T>(path: string) => call<T>('DELETE', path);
 
-// A notification subscription (docs/notifications.md).
-export interface Subscription {
-  id: number;
-  name: string;
-  filter: { events: string[]; kernel: string; scenario: string; issue_kind: string; schedule_id: number };
-  webhook?: string;
-  email?: string[];
-  created_at: string;
-  delivered: number;
-  pending: number;
-  failed: number;
-  last_error: string;
+export type {
+  AgentInfo,
+  Campaign,
+  CampaignSpec,
+  JobInfo,
+  Kernel,
+  KernelPatch,
+  ListCampaignsResponse as ListCampaigns,
+  ListSchedulesResponse as ListSchedules,
+  Schedule,
+} from '../gen/leapfrog/v1/control';
+export type { Action, Issue, IssueKernel, ListActionsResponse as ListActions, ListIssuesResponse as ListIssues, ReproRate } from '../gen/leapfrog/v1/triage';
+export type { Event, ListSubscriptionsResponse as ListSubscriptions, Subscription } from '../gen/leapfrog/v1/notify';
+export type { ScaleHost, ScalePoint, ScaleRun, ScenarioSpec } from '../gen/leapfrog/v1/common';
+export type {
+  AgentRow,
+  AgentsPage,
+  CampaignMatrix,
+  CampaignPage,
+  EventList,
+  KernelPage,
+  Overview,
+  PointChange,
+  ScaleRunSummary,
+  ScaleSummary,
+  ScalingPage,
+  ScalingRegression,
+  ScalingRun,
+} from '../gen/leapfrog/v1/http';
+import type { Kernel } from '../gen/leapfrog/v1/control';
+
+// An enum's name as people read it: "VERDICT_KERNEL_CRASH" -> "kernel-crash",
+// "ISSUE_STATUS_NEW" -> "new", an UNSPECIFIED one ""; other text as it is.
+const ENUM_PREFIXES = ['VERDICT_', 'JOB_STATE_', 'CAMPAIGN_STATE_', 'ISSUE_STATUS_', 'ACTION_KIND_', 'ACTION_STATE_', 'EVENT_KIND_', 'SCALE_MODE_', 'CPU_PINNING_', 'ALIGNMENT_', 'NODE_KIND_'];
+export function enumText(v: string | undefined | null): string {
+  if (!v) return '';
+  const prefix = ENUM_PREFIXES.find((p) => v.startsWith(p));
+  if (!prefix) return v;
+  const rest = v.slice(prefix.length);
+  return rest === 'UNSPECIFIED' ? '' : rest.toLowerCase().replace(/_/g, '-');
 }
 
-// One event of /api/notifications.
-export interface NotifyEvent {
-  id: number;
-  key: string;
-  kind: string;
-  at: string;
-  summary: string;
-  link: string;
-}
+// Seconds of a Duration as the mapping prints it ("1.5s"); 0 when unset.
+export const seconds = (d: string | undefined): number => (d ? parseFloat(d) : 0);
 
 export interface Counts {
   [what: string]: number;
 }
 
-export interface Campaign {
-  id: number;
-  name: string;
-  created_at: string;
-  state: 'running' | 'done';
-  jobs: number;
-  by_state: Counts;
-  by_verdict: Counts;
-  violations: number;
-  schedule_id: number;
-  spec: CampaignSpec;
-}
-
-export interface CampaignSpec {
-  name: string;
-  scenarios: string[];
-  kernels: string[];
-  filesystems: string[];
-  seeds: number;
-  duration_s: number;
+// The old JSON shape of a scenario spec, as the outcome routes (still
+// hand-written: /api/jobs outcomes, /api/outcomes, an issue's example) print it.
+export interface LegacySpec {
+  scenario: string;
+  fs: string;
+  seed: number;
   params: Record<string, number>;
-}
-
-export interface Matrix {
-  scenarios: string[];
-  kernels: string[];
-  filesystems: string[];
-  cells: { scenario: string; kernel: string; fs: string; counts: Counts }[];
-}
-
-export interface Job {
-  id: number;
-  campaign_id: number;
-  spec: { scenario: string; fs: string; seed: number; params: Record<string, number>; observers?: number; align?: string; pin?: string };
-  kernel: string;
-  state: string;
-  attempt: number;
-  agent_id: string;
-  verdict: string;
-  reason: string;
+  observers?: number;
+  align?: string;
+  pin?: string;
 }
 
 export interface Version {
@@ -162,7 +157,7 @@ export interface Violation {
   detail: ViolationDetail | null;
 }
 
-export interface ScalePoint {
+export interface LegacyScalePoint {
   test: string;
   mode: string;
   tasks: number;
@@ -180,57 +175,6 @@ export interface ScalePoint {
   host_load?: number;
 }
 
-// The machine a lookup-scale run measured on (Outcome JSON "scale_host").
-export interface ScaleHost {
-  cpus: number;
-  sample_s: number;
-  warmup_s: number;
-  max_other_load: number;
-  load_average: number;
-  // In a VM, what its launcher said about the host (absent from older runs;
-  // max_host_load -1 when not in a VM).
-  max_host_load?: number;
-  host_cpus?: number;
-  vcpus?: number;
-  vcpu_pinning?: string;
-  warnings: string[];
-}
-
-// One summary side of a compared point.
-export interface ScaleSummary {
-  n: number;
-  mean: number;
-  stddev: number;
-  ci95_low: number;
-  ci95_high: number;
-}
-
-// A point of the second run against the first (Welch's t-test).
-export interface ScaleChange {
-  test: string;
-  mode: string;
-  tasks: number;
-  // Over the boots' means (n: boots); each run's own samples in *_runs.
-  before: ScaleSummary;
-  after: ScaleSummary;
-  before_runs?: ScaleRunSummary[];
-  after_runs?: ScaleRunSummary[];
-  change_pct: number;
-  ci95_low_pct: number;
-  ci95_high_pct: number;
-  p_value: number | null;
-  // p_value adjusted (Benjamini-Hochberg) over the comparison's judged points.
-  p_adjusted: number|null;
-  verdict: 'significant' | 'within noise' | 'too few samples' | 'loaded: not judged' | 'one run: not judged';
-}
-
-// One run of a compared set, by its own samples.
-export interface ScaleRunSummary extends ScaleSummary {
-  job_id: number;
-  boot_id: string;
-  loaded: boolean;
-}
-
 // How a run raced (Outcome.strategy): what the spec fixed, what the seed chose.
 export interface Strategy {
   alignment: 'fuzzy' | 'free' | 'both' | string;
@@ -246,7 +190,7 @@ export interface Outcome {
   job_id: number;
   attempt: number;
   campaign_id: number;
-  spec: Job['spec'];
+  spec: LegacySpec;
   kernel: string;
   agent_id: string;
   reported_at: string;
@@ -263,7 +207,7 @@ export interface Outcome {
   epsilon_ns: number;
   console_tail: string;
   violations: Violation[];
-  scale: ScalePoint[];
+  scale: LegacyScalePoint[];
   strategy: Strategy | null;
   // The run's detail (Outcome.run; an old row's agent JSON).
   mutations: number;
@@ -276,123 +220,9 @@ export interface Outcome {
   notes: string[];
 }
 
-export interface Agent {
-  id: string;
-  name: string;
-  kernel: string;
-  uname: string;
-  host: string;
-  vm: boolean;
-  cpus: number;
-  filesystems: string[];
-  last_seen: string;
-  online: boolean;
-  current_job: Job | null;
-}
-
-export interface Schedule {
-  id: number;
-  name: string;
-  cron: string;
-  enabled: boolean;
-  next_run: string | null;
-  last_run: string | null;
-  campaign: CampaignSpec;
-}
-
-export interface Rate {
-  kernel: string;
-  runs: number;
-  reproduced: number;
-  rate: number;
-  lower: number;
-  upper: number;
-  other_failures: number;
-  measured_at: string | null;
-  action_id: number;
-}
-
-export interface Action {
-  id: number;
-  kind: 'replay' | 'minimize' | 'bisect';
-  issue_id: number;
-  state: 'running' | 'done' | 'failed';
-  progress: string;
-  error: string;
-  created_at: string;
-  updated_at: string;
-  campaign_ids: number[];
-  kernel: string;
-  runs: number;
-  kernels: string[];
-  spec: Job['spec'];
-  rate: Rate | null;
-  bisect: {
-    first_bad: string;
-    last_good: string;
-    rate: number;
-    runs_per_step: number;
-    skipped: string[];
-    steps: { kernel: string; verdict: string; runs: number; reproduced: number; other_failures: number; campaign_id: number }[];
-  } | null;
-  minimize: {
-    minimal_spec: Job['spec'] & Record<string, unknown>;
-    tried: number;
-    kept: number;
-    has_c_reproducer: boolean;
-    c_reproducer_error: string;
-    log: string[];
-  } | null;
-}
-
-export interface Issue {
-  id: number;
-  signature: string;
-  title: string;
-  kind: string;
-  scenario: string;
-  status: string;
-  duplicate_of: number;
-  first_seen: string;
-  last_seen: string;
-  count: number;
-  kernels: { kernel: string; count: number; first_seen: string; last_seen: string }[];
-  notes: { at: string; text: string }[];
-  example: { job_id: number; attempt: number; kernel: string };
-  example_violation: Violation | null;
-  rates: Rate[];
-  actions: Action[];
-  fixed_at: string | null;
-  regressions: number;
-}
-
-export const ISSUE_STATUSES = ['new', 'triaged', 'fixed', 'invalid', 'duplicate', 'regression'];
-
-export interface KernelPatch {
-  name: string;
-  sha256: string;
-  subject: string;
-}
-
-export interface Kernel {
-  label: string;
-  version: string;
-  sha256: string;
-  source: string;
-  added_at: string | null;
-  cmdline: string;
-  status: 'ready' | 'build-failure' | string;
-  patches: KernelPatch[];
-  inputs_hash: string;
-  release: string;
-  build_seconds: number;
-  build_log_tail: string;
-  build_log_path: string;
-}
-
-// One page of a list: `next_page` (null when nothing follows) asks for the next.
+// One page of a list: `next_page_token` ("" when nothing follows) asks for the next.
 export interface Paged {
-  next_page: string | null;
+  next_page_token: string;
 }
 
 // The first `pages` pages of the list at `path` (items under `key`), read in
@@ -403,9 +233,9 @@ export async function getPages<T, B extends Paged = Paged>(
   key: string,
   pages: number,
   limit = 0,
-): Promise<{ items: T[]; next: string | null; first: B }> {
+): Promise<{ items: T[]; next: string; first: B }> {
   let items: T[] = [];
-  let next: string | null = null;
+  let next = '';
   let first: B | undefined;
   for (let i = 0; i < pages && (i === 0 || next); i++) {
     const q = new URLSearchParams();
@@ -414,20 +244,14 @@ export async function getPages<T, B extends Paged = Paged>(
     const body: B = await get<B>(`${path}${q.toString() ? `?${q}` : ''}`);
     first ??= body;
     items = items.concat((body as unknown as Record<string, T[]>)[key]);
-    next = body.next_page;
+    next = body.next_page_token;
   }
   return { items, next, first: first as B };
 }
 
-// GET /api/kernels/{label}: the first page of its outcomes and issues.
-export interface KernelDetail {
-  kernel: Kernel;
-  build_log: { path: string; readable: boolean; size: number; truncated: boolean; text: string; error: string } | null;
-  outcomes: { job_id: number; attempt: number; campaign_id: number; scenario: string; fs: string; seed: number; verdict: string; violation_count: number; error: string; reported_at: string }[];
-  outcomes_next_page: string | null;
-  issues: { id: number; title: string; kind: string; scenario: string; count: number; first_seen: string; last_seen: string }[];
-  issues_next_page: string | null;
-}
-
 // The `kernels` map of finding views: null for a label no kernel was registered under.
 export type KernelsByLabel = Record<string, Kernel | null>;
+
+// Issue statuses as the status picker and ?status= spell them (the server
+// takes these or the enum's names).
+export const ISSUE_STATUSES = ['new', 'triaged', 'fixed', 'invalid', 'duplicate', 'regression'];

@@ -56,7 +56,10 @@ export function link(href: string, text: string): HTMLElement {
   return h('a', { href }, text);
 }
 
-export function verdictBadge(v: string): HTMLElement {
+// A verdict: the enum's name ("VERDICT_KERNEL_CRASH") or the short one
+// ("kernel-crash") the outcome routes still print, shown short.
+export function verdictBadge(verdict: string): HTMLElement {
+  const v = verdict.startsWith('VERDICT_') ? verdict.slice(8).toLowerCase().replace(/_/g, '-').replace('unspecified', '') : verdict;
   return h('span', { class: `badge v-${v || 'none'}` }, v || '—');
 }
 

@@ -98,9 +98,9 @@ try {
   lf.insertScaleOutcomes('scale-b', runSet('scale-b', 2.6, { warnings: ['2 tasks on 1 CPUs: points above 1 tasks share CPUs'] }));
   const nightly = await waitFor('the nightly campaign to finish', 180_000, async () => {
     const { body } = await lf.api('GET', `/api/campaigns/${nightlyId}`);
-    return body.campaign.state === 'done' && body;
+    return body.campaign.state === 'CAMPAIGN_STATE_DONE' && body;
   });
-  const violatingJob = nightly.jobs.find((j) => j.spec.fs === 'fuse-cached' && j.verdict === 'violation');
+  const violatingJob = nightly.jobs.find((j) => j.spec.fs === 'fuse-cached' && j.verdict === 'VERDICT_VIOLATION');
   assert(violatingJob, `the positive control did not fire: ${JSON.stringify(nightly.jobs)}`);
   // A kernel-crash outcome whose console holds markup, written into the real
   // database the way a VM agent's report lands (a crash needs a VM here).
@@ -145,8 +145,8 @@ try {
   });
 
   await check('api: a finding carries the patch series of its kernel', async () => {
-    const { body } = await lf.api('GET', `/api/jobs/${violatingJob.id}`);
-    assert(violatingJob.kernel === PATCHED, `the violation was found on ${violatingJob.kernel}`);
+    const { body } = await lf.api('GET', `/api/jobs/${violatingJob.job_id}`);
+    assert(violatingJob.kernel_label === PATCHED, `the violation was found on ${violatingJob.kernel_label}`);
     const k = body.kernels[PATCHED];
     assert(k && k.patches.map((p) => p.name).join() === goodSeries.map((p) => path.basename(p)).join(), `job kernels ${JSON.stringify(body.kernels)}`);
     const crash = await lf.api('GET', `/api/jobs/${crashJob}`);
@@ -201,7 +201,7 @@ try {
       ['/', 'overview'],
       ['/campaigns', 'campaigns'],
       [`/campaigns/${nightlyId}`, 'campaign'],
-      [`/jobs/${violatingJob.id}`, 'job-violation'],
+      [`/jobs/${violatingJob.job_id}`, 'job-violation'],
       [`/jobs/${crashJob}`, 'job-crash'],
       ['/issues', 'issues'],
       ['/scaling', 'scaling'],
@@ -230,9 +230,9 @@ try {
   });
 
   await check('a job page draws the timeline of the stored violation', async () => {
-    const { body } = await lf.api('GET', `/api/jobs/${violatingJob.id}`);
+    const { body } = await lf.api('GET', `/api/jobs/${violatingJob.job_id}`);
     const stored = body.outcomes[0].violations[0];
-    await visit(`/jobs/${violatingJob.id}`);
+    await visit(`/jobs/${violatingJob.job_id}`);
     await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
     await sameStep(page, stored);
     assert(stored.detail.history.length > 0, 'the stored violation has no history excerpt');
@@ -240,7 +240,7 @@ try {
 
   await check('a name that changes type shows its kinds on the timeline', async () => {
     const { body } = await lf.api('GET', `/api/campaigns/${flip.campaign}`);
-    const fired = body.jobs.filter((j) => j.verdict === 'violation');
+    const fired = body.jobs.filter((j) => j.verdict === 'VERDICT_VIOLATION');
     assert(fired.length > 0, `typeflip-lookup on fuse-cached did not fire: ${JSON.stringify(body.jobs)}`);
     const kinds = (vers) => new Set((vers ?? []).map((x) => x.node_kind).filter(Boolean)).size;
     const flips = (v) => [v.detail?.versions, (v.detail?.history ?? []).filter((op) => !op.err), ...(v.detail?.steps ?? []).map((st) => st.versions)].some((x) => kinds(x) > 1);
@@ -248,7 +248,7 @@ try {
     let idx = -1;
     const seen = [];
     for (const j of fired) {
-      const vs = (await lf.api('GET', `/api/jobs/${j.id}`)).body.outcomes[0].violations;
+      const vs = (await lf.api('GET', `/api/jobs/${j.job_id}`)).body.outcomes[0].violations;
       seen.push(...vs.map((v) => v.detail?.steps));
       idx = vs.findIndex(flips);
       if (idx >= 0) {
@@ -257,7 +257,7 @@ try {
       }
     }
     assert(job, `no violation of ${fired.length} violating runs has a walk with a name changing kind: ${JSON.stringify(seen).slice(0, 4000)}`);
-    await visit(`/jobs/${job.id}`);
+    await visit(`/jobs/${job.job_id}`);
     await page.selectOption('#violation-pick', String(idx));
     await page.waitForSelector(`#stale-step[data-index="${idx}"]`, { timeout: 10_000 });
     await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
@@ -337,7 +337,7 @@ try {
 
   await check('agents page through the list: "More agents" adds the next page, and the last has none', async () => {
     const { body } = await lf.api('GET', '/api/agents');
-    const all = body.agents.map((a) => a.name).sort();
+    const all = body.agents.map((a) => a.agent.name).sort();
     assert(all.length >= 3, `want 3 agents or more: ${all}`);
     await visit('/agents?limit=1');
     const rows = () => page.$$eval('#agents tbody tr', (trs) => trs.length);
@@ -394,8 +394,8 @@ try {
     await page.waitForFunction(() => /Saved/.test(document.querySelector('#subscription-message')?.textContent ?? ''));
     const { body } = await lf.api('GET', '/api/subscriptions', undefined, lf.token);
     const added = body.subscriptions.find((s) => s.name === 'ui-hook');
-    assert(added && added.webhook === 'http://127.0.0.1:9/hook' && added.filter.kernel === 'k*', `added: ${JSON.stringify(added)}`);
-    assert(added.filter.events.join(',') === 'new-issue,regression', `events: ${added.filter.events}`);
+    assert(added && added.webhook.url === 'http://127.0.0.1:9/hook' && added.filter.kernel === 'k*', `added: ${JSON.stringify(added)}`);
+    assert(added.filter.events.join(',') === 'EVENT_KIND_NEW_ISSUE,EVENT_KIND_REGRESSION', `events: ${added.filter.events}`);
     assert(await page.$('#notify-events'), 'no events table');
     await page.screenshot({ path: path.join(artifacts, 'subscriptions.png'), fullPage: true });
     await page.click(`button[data-subscription="${added.id}"]`);
@@ -433,12 +433,12 @@ try {
     assert(!(await page.$('#build-log-tail')), 'a ready kernel shows a failure tail');
     assert((await page.textContent('#kernel-facts')).includes('lf.toy=1'), 'no cmdline');
     assert((await page.textContent('#kernel-issues')).includes('stale-grant'), 'the issue found on it is not listed');
-    assert(await page.$(`#kernel-outcomes a[href="#/jobs/${violatingJob.id}"]`), 'the violating job is not listed');
+    assert(await page.$(`#kernel-outcomes a[href="#/jobs/${violatingJob.job_id}"]`), 'the violating job is not listed');
     await page.screenshot({ path: path.join(artifacts, 'kernel-ready.png'), fullPage: true });
   });
 
   await check('a job page shows the patch series of its kernel', async () => {
-    await visit(`/jobs/${violatingJob.id}`);
+    await visit(`/jobs/${violatingJob.job_id}`);
     await patchSeriesShown(page, `#job-kernel .kernel-card[data-kernel="${PATCHED}"] table.patches`, goodSeries);
     await visit(`/jobs/${crashJob}`);
     assert((await page.getAttribute('#job-kernel .kernel-card', 'data-registered')) === 'false', 'the host kernel shows as registered');
@@ -476,8 +476,9 @@ async function sameStep(page, stored) {
   assert(Number(await attr('actor')) === stored.actor, 'actor differs');
   assert(Number(await attr('step')) === stored.step, `step ${await attr('step')} vs ${stored.step}`);
   assert((await attr('object')) === stored.object, `object ${await attr('object')} vs ${stored.object}`);
-  assert(Number(await attr('invoke')) === stored.invoke_ns, 'invoke differs');
-  assert(Number(await attr('complete')) === stored.complete_ns, 'complete differs');
+  // The issue's example_violation prints its 64-bit times as strings (the JSON mapping).
+  assert(Number(await attr('invoke')) === Number(stored.invoke_ns), 'invoke differs');
+  assert(Number(await attr('complete')) === Number(stored.complete_ns), 'complete differs');
   const text = await el.textContent();
   assert(text.includes(stored.observed) && text.includes(stored.object), `stale step text: ${text}`);
   const staleRow = await page.$$eval('table.steps tr.stale td:first-child', (tds) => tds.map((t) => Number(t.textContent)));
@@ -590,15 +591,15 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     await page.click('#replay');
     const action = await waitFor('the replay action', 20_000, async () => {
       const { body } = await lf.api('GET', `/api/issues/${issue.id}`);
-      return body.issue.actions.find((a) => a.kind === 'replay');
+      return body.issue.actions.find((a) => a.kind === 'ACTION_KIND_REPLAY');
     });
-    assert(action.campaign_ids.length > 0 || action.state === 'running', 'the replay queued nothing');
+    assert(action.campaign_ids.length > 0 || action.state === 'ACTION_STATE_RUNNING', 'the replay queued nothing');
     await page.waitForSelector(`#action-${action.id}[data-kind=replay]`, { timeout: 10_000 });
     const done = await waitFor('the replay to finish', 300_000, async () => {
       const { body } = await lf.api('GET', `/api/actions/${action.id}`);
-      return body.state !== 'running' && body;
+      return body.state !== 'ACTION_STATE_RUNNING' && body;
     }, 1000);
-    assert(done.state === 'done' && done.rate, `replay ended ${done.state}: ${done.error}`);
+    assert(done.state === 'ACTION_STATE_DONE' && done.rate, `replay ended ${done.state}: ${done.error}`);
     await page.waitForSelector(`#action-${action.id} .rate`, { timeout: 10_000 });
     const shown = Number(await page.getAttribute(`#action-${action.id} .rate`, 'data-rate'));
     assert(shown === done.rate.rate, `page rate ${shown} vs stored ${done.rate.rate}`);
@@ -606,22 +607,22 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     // The replay races as the example did: its spec carries the example's strategy.
     const example = (await lf.api('GET', `/api/issues/${issue.id}`)).body.example.strategy;
     assert(done.spec.align === example.alignment && done.spec.observers === example.observers &&
-      done.spec.pin === (example.pinned ? 'on' : 'off'), `replay spec ${JSON.stringify(done.spec)} vs example ${JSON.stringify(example)}`);
+      done.spec.pin === (example.pinned ? 'CPU_PINNING_ON' : 'CPU_PINNING_OFF'), `replay spec ${JSON.stringify(done.spec)} vs example ${JSON.stringify(example)}`);
     await page.waitForSelector(`#action-${action.id} .action-strategy[data-align="${example.alignment}"]`, { timeout: 10_000 });
     // ... and its runs did: the agents report the same strategy, fixed by the spec this time.
     const replayed = (await lf.api('GET', `/api/campaigns/${done.campaign_ids[0]}`)).body.jobs;
     assert(replayed.length === 2, `replay jobs ${JSON.stringify(replayed)}`);
     for (const j of replayed) {
-      const run = (await lf.api('GET', `/api/jobs/${j.id}`)).body.outcomes.at(-1)?.strategy;
+      const run = (await lf.api('GET', `/api/jobs/${j.job_id}`)).body.outcomes.at(-1)?.strategy;
       assert(run && run.alignment === example.alignment && run.observers === example.observers &&
-        run.pinned === example.pinned && run.chosen_by_seed.length === 0, `replay job ${j.id} raced ${JSON.stringify(run)}`);
+        run.pinned === example.pinned && run.chosen_by_seed.length === 0, `replay job ${j.job_id} raced ${JSON.stringify(run)}`);
     }
     await page.screenshot({ path: path.join(artifacts, 'issue-replayed.png'), fullPage: true });
   });
 
   await check('a crash issue shows its console tail as text', async () => {
     const { body } = await lf.api('GET', '/api/issues');
-    const crash = body.issues.find((i) => i.example.job_id === crashJob);
+    const crash = body.issues.find((i) => i.example_job_id === String(crashJob));
     assert(crash, `the crash outcome of job ${crashJob} was not grouped: ${JSON.stringify(body.issues.map((i) => i.title))}`);
     await visit(`/issues/${crash.id}`, 'issue-crash');
     const text = await page.textContent('pre.console');
@@ -636,20 +637,21 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
       '--kernel', BROKEN, '--kernel', 'no-such-label', '--fs', 'tmpfs', '--json']));
     assert(out.warnings.length === 2, `CLI warnings ${JSON.stringify(out.warnings)}`);
     const { body } = await lf.api('GET', `/api/campaigns/${out.campaign}`);
-    assert(body.warnings.some((w) => w.includes(`"${BROKEN}"`) && w.includes('last build failed')), `API warnings ${JSON.stringify(body.warnings)}`);
-    assert(body.warnings.some((w) => w.includes('"no-such-label"') && w.includes('check the label')), `API warnings ${JSON.stringify(body.warnings)}`);
+    const warnings = body.campaign.warnings;
+    assert(warnings.some((w) => w.includes(`"${BROKEN}"`) && w.includes('last build failed')), `API warnings ${JSON.stringify(warnings)}`);
+    assert(warnings.some((w) => w.includes('"no-such-label"') && w.includes('check the label')), `API warnings ${JSON.stringify(warnings)}`);
     await visit(`/campaigns/${out.campaign}`, 'campaign-unserved');
     const shown = await page.$$eval('#campaign-warnings li', (lis) => lis.map((li) => li.textContent));
-    assert(JSON.stringify(shown) === JSON.stringify(body.warnings), `page shows ${JSON.stringify(shown)}`);
+    assert(JSON.stringify(shown) === JSON.stringify(warnings), `page shows ${JSON.stringify(shown)}`);
     // A campaign that ran shows none.
     const { body: list } = await lf.api('GET', '/api/campaigns');
-    const ran = list.campaigns.find((c) => c.state === 'done');
+    const ran = list.campaigns.find((c) => c.state === 'CAMPAIGN_STATE_DONE');
     assert(ran, 'no finished campaign');
     await visit(`/campaigns/${ran.id}`);
     assert(!(await page.$('#campaign-warnings')), `campaign ${ran.id} shows warnings`);
     // The overview features the nightly, which ran: no warnings there either.
     const { body: o } = await lf.api('GET', '/api/overview');
-    assert(Array.isArray(o.warnings) && o.warnings.length === 0, `overview warnings ${JSON.stringify(o.warnings)}`);
+    assert(Array.isArray(o.campaign.warnings) && o.campaign.warnings.length === 0, `overview warnings ${JSON.stringify(o.campaign.warnings)}`);
     await visit('/');
     assert(!(await page.$('#campaign-warnings')), 'the overview shows warnings');
   });

@@ -77,7 +77,7 @@ export class Leapfrog {
     this.http = fs.readFileSync(path.join(this.data, 'http'), 'utf8').trim();
     this.address = fs.readFileSync(path.join(this.data, 'address'), 'utf8').trim();
     this.token = fs.readFileSync(path.join(this.data, 'token'), 'utf8').trim();
-    await waitFor('two local agents', 30_000, async () => (await this.api('GET', '/api/agents')).body.agents.filter((a) => a.online).length >= 2);
+    await waitFor('two local agents', 30_000, async () => (await this.api('GET', '/api/agents')).body.agents.filter((r) => r.agent.online).length >= 2);
   }
 
   // An extra agent advertising kernel `label` (standing in for another build).

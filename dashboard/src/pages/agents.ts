@@ -1,4 +1,4 @@
-import { getPages, type Agent, type Paged } from '../api';
+import { getPages, type AgentRow, type AgentsPage } from '../api';
 import { ago, h, link, table } from '../dom';
 import type { Page } from '../router';
 
@@ -9,22 +9,22 @@ export const agentsPage: Page = async (root, _p, query) => {
   const limit = Number(query.get('limit')) || 0;
   let pages = 1;
   const refresh = async () => {
-    const { items: agents, next, first } = await getPages<Agent, { now: string } & Paged>('/api/agents', 'agents', pages, limit);
-    const now = first.now;
-    const nowMs = new Date(now).getTime();
+    const { items: rows, next, first } = await getPages<AgentRow, AgentsPage>('/api/agents', 'agents', pages, limit);
+    const agents = rows.map((r) => ({ ...r.agent!, job: r.current_job }));
+    const nowMs = first.now ? new Date(first.now).getTime() : Date.now();
     body.replaceChildren(
       table(
         ['name', 'status', 'kernel', 'uname', 'where', 'cpus', 'file systems', 'current job', 'last heartbeat'],
         agents.map((a) => [
           a.name,
           h('span', { class: `badge ${a.online ? 'online' : 'offline'}` }, a.online ? 'online' : 'offline'),
-          a.kernel,
-          a.uname,
-          a.vm ? `VM on ${a.host}` : `host ${a.host}`,
-          a.cpus,
-          a.filesystems.join(', '),
-          a.current_job
-            ? h('span', {}, link(`#/jobs/${a.current_job.id}`, `#${a.current_job.id}`), ` ${a.current_job.spec.scenario} / ${a.current_job.spec.fs}`)
+          a.capabilities?.kernel_label ?? '',
+          a.capabilities?.uname ?? '',
+          a.capabilities?.vm ? `VM on ${a.capabilities.host}` : `host ${a.capabilities?.host ?? ''}`,
+          a.capabilities?.cpus ?? '',
+          (a.capabilities?.filesystems ?? []).join(', '),
+          a.job
+            ? h('span', {}, link(`#/jobs/${a.job.job_id}`, `#${a.job.job_id}`), ` ${a.job.spec?.scenario} / ${a.job.spec?.fs}`)
             : 'idle',
           ago(a.last_seen, nowMs),
         ]),

@@ -1,4 +1,4 @@
-import { get, type Campaign, type Job, type KernelsByLabel, type Matrix, type Outcome } from '../api';
+import { enumText, get, type CampaignPage, type JobInfo, type KernelsByLabel, type ListCampaigns, type Outcome } from '../api';
 import { ago, h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 import { matrixTable, progress, warningList } from './overview';
@@ -9,15 +9,15 @@ export const campaignsPage: Page = async (root) => {
   const body = h('div', {});
   root.append(h('h1', {}, 'Campaigns'), body);
   const refresh = async () => {
-    const { campaigns } = await get<{ campaigns: Campaign[] }>('/api/campaigns?limit=100');
+    const { campaigns } = await get<ListCampaigns>('/api/campaigns?limit=100');
     body.replaceChildren(
       table(
         ['id', 'name', 'created', 'schedule', 'progress', 'verdicts', 'violations'],
         campaigns.map((c) => [
           link(`#/campaigns/${c.id}`, `#${c.id}`),
-          c.name,
+          c.spec?.name ?? '',
           `${when(c.created_at)} (${ago(c.created_at)})`,
-          c.schedule_id ? `#${c.schedule_id}` : 'by hand',
+          c.schedule_id !== '0' ? `#${c.schedule_id}` : 'by hand',
           progress(c),
           Object.entries(c.by_verdict)
             .map(([k, n]) => `${k} ${n}`)
@@ -39,25 +39,25 @@ export const campaignPage: Page = async (root, [id]) => {
   const jobs = h('div', {});
   root.append(h('h1', {}, `Campaign #${id}`), head, h('h2', {}, 'Matrix'), matrix, h('h2', {}, 'Jobs'), jobs);
   const refresh = async () => {
-    const d = await get<{ campaign: Campaign; matrix: Matrix; jobs: Job[]; jobs_next_page: string | null; warnings: string[] }>(`/api/campaigns/${id}`);
-    const c = d.campaign;
+    const d = await get<CampaignPage>(`/api/campaigns/${id}`);
+    const c = d.campaign!;
     head.replaceChildren(
-      h('p', {}, `${c.name}, created ${when(c.created_at)}, ${c.state}; `, c.schedule_id ? `schedule #${c.schedule_id}` : 'made by hand'),
+      h('p', {}, `${c.spec?.name ?? ''}, created ${when(c.created_at)}, ${enumText(c.state)}; `, c.schedule_id !== '0' ? `schedule #${c.schedule_id}` : 'made by hand'),
       progress(c),
       // Queued jobs that no agent can run: say why, or the campaign just looks slow.
-      ...warningList(d.warnings),
+      ...warningList(c.warnings),
     );
-    matrix.replaceChildren(matrixTable(d.matrix, c.id));
+    matrix.replaceChildren(d.matrix ? matrixTable(d.matrix, c.id) : h('p', {}, '—'));
     jobs.replaceChildren(
       table(
         ['job', 'scenario', 'fs', 'kernel', 'seed', 'state', 'attempt', 'verdict', 'reason'],
         d.jobs.map((j) => [
-          link(`#/jobs/${j.id}`, `#${j.id}`),
-          j.spec.scenario,
-          j.spec.fs,
-          j.kernel,
-          j.spec.seed,
-          j.state,
+          link(`#/jobs/${j.job_id}`, `#${j.job_id}`),
+          j.spec?.scenario ?? '',
+          j.spec?.fs ?? '',
+          j.kernel_label,
+          j.spec?.seed ?? '',
+          enumText(j.state),
           j.attempt,
           verdictBadge(j.verdict),
           j.reason,
@@ -65,33 +65,33 @@ export const campaignPage: Page = async (root, [id]) => {
         { id: 'jobs' },
       ),
       // A page of the jobs: say so rather than look complete.
-      ...(d.jobs_next_page ? [h('p', { class: 'muted', id: 'jobs-more' }, `The first ${d.jobs.length} of ${c.jobs} jobs; the matrix counts them all.`)] : []),
+      ...(d.jobs_next_page_token ? [h('p', { class: 'muted', id: 'jobs-more' }, `The first ${d.jobs.length} of ${c.jobs} jobs; the matrix counts them all.`)] : []),
     );
     return c.state;
   };
   let state = await refresh();
   const timer = setInterval(async () => {
-    if (state === 'running') state = await refresh().catch(() => state);
+    if (state === 'CAMPAIGN_STATE_RUNNING') state = await refresh().catch(() => state);
   }, 3000);
   return () => clearInterval(timer);
 };
 
 export const jobPage: Page = async (root, [id]) => {
-  const d = await get<{ job: Job; outcomes: Outcome[]; kernels: KernelsByLabel }>(`/api/jobs/${id}`);
+  const d = await get<{ job: JobInfo; outcomes: Outcome[]; kernels: KernelsByLabel }>(`/api/jobs/${id}`);
   const j = d.job;
   root.append(
-    h('h1', {}, `Job #${j.id}`),
+    h('h1', {}, `Job #${j.job_id}`),
     h(
       'p',
       {},
-      `${j.spec.scenario} on ${j.spec.fs}, kernel `,
-      d.kernels[j.kernel] ? link(kernelHref(j.kernel), j.kernel) : j.kernel,
-      `, seed ${j.spec.seed}; campaign `,
+      `${j.spec?.scenario} on ${j.spec?.fs}, kernel `,
+      d.kernels[j.kernel_label] ? link(kernelHref(j.kernel_label), j.kernel_label) : j.kernel_label,
+      `, seed ${j.spec?.seed}; campaign `,
       link(`#/campaigns/${j.campaign_id}`, `#${j.campaign_id}`),
-      `; ${j.state}, attempt ${j.attempt} `,
+      `; ${enumText(j.state)}, attempt ${j.attempt} `,
       verdictBadge(j.verdict),
     ),
-    h('div', { id: 'job-kernel' }, kernelCard(j.kernel, d.kernels[j.kernel] ?? null)),
+    h('div', { id: 'job-kernel' }, kernelCard(j.kernel_label, d.kernels[j.kernel_label] ?? null)),
   );
   const cleanups: (() => void)[] = [];
   if (!d.outcomes.length) root.append(h('p', {}, 'No outcome yet.'));

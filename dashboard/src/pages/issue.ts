@@ -1,4 +1,4 @@
-import { get, ISSUE_STATUSES, post, type Action, type Issue, type KernelsByLabel, type Outcome, type Rate } from '../api';
+import { enumText, get, ISSUE_STATUSES, post, type Action, type Issue, type KernelsByLabel, type Outcome, type ReproRate } from '../api';
 import { h, link, table, when } from '../dom';
 import type { Page } from '../router';
 import { kernelCard, kernelHref } from './kernels';
@@ -6,37 +6,42 @@ import { outcomeView } from './outcome_view';
 
 const pct = (x: number) => `${(x * 100).toFixed(1)} %`;
 
-function rateText(r: Rate): string {
-  return `${pct(r.rate)} (95 % CI ${pct(r.lower)}–${pct(r.upper)}) over ${r.runs} runs on ${r.kernel}: ${r.reproduced} reproduced${r.other_failures ? `, ${r.other_failures} failed otherwise` : ''}`;
+function rateText(r: ReproRate): string {
+  return `${pct(r.rate)} (95 % CI ${pct(r.lower)}–${pct(r.upper)}) over ${r.runs} runs on ${r.kernel_label}: ${r.reproduced} reproduced${r.other_failures ? `, ${r.other_failures} failed otherwise` : ''}`;
 }
 
-function actionView(a: Action, issueId: number): HTMLElement {
+function actionView(a: Action, issueId: string): HTMLElement {
+  const kind = enumText(a.kind);
+  const state = enumText(a.state);
   const box = h(
     'div',
-    { class: `action a-${a.state}`, id: `action-${a.id}`, 'data-kind': a.kind, 'data-state': a.state },
-    h('b', {}, `#${a.id} ${a.kind}${a.kernel ? ` on ${a.kernel}` : ''}: ${a.state}`),
+    { class: `action a-${state}`, id: `action-${a.id}`, 'data-kind': kind, 'data-state': state },
+    h('b', {}, `#${a.id} ${kind}${a.kernel_label ? ` on ${a.kernel_label}` : ''}: ${state}`),
     ` — ${a.progress}`,
     ' ',
     ...a.campaign_ids.map((c) => h('span', {}, link(`#/campaigns/${c}`, `campaign #${c}`), ' ')),
   );
   if (a.error) box.append(h('div', { class: 'error-text' }, a.error));
   // Replays race as the example did: the spec carries its resolved strategy.
-  if (a.kind === 'replay' && a.spec)
-    box.append(h('div', { class: 'action-strategy', 'data-align': a.spec.align ?? '', 'data-observers': a.spec.observers ?? 0, 'data-pin': a.spec.pin ?? '' }, `races as: seed ${a.spec.seed}, align ${a.spec.align ?? 'seed'}, ${a.spec.observers || 'seed-chosen'} observers, pin ${a.spec.pin ?? 'seed'}`));
-  if (a.kind === 'replay' && a.rate && a.state === 'done') box.append(h('div', { class: 'rate', 'data-rate': a.rate.rate }, `rate ${rateText(a.rate)}`));
-  if (a.kind === 'bisect' && a.bisect) {
+  if (kind === 'replay' && a.spec) {
+    const align = a.spec.align || 'seed';
+    const pin = enumText(a.spec.pin) || 'seed';
+    box.append(h('div', { class: 'action-strategy', 'data-align': align, 'data-observers': a.spec.observers, 'data-pin': pin }, `races as: seed ${a.spec.seed}, align ${align}, ${a.spec.observers || 'seed-chosen'} observers, pin ${pin}`));
+  }
+  if (kind === 'replay' && a.rate && state === 'done') box.append(h('div', { class: 'rate', 'data-rate': a.rate.rate }, `rate ${rateText(a.rate)}`));
+  if (kind === 'bisect' && a.bisect) {
     const b = a.bisect;
     if (b.first_bad) box.append(h('div', { class: 'first-bad' }, `first bad kernel: ${b.first_bad} (last good ${b.last_good || '—'}, rate ${pct(b.rate)}, ${b.runs_per_step} runs per step)`));
     if (b.skipped.length) box.append(h('div', {}, `skipped: ${b.skipped.join(', ')}`));
     if (b.steps.length)
-      box.append(table(['kernel', 'verdict', 'runs', 'reproduced', 'other failures'], b.steps.map((s) => [s.kernel, s.verdict, s.runs, s.reproduced, s.other_failures])));
+      box.append(table(['kernel', 'verdict', 'runs', 'reproduced', 'other failures'], b.steps.map((s) => [s.kernel_label, s.verdict, s.runs, s.reproduced, s.other_failures])));
   }
-  if (a.kind === 'minimize' && a.minimize) {
+  if (kind === 'minimize' && a.minimize) {
     const m = a.minimize;
     box.append(h('div', {}, `${m.kept} of ${m.tried} candidates kept`));
-    if (a.state === 'done') {
+    if (state === 'done') {
       box.append(h('h4', {}, 'Minimal spec'), h('pre', { class: 'spec' }, JSON.stringify(m.minimal_spec, null, 2)));
-      if (m.has_c_reproducer) box.append(h('a', { href: `/api/actions/${a.id}/reproducer.c`, download: `issue-${issueId}-repro.c`, class: 'button' }, 'Download C reproducer'));
+      if (m.c_reproducer) box.append(h('a', { href: `/api/actions/${a.id}/reproducer.c`, download: `issue-${issueId}-repro.c`, class: 'button' }, 'Download C reproducer'));
       else if (m.c_reproducer_error) box.append(h('div', {}, `no C reproducer: ${m.c_reproducer_error}`));
     }
     if (m.log.length) box.append(h('details', {}, h('summary', {}, 'log'), h('pre', {}, m.log.join('\n'))));
@@ -80,15 +85,15 @@ export const issuePage: Page = async (root, [id]) => {
     const first = !issue;
     issue = d.issue;
     head.replaceChildren(
-      h('p', {}, h('span', { class: `badge s-${issue.status}`, id: 'issue-status' }, issue.status), ` ${issue.kind} in ${issue.scenario}; seen ${issue.count} times, first ${when(issue.first_seen)}, last ${when(issue.last_seen)}`, issue.duplicate_of ? h('span', {}, ', duplicate of ', link(`#/issues/${issue.duplicate_of}`, `#${issue.duplicate_of}`)) : '', issue.regressions ? `, reopened ${issue.regressions}×` : ''),
+      h('p', {}, h('span', { class: `badge s-${enumText(issue.status)}`, id: 'issue-status' }, enumText(issue.status)), ` ${issue.kind} in ${issue.scenario}; seen ${issue.count} times, first ${when(issue.first_seen)}, last ${when(issue.last_seen)}`, issue.duplicate_of !== '0' ? h('span', {}, ', duplicate of ', link(`#/issues/${issue.duplicate_of}`, `#${issue.duplicate_of}`)) : '', issue.regressions ? `, reopened ${issue.regressions}×` : ''),
       h('p', { class: 'signature' }, `signature: ${issue.signature}`),
-      table(['kernel', 'count', 'first seen', 'last seen'], issue.kernels.map((k) => [d.kernels[k.kernel] ? link(kernelHref(k.kernel), k.kernel) : k.kernel, k.count, when(k.first_seen), when(k.last_seen)])),
+      table(['kernel', 'count', 'first seen', 'last seen'], issue.kernels.map((k) => [d.kernels[k.kernel_label] ? link(kernelHref(k.kernel_label), k.kernel_label) : k.kernel_label, k.count, when(k.first_seen), when(k.last_seen)])),
     );
     if (first) {
-      statusSel.value = issue.status;
-      const labels = [...new Set([...issue.kernels.map((k) => k.kernel), issue.example.kernel].filter(Boolean))];
+      statusSel.value = enumText(issue.status);
+      const labels = [...new Set([...issue.kernels.map((k) => k.kernel_label), issue.example_kernel].filter(Boolean))];
       foundOn.replaceChildren(...labels.map((l) => kernelCard(l, d.kernels[l] ?? null)));
-      replayKernel.replaceChildren(...issue.kernels.map((k) => h('option', { value: k.kernel }, k.kernel)));
+      replayKernel.replaceChildren(...issue.kernels.map((k) => h('option', { value: k.kernel_label }, k.kernel_label)));
       if (d.example) {
         const view = outcomeView(d.example, issue.example_violation);
         example.replaceChildren(h('p', {}, 'Example: ', link(`#/jobs/${d.example.job_id}`, `job #${d.example.job_id}`), ` attempt ${d.example.attempt}`), view.element);
@@ -100,7 +105,7 @@ export const issuePage: Page = async (root, [id]) => {
     rates.replaceChildren(issue.rates.length ? h('ul', {}, ...issue.rates.map((r) => h('li', {}, rateText(r)))) : h('p', {}, 'Not replayed yet.'));
     notes.replaceChildren(...issue.notes.map((n) => h('div', { class: 'note' }, h('span', { class: 'when' }, when(n.at)), ' ', h('span', { class: 'note-text' }, n.text))));
     actions.replaceChildren(...issue.actions.map((a) => actionView(a, issue.id)));
-    return issue.actions.some((a) => a.state === 'running');
+    return issue.actions.some((a) => a.state === 'ACTION_STATE_RUNNING');
   };
 
   root.append(

@@ -1,10 +1,10 @@
-import { get, ISSUE_STATUSES, type Issue, type Paged } from '../api';
+import { enumText, get, ISSUE_STATUSES, type Issue, type ListIssues } from '../api';
 import { ago, h, latestOnly, link, table, when } from '../dom';
 import type { Page } from '../router';
 
 function bestRate(i: Issue): string {
   if (!i.rates.length) return '—';
-  return i.rates.map((r) => `${r.kernel} ${(r.rate * 100).toFixed(0)} % [${(r.lower * 100).toFixed(0)}–${(r.upper * 100).toFixed(0)}]`).join(', ');
+  return i.rates.map((r) => `${r.kernel_label} ${(r.rate * 100).toFixed(0)} % [${(r.lower * 100).toFixed(0)}–${(r.upper * 100).toFixed(0)}]`).join(', ');
 }
 
 export const issuesPage: Page = async (root, _p, query) => {
@@ -13,12 +13,12 @@ export const issuesPage: Page = async (root, _p, query) => {
     s.value = query.get(name) ?? '';
     return s;
   };
-  const { issues } = await get<{ issues: Issue[] }>('/api/issues');
+  const { issues } = await get<ListIssues>('/api/issues');
   const uniq = (f: (i: Issue) => string[]) => [...new Set(issues.flatMap(f))].filter(Boolean).sort();
   const filters = {
     status: select('status', ISSUE_STATUSES),
     scenario: select('scenario', uniq((i) => [i.scenario])),
-    kernel: select('kernel', uniq((i) => i.kernels.map((k) => k.kernel))),
+    kernel: select('kernel', uniq((i) => i.kernels.map((k) => k.kernel_label))),
     kind: select('kind', uniq((i) => [i.kind])),
   };
   const body = h('div', {});
@@ -31,14 +31,14 @@ export const issuesPage: Page = async (root, _p, query) => {
     history.replaceState(null, '', `#/issues${q.toString() ? `?${q}` : ''}`);
     // Page by page: "More issues" asks for the next one.
     let issues: Issue[] = [];
-    let next: string | null = null;
+    let next = '';
     const more = async () => {
       const page = new URLSearchParams(q);
       if (next) page.set('page', next);
-      const d = await get<{ issues: Issue[] } & Paged>(`/api/issues?${page}`);
+      const d = await get<ListIssues>(`/api/issues?${page}`);
       if (!current()) return; // a later filter's answer owns the table
       issues = issues.concat(d.issues);
-      next = d.next_page;
+      next = d.next_page_token;
       render();
     };
     const render = () => body.replaceChildren(
@@ -47,14 +47,14 @@ export const issuesPage: Page = async (root, _p, query) => {
             ['id', 'status', 'kind', 'scenario', 'title', 'count', 'first seen', 'last seen', 'kernels', 'reproduction rate'],
             issues.map((i) => [
               link(`#/issues/${i.id}`, `#${i.id}`),
-              h('span', { class: `badge s-${i.status}` }, i.status),
+              h('span', { class: `badge s-${enumText(i.status)}` }, enumText(i.status)),
               i.kind,
               i.scenario,
               link(`#/issues/${i.id}`, i.title),
               i.count,
               when(i.first_seen),
               ago(i.last_seen),
-              i.kernels.map((k) => k.kernel).join(', '),
+              i.kernels.map((k) => k.kernel_label).join(', '),
               bestRate(i),
             ]),
             { id: 'issues' },

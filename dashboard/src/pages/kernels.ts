@@ -1,7 +1,7 @@
 // Kernels: the registered kernels with their build status, one kernel's patch
 // series, build record and log, and the card that finding views show for the
 // kernel a finding was made on.
-import { get, getPages, type Kernel, type KernelDetail, type Outcome, type Paged } from '../api';
+import { get, getPages, type Kernel, type KernelPage, type Outcome } from '../api';
 import { h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 
@@ -66,7 +66,7 @@ export const kernelsPage: Page = async (root, _p, query) => {
   let pages = 1;
   const render = async () => {
     const { items: kernels, next } = await getPages<Kernel>('/api/kernels', 'kernels', pages, limit);
-    body.replaceChildren(...kernelList(kernels, next !== null), ...(next ? [h('button', { id: 'kernels-more', onclick: () => { pages++; render().catch(() => undefined); } }, 'More kernels')] : []));
+    body.replaceChildren(...kernelList(kernels, next !== ''), ...(next ? [h('button', { id: 'kernels-more', onclick: () => { pages++; render().catch(() => undefined); } }, 'More kernels')] : []));
   };
   await render();
 };
@@ -95,8 +95,8 @@ function kernelList(kernels: Kernel[], more: boolean): HTMLElement[] {
 
 export const kernelPage: Page = async (root, [raw]) => {
   const label = decodeURIComponent(raw);
-  const d = await get<KernelDetail>(`/api/kernels/${encodeURIComponent(label)}`);
-  const k = d.kernel;
+  const d = await get<KernelPage>(`/api/kernels/${encodeURIComponent(label)}`);
+  const k = d.kernel!;
   const outcomes = h('div', {});
   const facts: [string, Node | string][] = [
     ['status', kernelStatusBadge(k)],
@@ -125,7 +125,7 @@ export const kernelPage: Page = async (root, [raw]) => {
   }
   const log = d.build_log;
   if (log) {
-    const summary = log.readable ? `Whole build log (${(log.size / 1024).toFixed(1)} KiB${log.truncated ? ', last 256 KiB shown' : ''})` : 'Whole build log: not readable here';
+    const summary = log.readable ? `Whole build log (${(Number(log.size) / 1024).toFixed(1)} KiB${log.truncated ? ', last 256 KiB shown' : ''})` : 'Whole build log: not readable here';
     root.append(
       h(
         'details',
@@ -140,17 +140,19 @@ export const kernelPage: Page = async (root, [raw]) => {
     d.issues.length
       ? table(
           ['issue', 'kind', 'scenario', 'title', 'count here', 'last seen'],
-          d.issues.map((i) => [link(`#/issues/${i.id}`, `#${i.id}`), i.kind, i.scenario, link(`#/issues/${i.id}`, i.title), i.count, when(i.last_seen)]),
+          d.issues.map(({ issue: i, on_kernel: here }) => [link(`#/issues/${i!.id}`, `#${i!.id}`), i!.kind, i!.scenario, link(`#/issues/${i!.id}`, i!.title), here?.count ?? '0', when(here?.last_seen)]),
           { id: 'kernel-issues' },
         )
       : h('p', { class: 'muted' }, 'None.'),
-    ...(d.issues_next_page ? [link(`#/issues?kernel=${encodeURIComponent(label)}`, 'All issues found on it')] : []),
+    ...(d.issues_next_page_token ? [link(`#/issues?kernel=${encodeURIComponent(label)}`, 'All issues found on it')] : []),
     h('h2', {}, 'Recent outcomes on it'),
     outcomes,
   );
   // Page by page: "More outcomes" asks for the next page of this kernel's.
-  let rows = d.outcomes;
-  let next = d.outcomes_next_page;
+  // Rows of this page, and of the outcome list's next pages (its old shape).
+  type Row = { job_id: string | number; campaign_id: string | number; scenario: string; fs: string; seed: string | number; verdict: string; violation_count: number; reported_at?: string };
+  let rows: Row[] = d.outcomes.map((o) => ({ ...o, scenario: o.spec?.scenario ?? '', fs: o.spec?.fs ?? '', seed: o.spec?.seed ?? '' }));
+  let next = d.outcomes_next_page_token;
   const render = () =>
     outcomes.replaceChildren(
       rows.length
@@ -166,11 +168,11 @@ export const kernelPage: Page = async (root, [raw]) => {
             onclick: async () => {
               // The same list and order as the kernel's own: its token goes on.
               const q = new URLSearchParams({ kernel: label, limit: '50', page: next ?? '' });
-              const more = await get<{ outcomes: Outcome[] } & Paged>(`/api/outcomes?${q}`);
+              const more = await get<{ outcomes: Outcome[]; next_page: string | null }>(`/api/outcomes?${q}`);
               rows = rows.concat(
                 more.outcomes.map((o) => ({ ...o, scenario: o.spec.scenario, fs: o.spec.fs, seed: o.spec.seed })),
               );
-              next = more.next_page;
+              next = more.next_page ?? '';
               render();
             },
           }, 'More outcomes')]

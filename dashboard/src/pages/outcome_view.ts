@@ -67,7 +67,7 @@ export function strategyView(s: Strategy | null): HTMLElement {
 }
 
 // `first`: the violation shown first (an issue shows its own signature's).
-export function outcomeView(o: Outcome, first?: Violation | null): { element: HTMLElement; dispose: () => void } {
+export function outcomeView(o: Outcome, first?: { invoke_ns: number | string; actor: number; step: number } | null): { element: HTMLElement; dispose: () => void } {
   const box = h(
     'section',
     { class: 'outcome' },
@@ -97,7 +97,7 @@ export function outcomeView(o: Outcome, first?: Violation | null): { element: HT
     };
     pick.addEventListener('change', () => show(Number(pick.value)));
     box.append(h('h4', {}, `Violations (${o.violations.length} reported of ${o.violation_count})`), pick, holder);
-    const i = first ? o.violations.findIndex((v) => v.invoke_ns === first.invoke_ns && v.actor === first.actor && v.step === first.step) : 0;
+    const i = first ? o.violations.findIndex((v) => Number(v.invoke_ns) === Number(first.invoke_ns) && v.actor === first.actor && v.step === first.step) : 0;
     pick.value = String(Math.max(i, 0));
     show(Math.max(i, 0));
   }

@@ -1,36 +1,7 @@
-import { get, type Campaign, type Counts, type Matrix } from '../api';
+import { get, type Campaign, type CampaignMatrix, type Counts, type Overview, type ScalingRegression } from '../api';
 import { chartIn, verdictColors } from '../charts';
 import { h, link, when } from '../dom';
 import type { Page } from '../router';
-
-interface Overview {
-  scheduled: boolean;
-  campaign: Campaign | null;
-  matrix: Matrix | null;
-  trend: Campaign[];
-  running: Campaign[];
-  warnings: string[];
-  scaling_regressions?: ScalingRegression[];
-}
-
-interface ScalingDrop {
-  test: string;
-  mode: string;
-  tasks: number;
-  change_pct: number | null;
-}
-
-// A kernel whose latest lookup-scale campaign's runs fell significantly below
-// its previous campaign's.
-interface ScalingRegression {
-  kernel: string;
-  before_job: number;
-  after_job: number;
-  before_runs?: number;
-  after_runs?: number;
-  after_campaign: number;
-  drops: ScalingDrop[];
-}
 
 function scalingFlags(rs: ScalingRegression[]): HTMLElement[] {
   if (!rs.length) return [];
@@ -42,11 +13,11 @@ function scalingFlags(rs: ScalingRegression[]): HTMLElement[] {
         const worst = r.drops.reduce((a, b) => ((b.change_pct ?? 0) < (a.change_pct ?? 0) ? b : a));
         return h(
           'li',
-          { 'data-kernel': r.kernel },
-          `Scaling regression on ${r.kernel}: ${r.drops.length} point${r.drops.length > 1 ? 's' : ''} significantly slower than the campaign before (${r.after_runs ?? 1} runs against ${r.before_runs ?? 1}), worst ${worst.test} ${worst.mode} ${worst.tasks} tasks ${(worst.change_pct ?? 0).toFixed(1)} % — `,
-          link(`#/campaigns/${r.after_campaign}`, `campaign #${r.after_campaign}`),
+          { 'data-kernel': r.kernel_label },
+          `Scaling regression on ${r.kernel_label}: ${r.drops.length} point${r.drops.length > 1 ? 's' : ''} significantly slower than the campaign before (${r.after_runs || 1} runs against ${r.before_runs || 1}), worst ${worst.test} ${worst.mode} ${worst.tasks} tasks ${(worst.change_pct ?? 0).toFixed(1)} % — `,
+          link(`#/campaigns/${r.after_campaign_id}`, `campaign #${r.after_campaign_id}`),
           ', ',
-          link(`#/scaling?kernel=${encodeURIComponent(r.kernel)}`, 'scaling'),
+          link(`#/scaling?kernel=${encodeURIComponent(r.kernel_label)}`, 'scaling'),
         );
       }),
     ),
@@ -66,10 +37,10 @@ function cellText(c: Counts): HTMLElement {
   return h('div', {}, ...ORDER.filter((k) => c[k]).map((k) => h('div', { class: 'count' }, `${k} ${c[k]}`)));
 }
 
-export function matrixTable(m: Matrix, campaignId: number): HTMLElement {
+export function matrixTable(m: CampaignMatrix, campaignId: string): HTMLElement {
   const cols: [string, string][] = [];
   for (const k of m.kernels) for (const fs of m.filesystems) cols.push([k, fs]);
-  const cells = new Map(m.cells.map((c) => [`${c.scenario}|${c.kernel}|${c.fs}`, c.counts]));
+  const cells = new Map(m.cells.map((c) => [`${c.scenario}|${c.kernel_label}|${c.fs}`, c.counts]));
   return h(
     'table',
     { class: 'matrix' },
@@ -121,14 +92,14 @@ export const overviewPage: Page = async (root) => {
         h(
           'p',
           { class: `big ${bad ? 'bad' : 'good'}`, id: 'verdict-summary' },
-          bad ? `${bad} failing job${bad > 1 ? 's' : ''}` : c.state === 'done' ? 'Clean' : 'Running, clean so far',
+          bad ? `${bad} failing job${bad > 1 ? 's' : ''}` : c.state === 'CAMPAIGN_STATE_DONE' ? 'Clean' : 'Running, clean so far',
           ' — ',
           o.scheduled ? 'last nightly ' : 'latest campaign (no schedule has run) ',
-          link(`#/campaigns/${c.id}`, `#${c.id} ${c.name}`),
+          link(`#/campaigns/${c.id}`, `#${c.id} ${c.spec?.name ?? ''}`),
           `, ${when(c.created_at)}, ${c.by_state.done ?? 0}/${c.jobs} jobs done`,
         ),
-        ...warningList(o.warnings),
-        ...scalingFlags(o.scaling_regressions ?? []),
+        ...warningList(c.warnings),
+        ...scalingFlags(o.scaling_regressions),
       );
     }
     matrix.replaceChildren(o.matrix && c ? matrixTable(o.matrix, c.id) : h('p', {}, '—'));
@@ -143,7 +114,7 @@ export const overviewPage: Page = async (root) => {
       tooltip: { trigger: 'axis' },
       legend: { top: 0 },
       grid: { left: 40, right: 10, top: 40, bottom: 30 },
-      xAxis: { type: 'category', data: o.trend.map((t) => `#${t.id} ${t.created_at.slice(5, 10)}`) },
+      xAxis: { type: 'category', data: o.trend.map((t) => `#${t.id} ${(t.created_at ?? '').slice(5, 10)}`) },
       yAxis: { type: 'value', name: 'jobs' },
       series: kinds.map((k) => ({
         name: k,
@@ -174,7 +145,7 @@ export function progress(c: Campaign): HTMLElement {
   return h(
     'div',
     { class: 'progress-row', 'data-campaign': c.id },
-    link(`#/campaigns/${c.id}`, `#${c.id} ${c.name}`),
+    link(`#/campaigns/${c.id}`, `#${c.id} ${c.spec?.name ?? ''}`),
     h('div', { class: 'progress' }, h('div', { class: 'bar', style: `width:${pct}%` })),
     `${done}/${c.jobs} done, ${c.by_state.leased ?? 0} running, ${c.by_state.queued ?? 0} queued`,
   );

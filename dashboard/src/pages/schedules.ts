@@ -34,7 +34,7 @@ export const schedulesPage: Page = async (root, _p, query) => {
           s.id,
           s.name,
           s.cron,
-          `${s.campaign.scenarios.join(', ')} × ${s.campaign.kernels.join(', ')} × ${s.campaign.filesystems.join(', ')}`,
+          `${s.campaign?.scenarios.join(', ')} × ${s.campaign?.kernels.join(', ')} × ${s.campaign?.filesystems.join(', ')}`,
           s.enabled ? 'yes' : 'no',
           s.enabled ? when(s.next_run) : '—',
           when(s.last_run),

@@ -1,4 +1,4 @@
-import { ApiError, del, getWithToken, post, type NotifyEvent, type Subscription } from '../api';
+import { ApiError, del, enumText, getWithToken, post, type EventList, type ListSubscriptions, type Subscription } from '../api';
 import { h, table, when } from '../dom';
 import type { Page } from '../router';
 
@@ -13,11 +13,12 @@ function list(v: string): string[] {
 
 function filterText(s: Subscription): string {
   const f = s.filter;
-  const parts = [f.events.length ? f.events.join(', ') : 'every event'];
+  if (!f) return 'every event';
+  const parts = [f.events.length ? f.events.map(enumText).join(', ') : 'every event'];
   if (f.kernel) parts.push(`kernel ${f.kernel}`);
   if (f.scenario) parts.push(`scenario ${f.scenario}`);
   if (f.issue_kind) parts.push(`issue kind ${f.issue_kind}`);
-  if (f.schedule_id) parts.push(`schedule ${f.schedule_id}`);
+  if (f.schedule_id !== '0') parts.push(`schedule ${f.schedule_id}`);
   return parts.join('; ');
 }
 
@@ -38,7 +39,7 @@ export const subscriptionsPage: Page = async (root) => {
   };
   const refresh = async () => {
     try {
-      const { subscriptions } = await getWithToken<{ subscriptions: Subscription[] }>('/api/subscriptions');
+      const { subscriptions } = await getWithToken<ListSubscriptions>('/api/subscriptions');
       body.replaceChildren(
         subscriptions.length === 0
           ? h('p', { id: 'no-subscriptions' }, 'No subscriptions yet.')
@@ -48,7 +49,7 @@ export const subscriptionsPage: Page = async (root) => {
                 s.id,
                 s.name,
                 filterText(s),
-                s.webhook ?? (s.email ?? []).join(', '),
+                s.webhook?.url ?? (s.email?.to ?? []).join(', '),
                 s.delivered,
                 s.pending,
                 s.failed,
@@ -58,11 +59,11 @@ export const subscriptionsPage: Page = async (root) => {
               { id: 'subscriptions' },
             ),
       );
-      const recent = await getWithToken<{ events: NotifyEvent[] }>('/api/notifications?limit=20');
+      const recent = await getWithToken<EventList>('/api/notifications?limit=20');
       events.replaceChildren(
         table(
           ['id', 'when', 'kind', 'what'],
-          recent.events.map((e) => [e.id, when(e.at), e.kind, e.summary]),
+          recent.events.map((e) => [e.id, when(e.at), enumText(e.kind), e.summary]),
           { id: 'notify-events' },
         ),
       );
