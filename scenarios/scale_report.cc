@@ -193,8 +193,7 @@ std::string to_text(const std::vector<PointChange>& changes, const std::string& 
     out << buf;
   }
   const auto judged = std::count_if(changes.begin(), changes.end(), [](const PointChange& c) {
-    return c.change.significance == stats::Significance::Significant ||
-           c.change.significance == stats::Significance::WithinNoise;
+    return stats::judged(c.change.significance);
   });
   if (judged > 1)
     out << "significant: p below 5 % once adjusted (Benjamini-Hochberg) over the " << judged

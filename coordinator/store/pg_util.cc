@@ -60,11 +60,10 @@ bool deflate_into(const std::string& in, std::string& out) {
 std::string pack_outcome(const std::string& serialized) {
   if (serialized.size() < kPackFrom) return serialized;
   std::string out(1, kPacked);
-  uint64_t n = serialized.size();
-  do {  // the length, as a varint
-    out += static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
-    n >>= 7;
-  } while (n);
+  {  // the length, as a varint
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream(&stream).WriteVarint64(serialized.size());
+  }
   if (!deflate_into(serialized, out) || out.size() >= serialized.size()) return serialized;
   return out;
 }
@@ -76,13 +75,11 @@ v1::Outcome parse_outcome(const std::string& stored) {
     return o;
   }
   uint64_t size = 0;
-  size_t i = 1;
-  for (int shift = 0; i < stored.size() && shift < 64; shift += 7) {
-    const auto byte = static_cast<unsigned char>(stored[i++]);
-    size |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if (!(byte & 0x80)) break;
-  }
-  if (size == 0 || size > (64u << 20))
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(stored.data()) + 1,
+                                            static_cast<int>(stored.size() - 1));
+  const bool have_size = in.ReadVarint64(&size);
+  const size_t i = 1 + static_cast<size_t>(in.CurrentPosition());
+  if (!have_size || size == 0 || size > (64u << 20))
     throw StoreError("a stored outcome has a bad packed length", false);
   std::string raw(size, '\0');
   z_stream z{};

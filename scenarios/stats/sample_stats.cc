@@ -100,12 +100,15 @@ std::vector<double> bh_adjust(const std::vector<double>& p) {
   return out;
 }
 
+bool judged(Significance s) {
+  return s == Significance::Significant || s == Significance::WithinNoise;
+}
+
 void adjust_for_table(std::vector<Change*>& changes, double alpha) {
   std::vector<Change*> tested;
   std::vector<double> p;
   for (Change* c : changes)
-    if (c->significance == Significance::Significant ||
-        c->significance == Significance::WithinNoise) {
+    if (judged(c->significance)) {
       tested.push_back(c);
       p.push_back(c->p_value);
     }

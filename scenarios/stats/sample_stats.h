@@ -32,6 +32,9 @@ enum class Significance {
 // "significant", "within noise", "too few samples", "loaded: not judged",
 // "one run: not judged".
 const char* to_string(Significance s);
+// Whether the test was made: Significant or WithinNoise (the family a table's
+// adjustment covers).
+bool judged(Significance s);
 
 // after against before.
 struct Change {
