@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "scenarios/fs/view.h"
+#include "scenarios/fs/workspace.h"
 #include "tests/process_util.h"
 
 namespace {
@@ -82,16 +83,18 @@ std::set<std::string> run_folders() {
   return s;
 }
 
-// Run folders (/tmp/leapfrog-run-<supervisor pid>-*) not in `before` whose
-// supervisor is gone: left behind. A folder of a run still in flight belongs
-// to another process on the machine (another test binary), not to this test,
-// whose runs have all ended.
+// Run folders (/tmp/leapfrog-run-<supervisor pid>-<start>-*) not in `before`
+// whose supervisor is gone: left behind. A folder of a run still in flight
+// belongs to another process on the machine (another test binary), not to
+// this test, whose runs have all ended. A live pid with another start time is
+// a reused pid: its folder is left behind too.
 std::set<std::string> left_behind(const std::set<std::string>& before) {
   std::set<std::string> out;
   for (const auto& f : run_folders()) {
     if (before.count(f)) continue;
     const pid_t pid = std::atoi(stdfs::path(f).filename().string().c_str() + std::strlen("leapfrog-run-"));
-    if (pid > 0 && kill(pid, 0) == 0) continue;
+    const std::string live = pid > 0 ? leapfrog::fs::run_folder_prefix(pid) : "";
+    if (!live.empty() && f.rfind(live, 0) == 0) continue;
     out.insert(f);
   }
   return out;
@@ -723,7 +726,7 @@ pid_t start_long_run(std::string& folder) {
           static_cast<char*>(nullptr));
     _exit(127);
   }
-  const std::string prefix = "/tmp/leapfrog-run-" + std::to_string(pid) + "-";
+  const std::string prefix = leapfrog::fs::run_folder_prefix(pid);
   for (int i = 0; i < 3000 && folder.empty(); ++i) {
     for (const auto& f : run_folders())
       if (f.rfind(prefix, 0) == 0) folder = f;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "scenarios/fs/workspace.h"
 #include "tests/coordinator_fixture.h"
 
 namespace {
@@ -71,6 +72,7 @@ TEST_F(CoordinatorE2E, AgentKilledMidJobIsRequeuedAndItsRunDies) {
   int64_t job = 0;
   int attempt = 0;
   pid_t run_pid = 0;
+  std::string run_prefix;
   ASSERT_TRUE(poll_until(
       [&] {
         const Rows r = sql(url(),
@@ -82,10 +84,12 @@ TEST_F(CoordinatorE2E, AgentKilledMidJobIsRequeuedAndItsRunDies) {
           if (ppid != victim->pid() ||
               cmdline_of(pid).find("--die-with-parent") == std::string::npos)
             continue;
-          if (run_folders_of(pid).empty()) continue;
+          const std::string prefix = leapfrog::fs::run_folder_prefix(pid);
+          if (folders_with_prefix(prefix).empty()) continue;
           job = std::stoll(r[0][0]);
           attempt = std::stoi(r[0][1]);
           run_pid = pid;
+          run_prefix = prefix;
           return true;
         }
         return false;
@@ -113,7 +117,8 @@ TEST_F(CoordinatorE2E, AgentKilledMidJobIsRequeuedAndItsRunDies) {
         << "a process of the killed agent's run lingers: " << tree[i] << " " << cmdline_of(tree[i]);
     close(pidfds[i]);
   }
-  EXPECT_TRUE(run_folders_of(run_pid).empty()) << "the run left its folder";
+  EXPECT_EQ(folders_with_prefix(run_prefix), std::vector<std::string>{})
+      << "the run left its folder";
 
   wait_done(campaign);
   expect_one_outcome_per_job(campaign, 2);

@@ -48,12 +48,15 @@ inline int64_t sql_int(const std::string& url, const std::string& query) {
   return std::stoll(rows[0][0]);
 }
 
-// /tmp/leapfrog-run-<pid>-* folders of one `leapfrog-agent run` process.
-inline std::vector<std::string> run_folders_of(pid_t pid) {
+// The folders under /tmp whose path starts with `prefix`: a run's work
+// folders, given fs::run_folder_prefix of its process (taken while it lives;
+// the start time in it tells the run's folders from those of a dead process
+// that had the same pid).
+inline std::vector<std::string> folders_with_prefix(const std::string& prefix) {
   std::vector<std::string> out;
-  const std::string prefix = "leapfrog-run-" + std::to_string(pid) + "-";
+  if (prefix.empty()) return out;
   for (const auto& e : stdfs::directory_iterator("/tmp"))
-    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+    if (e.path().string().rfind(prefix, 0) == 0) out.push_back(e.path());
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,20 +67,60 @@ extern "C" void forward_signal(int sig) {
 
 }  // namespace
 
-// Removes /tmp/leapfrog-run-<pid>-* folders whose supervisor is gone. They are
-// empty on the host side (their tmpfs lived in the dead run's namespace), so
-// rmdir suffices and never removes anything a live run still uses.
+// The start time of `pid` in clock ticks since boot (field 22 of
+// /proc/<pid>/stat, after the parenthesized command name), or 0 when the
+// process is gone.
+static uint64_t start_ticks(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "re");
+  if (f == nullptr) return 0;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  // Fields 3 (state) to 21 come before the start time.
+  for (int field = 2; field < 22 && p != nullptr; ++field) p = std::strchr(p + 1, ' ');
+  return p == nullptr ? 0 : std::strtoull(p + 1, nullptr, 10);
+}
+
+std::string run_folder_prefix(pid_t pid) {
+  const uint64_t start = start_ticks(pid);
+  if (start == 0) return "";
+  return "/tmp/leapfrog-run-" + std::to_string(pid) + "-" + std::to_string(start) + "-";
+}
+
+// Removes /tmp/leapfrog-run-<pid>-<start>-* folders whose supervisor is gone:
+// its pid is free, or now names a process that started at another time (pids
+// are reused; pid_max is 32768 on many machines). Folders named before the
+// start time was part of the name (leapfrog-run-<pid>-XXXXXX) go when their
+// pid is free or is ours (we name ours with the start time). They are empty
+// on the host side (their tmpfs lived in the dead run's namespace), so rmdir
+// suffices and never removes anything a live run still uses.
 static void collect_stale_run_folders() {
   DIR* dir = opendir("/tmp");
   if (!dir) return;
+  const std::string prefix = "leapfrog-run-";
   while (dirent* e = readdir(dir)) {
     const std::string name = e->d_name;
-    const std::string prefix = "leapfrog-run-";
     if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || pid == getpid()) continue;
-    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    rmdir(("/tmp/" + name).c_str());
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '-') continue;
+    // A second '-' after the pid's: the start time is in the name.
+    const char* rest = end + 1;
+    const bool named_with_start = std::strchr(rest, '-') != nullptr;
+    bool stale;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      stale = true;
+    } else if (named_with_start) {
+      const uint64_t start = std::strtoull(rest, nullptr, 10);
+      const uint64_t now = start_ticks(static_cast<pid_t>(pid));
+      stale = now != 0 && now != start;
+    } else {
+      stale = pid == getpid();
+    }
+    if (stale) rmdir(("/tmp/" + name).c_str());
   }
   closedir(dir);
 }
@@ -90,9 +131,11 @@ int run_sandboxed(const std::function<int(const std::string& workdir)>& body) {
                      std::to_string(geteuid()));
   }
   collect_stale_run_folders();
-  // The name carries our pid, so a later run can tell the folder of a
-  // supervisor that was killed outright (SIGKILL) and remove it.
-  std::string templ = "/tmp/leapfrog-run-" + std::to_string(getpid()) + "-XXXXXX";
+  // The name carries our pid and start time, so a later run can tell the
+  // folder of a supervisor that was killed outright (SIGKILL) and remove it.
+  const std::string prefix = run_folder_prefix(getpid());
+  if (prefix.empty()) throw SetupError("cannot read this process's start time in /proc/self/stat");
+  std::string templ = prefix + "XXXXXX";
   if (mkdtemp(templ.data()) == nullptr)
     throw SetupError(errno_message("mkdtemp /tmp/leapfrog-run-*", errno));
   std::string workdir = templ;

@@ -50,6 +50,13 @@ FsSpec parse_fs_name(const std::string& name);
 // Requires root; throws SetupError otherwise.
 int run_sandboxed(const std::function<int(const std::string& workdir)>& body);
 
+// The start of the work folder names of run_sandboxed calls made by process
+// `pid`: "/tmp/leapfrog-run-<pid>-<start>-", where <start> is the process's
+// start time (clock ticks since boot, /proc/<pid>/stat), so that the name
+// tells the folder of a live process from one left by a dead process whose
+// pid was reused. "" when `pid` is gone.
+std::string run_folder_prefix(pid_t pid);
+
 // The file system under test, mounted inside the sandbox's work folder.
 // Mutators change the tree under mutate_root(); observers look up under
 // lookup_root(). They are the same folder except for the FUSE kinds, where

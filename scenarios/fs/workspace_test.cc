@@ -328,6 +328,51 @@ TEST_F(SandboxTest, MountsStayInTheChildNamespace) {
   expect_no_trace();
 }
 
+// A supervisor killed outright leaves its empty folder; the next sandbox
+// removes it. pid_max is 32768 here, so a dead supervisor's pid is soon
+// another process's, possibly the very run that collects: the start time in
+// the name tells them apart. Without it the folder with our own pid stayed
+// until this process ended (CI saw it as a run that "left its folder").
+TEST_F(SandboxTest, FoldersOfDeadSupervisorsGoEvenWhenTheirPidIsReused) {
+  const std::string mine = run_folder_prefix(getpid());
+  ASSERT_EQ(mine.rfind("/tmp/leapfrog-run-" + std::to_string(getpid()) + "-", 0), 0u) << mine;
+  const std::string init = run_folder_prefix(1);
+  ASSERT_FALSE(init.empty());
+  // The start times: ours, and one that is not (the "-" ends each prefix).
+  const auto start_of = [](const std::string& prefix) {
+    const std::string head = prefix.substr(0, prefix.size() - 1);
+    return std::stoull(head.substr(head.rfind('-') + 1));
+  };
+  const std::string pid_s = std::to_string(getpid());
+  const std::string reused =
+      "/tmp/leapfrog-run-" + pid_s + "-" + std::to_string(start_of(mine) + 1) + "-aB3dE9";
+  const std::string old_name = "/tmp/leapfrog-run-" + pid_s + "-Zq81xy";
+  const std::string init_reused =
+      "/tmp/leapfrog-run-1-" + std::to_string(start_of(init) + 7) + "-kE3pQ1";
+  const std::string init_live = init + "kE3pQ2";
+  const std::vector<std::string> made = {reused, old_name, init_reused, init_live};
+  for (const auto& d : made) {
+    rmdir(d.c_str());  // a failed earlier run's
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d;
+  }
+
+  int status = run_sandboxed([&](const std::string& workdir) {
+    workdir_.set(workdir);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+  expect_no_trace();
+  EXPECT_EQ(workdir_.get().rfind(mine, 0), 0u) << workdir_.get();
+  struct stat st;
+  EXPECT_NE(lstat(reused.c_str(), &st), 0) << "a folder with our pid and another start time stayed";
+  EXPECT_NE(lstat(old_name.c_str(), &st), 0) << "an old-style folder with our pid stayed";
+  EXPECT_NE(lstat(init_reused.c_str(), &st), 0)
+      << "a live pid's folder with another start time stayed";
+  EXPECT_EQ(lstat(init_live.c_str(), &st), 0) << "the folder of a live process was removed";
+  for (const auto& d : made) rmdir(d.c_str());
+  EXPECT_EQ(run_folder_prefix(-1), "");
+}
+
 TEST(SandboxRootTest, RefusesWithoutRoot) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
