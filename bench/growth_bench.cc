@@ -181,7 +181,8 @@ std::vector<Route> routes_of(const std::string& url) {
   return {
       {"overview", "/api/overview"},
       {"campaigns", "/api/campaigns"},
-      {"campaign (latest)", "/api/campaigns/" + campaign},
+      // The dashboard's campaign page asks for 200 jobs a page.
+      {"campaign (latest)", "/api/campaigns/" + campaign + "?limit=200"},
       {"job (with violations)", "/api/jobs/" + job},
       {"outcomes", "/api/outcomes"},
       {"outcomes failed", "/api/outcomes?failed=1"},

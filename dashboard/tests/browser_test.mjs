@@ -335,6 +335,25 @@ try {
     assert(/online/.test(text), 'no agent online');
   });
 
+  await check('a campaign pages its jobs: "More jobs" adds the next page, and the last has none', async () => {
+    const { body } = await lf.api('GET', `/api/campaigns/${nightlyId}?limit=1000`);
+    const all = body.jobs.map((j) => `#${j.job_id}`).sort();
+    assert(all.length >= 2 && body.jobs_next_page_token === "", `want one page of 2 jobs or more: ${all}`);
+    await visit(`/campaigns/${nightlyId}?limit=1`);
+    const rows = () => page.$$eval('#jobs tbody tr', (trs) => trs.length);
+    assert((await rows()) === 1, `rows on the first page of one: ${await rows()}`);
+    const said = await page.textContent('#jobs-shown');
+    assert(said.includes(`The first 1 of ${all.length} jobs`), said);
+    for (let n = 2; n <= all.length; n++) {
+      await page.click('#jobs-more');
+      await page.waitForFunction((want) => document.querySelectorAll('#jobs tbody tr').length === want, n, { timeout: 10_000 });
+    }
+    assert((await page.$('#jobs-more')) === null, 'a "More jobs" button after the last page');
+    assert((await page.$('#jobs-shown')) === null, 'the whole list still says it is a part');
+    const shown = await page.$$eval('#jobs tbody tr td:first-child', (tds) => tds.map((td) => td.textContent.trim()).sort());
+    assert(JSON.stringify(shown) === JSON.stringify(all), `shown ${shown}, listed ${all}`);
+  });
+
   await check('agents page through the list: "More agents" adds the next page, and the last has none', async () => {
     const { body } = await lf.api('GET', '/api/agents');
     const all = body.agents.map((a) => a.agent.name).sort();

@@ -33,13 +33,24 @@ export const campaignsPage: Page = async (root) => {
   return () => clearInterval(timer);
 };
 
-export const campaignPage: Page = async (root, [id]) => {
+export const campaignPage: Page = async (root, [id], query) => {
   const head = h('div', {});
   const matrix = h('div', {});
   const jobs = h('div', {});
   root.append(h('h1', {}, `Campaign #${id}`), head, h('h2', {}, 'Matrix'), matrix, h('h2', {}, 'Jobs'), jobs);
+  // Page by page (a nightly has thousands of jobs): "More jobs" reads one
+  // page more on every refresh.
+  const limit = Number(query.get('limit')) || 200;
+  let pages = 1;
   const refresh = async () => {
-    const d = await get<CampaignPage>(`/api/campaigns/${id}`);
+    const d = await get<CampaignPage>(`/api/campaigns/${id}?limit=${limit}`);
+    let shown = d.jobs;
+    let next = d.jobs_next_page_token;
+    for (let i = 1; i < pages && next; i++) {
+      const more = await get<CampaignPage>(`/api/campaigns/${id}?limit=${limit}&page=${encodeURIComponent(next)}`);
+      shown = shown.concat(more.jobs);
+      next = more.jobs_next_page_token;
+    }
     const c = d.campaign!;
     head.replaceChildren(
       h('p', {}, `${c.spec?.name ?? ''}, created ${when(c.created_at)}, ${enumText(c.state)}; `, c.schedule_id !== '0' ? `schedule #${c.schedule_id}` : 'made by hand'),
@@ -51,7 +62,7 @@ export const campaignPage: Page = async (root, [id]) => {
     jobs.replaceChildren(
       table(
         ['job', 'scenario', 'fs', 'kernel', 'seed', 'state', 'attempt', 'verdict', 'reason'],
-        d.jobs.map((j) => [
+        shown.map((j) => [
           link(`#/jobs/${j.job_id}`, `#${j.job_id}`),
           j.spec?.scenario ?? '',
           j.spec?.fs ?? '',
@@ -65,7 +76,12 @@ export const campaignPage: Page = async (root, [id]) => {
         { id: 'jobs' },
       ),
       // A page of the jobs: say so rather than look complete.
-      ...(d.jobs_next_page_token ? [h('p', { class: 'muted', id: 'jobs-more' }, `The first ${d.jobs.length} of ${c.jobs} jobs; the matrix counts them all.`)] : []),
+      ...(next
+        ? [
+            h('p', { class: 'muted', id: 'jobs-shown' }, `The first ${shown.length} of ${c.jobs} jobs; the matrix counts them all.`),
+            h('button', { id: 'jobs-more', onclick: () => { pages++; refresh().catch(() => undefined); } }, 'More jobs'),
+          ]
+        : []),
     );
     return c.state;
   };
