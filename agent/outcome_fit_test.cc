@@ -3,22 +3,15 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include "agent/outcome_proto.h"
 #include "common/bounds.h"
 
 namespace leapfrog {
 namespace {
 
-using nlohmann::json;
-
 // A violation outcome with `n` violations, each with a history excerpt of
-// `history_bytes`, and outcome_json carrying them too (as the child writes).
+// `history_bytes`.
 v1::Outcome big(int n, size_t history_bytes) {
-  json raw = {{"verdict", "violation"},
-              {"notes", json::array({"a note of the run"})},
-              {"violations", json::array()}};
   v1::Outcome o;
   o.mutable_run()->add_notes("a note of the run");
   o.set_verdict(v1::VERDICT_VIOLATION);
@@ -26,19 +19,14 @@ v1::Outcome big(int n, size_t history_bytes) {
   o.set_violation_count(5000);
   (*o.mutable_violations_by_kind())["stale-entry"] = 5000;
   for (int i = 0; i < n; ++i) {
-    json d = {{"kind", "stale-entry"},
-              {"path", "l/f"},
-              {"record", i},
-              {"history", json::array({std::string(history_bytes, 'h')})}};
-    raw["violations"].push_back(d);
     auto* v = o.add_violations();
-    v->set_kind("stale-entry");
+    v->set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
     v->set_path("l/f");
     v->set_observed("error ENOENT");
     v->set_invoke_ns(i);
-    v->set_detail_json(d.dump());
+    v->mutable_detail()->set_record(static_cast<uint64_t>(i));
+    v->mutable_detail()->add_history()->set_value(std::string(history_bytes, 'h'));
   }
-  o.set_outcome_json(raw.dump());
   return o;
 }
 
@@ -54,8 +42,8 @@ TEST(FitOutcome, AnOutcomeThatFitsIsLeftAlone) {
 }
 
 TEST(FitOutcome, HistoriesGoFirstAndEveryViolationStays) {
-  // 50 violations of 12 KB each, twice over (outcome_json): ~1.2 MB.
-  v1::Outcome o = big(50, 12 << 10);
+  // 50 violations of 24 KB each: ~1.2 MB.
+  v1::Outcome o = big(50, 24 << 10);
   ASSERT_GT(o.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_TRUE(fit_outcome(o, kMaxOutcomeBytes));
   EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
@@ -63,12 +51,10 @@ TEST(FitOutcome, HistoriesGoFirstAndEveryViolationStays) {
   EXPECT_EQ(o.verdict(), v1::VERDICT_VIOLATION);
   EXPECT_EQ(o.violation_count(), 5000u);
   EXPECT_EQ(o.violations_by_kind().at("stale-entry"), 5000u);
-  const json raw = json::parse(o.outcome_json());
-  EXPECT_FALSE(raw.contains("violations"));
   const auto notes = notes_of(o);
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_EQ(notes[0], "a note of the run");
-  EXPECT_NE(notes[1].find("outcome_json dropped its copy of the violations"), std::string::npos)
+  EXPECT_NE(notes[1].find("violations dropped their history excerpts"), std::string::npos)
       << notes[1];
 }
 
@@ -79,8 +65,8 @@ TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
   EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_EQ(o.violations_size(), 50) << "dropping histories should have been enough";
   // The histories went from the last violation backwards: the first kept theirs.
-  EXPECT_TRUE(json::parse(o.violations(0).detail_json()).contains("history"));
-  EXPECT_FALSE(json::parse(o.violations(49).detail_json()).contains("history"));
+  EXPECT_EQ(o.violations(0).detail().history_size(), 1);
+  EXPECT_EQ(o.violations(49).detail().history_size(), 0);
 
   // Violations too big without their history: the last ones are dropped.
   v1::Outcome fat;
@@ -88,9 +74,9 @@ TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
   fat.set_violation_count(300);
   for (int i = 0; i < 300; ++i) {
     auto* v = fat.add_violations();
-    v->set_kind("stale-grant");
+    v->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     v->set_invoke_ns(i);
-    v->set_detail_json(json{{"steps", std::string(8 << 10, 's')}}.dump());
+    v->mutable_detail()->add_steps()->set_component(std::string(8 << 10, 's'));
   }
   EXPECT_TRUE(fit_outcome(fat, kMaxOutcomeBytes));
   EXPECT_LE(fat.ByteSizeLong(), kMaxOutcomeBytes);
@@ -106,15 +92,14 @@ TEST(FitOutcome, ThenTheLastViolationsGoAndTheCountsStay) {
       << notes.back();
 }
 
-// As the agent sends them now: typed details, the JSON without the violations.
+// The rest of a detail stays when its history goes.
 TEST(FitOutcome, TypedHistoriesGoFromTheLastViolationBackwards) {
   v1::Outcome o;
   o.set_verdict(v1::VERDICT_VIOLATION);
   o.set_violation_count(50);
-  o.set_outcome_json(json{{"notes", json::array()}}.dump());
   for (int i = 0; i < 50; ++i) {
     auto* v = o.add_violations();
-    v->set_kind("stale-entry");
+    v->set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
     v->mutable_detail()->set_record(static_cast<uint64_t>(i));
     v->mutable_detail()->add_versions()->set_value("#0");
     v->mutable_detail()->add_history()->set_value(std::string(40 << 10, 'h'));
@@ -136,7 +121,6 @@ TEST(FitOutcome, AHugeErrorKeepsItsTail) {
   v1::Outcome o;
   o.set_verdict(v1::VERDICT_ERROR);
   o.set_error(std::string(3 << 20, 'e') + "the end of the error");
-  o.set_outcome_json("not json");
   EXPECT_TRUE(fit_outcome(o, kMaxOutcomeBytes));
   EXPECT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
   EXPECT_EQ(o.verdict(), v1::VERDICT_ERROR);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/ktap/words.h"
 #include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
@@ -54,7 +55,7 @@ v1::Outcome outcome_from_json(const std::string& text) {
   if (j.contains("violations")) {
     for (const auto& v : j.at("violations")) {
       auto* p = o.add_violations();
-      p->set_kind(v.value("kind", ""));
+      p->set_kind(ktap::violation_kind_from(v.value("kind", "")));
       p->set_actor(v.value("actor", 0u));
       p->set_op(v.value("op", ""));
       p->set_path(v.value("path", ""));
@@ -106,18 +107,11 @@ v1::Outcome outcome_from_json(const std::string& text) {
   }
   if (auto scale = scale_run_from_json(j)) *o.mutable_scale() = std::move(*scale);
   *o.mutable_run() = run_detail_from_json(j);
-  // Every part of the JSON is typed now: outcome_json stays empty.
   stamp(o);
   return o;
 }
 
 namespace {
-
-// outcome_json as an object (an empty one if it is not JSON).
-json raw_of(const v1::Outcome& o) {
-  json raw = json::parse(o.outcome_json(), nullptr, false);
-  return raw.is_object() ? raw : json::object();
-}
 
 void add_note(v1::Outcome& o, const std::string& note) {
   o.mutable_run()->add_notes(note);
@@ -136,24 +130,11 @@ bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
   if (before <= max_bytes) return false;
   const std::string why = "the outcome was " + std::to_string(before) +
                           " bytes, over the coordinator's " + std::to_string(max_bytes) + ": ";
-  json raw = raw_of(o);
-  if (raw.contains("violations")) {
-    raw.erase("violations");
-    o.set_outcome_json(raw.dump());
-    add_note(o, why + "outcome_json dropped its copy of the violations (they are in the outcome)");
-  }
   size_t dropped_history = 0;
   for (int i = o.violations_size() - 1; i >= 0 && o.ByteSizeLong() > max_bytes; --i) {
     v1::Violation* v = o.mutable_violations(i);
-    if (v->has_detail() && v->detail().history_size() > 0) {
-      v->mutable_detail()->clear_history();
-      ++dropped_history;
-      continue;
-    }
-    json d = json::parse(v->detail_json(), nullptr, false);  // an outcome made before `detail`
-    if (!d.is_object() || !d.contains("history")) continue;
-    d.erase("history");
-    v->set_detail_json(d.dump());
+    if (v->detail().history_size() == 0) continue;
+    v->mutable_detail()->clear_history();
     ++dropped_history;
   }
   if (dropped_history)
@@ -174,13 +155,8 @@ bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
     o.set_console_tail(tail_of(o.console_tail(), 64 << 10));
     add_note(o, why + "error and console_tail keep their last 64 KiB");
   }
-  if (o.ByteSizeLong() > max_bytes && !o.outcome_json().empty()) {
-    o.clear_outcome_json();
-    add_note(o, why + "outcome_json was dropped (its parts are typed)");
-  }
   if (o.ByteSizeLong() > max_bytes && o.violations_size() > 0) {
     o.mutable_violations(0)->clear_detail();
-    o.mutable_violations(0)->set_detail_json("{}");
     add_note(o, why + "the one violation kept dropped its detail (its fields are kept)");
   }
   return true;

@@ -1,7 +1,7 @@
 #pragma once
 // Converts the outcome JSON that `leapfrog-agent run --json` prints into the
 // wire Outcome the coordinator stores, typed part by part (scale run,
-// violation details, the run's detail and notes); outcome_json stays empty.
+// violation details, the run's detail and notes).
 
 #include <string>
 
@@ -17,12 +17,9 @@ v1::Outcome error_outcome(const std::string& why);
 
 // Makes `o` fit in `max_bytes` serialized (the coordinator refuses larger
 // outcomes) and says what it left out; the verdict and every count stay.
-// In order, until it fits: outcome_json (set only by older agents' spooled
-// outcomes) loses its copy of the violations;
-// violations lose their history excerpts (typed, or in an old detail_json),
-// last first; the last violations
-// go (violation_count and violations_by_kind still count them); error and
-// console_tail keep their last 64 KiB; outcome_json goes; the one
+// In order, until it fits: violations lose their history excerpts, last
+// first; the last violations go (violation_count and violations_by_kind
+// still count them); error and console_tail keep their last 64 KiB; the one
 // violation left drops its detail. Each step adds a note to Outcome.run's
 // notes. Returns false if nothing needed trimming.
 bool fit_outcome(v1::Outcome& o, size_t max_bytes);

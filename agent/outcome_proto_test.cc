@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/ktap/words.h"
+#include "common/outcome/legacy.h"
 #include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
@@ -17,6 +19,13 @@ namespace leapfrog {
 namespace {
 
 using nlohmann::json;
+
+template <class M>
+M parsed(const std::string& bytes) {
+  M m;
+  EXPECT_TRUE(m.ParseFromString(bytes));
+  return m;
+}
 
 Outcome scale_run() {
   Outcome o;
@@ -61,13 +70,17 @@ TEST(OutcomeProto, AScaleRunIsTypedAndReadsBackAsWritten) {
   for (int i = 0; i < 2; ++i)  // every field, exactly
     EXPECT_EQ(to_json(from_proto(o.scale().points(i))), to_json(run.scale[i]));
   EXPECT_EQ(to_json(from_proto(o.scale().host())), to_json(run.scale_host));
-  // scale_run_of reads the typed run, and an old row's JSON the same way.
-  EXPECT_TRUE(o.outcome_json().empty());
-  v1::Outcome old = o;
-  old.clear_scale();
-  old.set_outcome_json(to_json(run).dump());
+  // An old outcome's JSON (field 14) upgrades to the same typed run.
+  v1::Outcome bare = o;
+  bare.clear_scale();
+  bare.clear_run();
+  v1::Outcome old = parsed<v1::Outcome>(with_old_field(bare, 14, to_json(run).dump()));
+  EXPECT_FALSE(old.has_scale());
+  EXPECT_TRUE(upgrade_legacy(old));
   ASSERT_TRUE(scale_run_of(old));
   EXPECT_EQ(scale_run_of(old)->SerializeAsString(), o.scale().SerializeAsString());
+  EXPECT_EQ(old.GetReflection()->GetUnknownFields(old).field_count(), 0);  // the JSON went
+  EXPECT_FALSE(upgrade_legacy(old));                                       // nothing left to do
 }
 
 TEST(OutcomeProto, AnOutcomeWithoutPointsHasNoScale) {
@@ -108,13 +121,19 @@ TEST(OutcomeProto, TheRunsDetailIsTypedAndTheOldJsonReadsTheSame) {
   EXPECT_EQ(d.timing().warmup_rounds(), 8u);
   ASSERT_EQ(d.notes_size(), 2);
   EXPECT_EQ(d.notes(1), "second");
-  // run_detail_of reads the typed detail, and an old row's JSON the same way.
-  EXPECT_EQ(run_detail_of(o).SerializeAsString(), d.SerializeAsString());
-  EXPECT_TRUE(run_detail_of(v1::Outcome()).SerializeAsString().empty());
-  v1::Outcome old = o;
-  old.clear_run();
-  old.set_outcome_json(to_json(run).dump());
-  EXPECT_EQ(run_detail_of(old).SerializeAsString(), d.SerializeAsString());
+  // An old outcome's JSON (field 14) upgrades to the same typed detail; one
+  // whose `run` is set keeps it.
+  v1::Outcome bare = o;
+  bare.clear_run();
+  v1::Outcome old = parsed<v1::Outcome>(with_old_field(bare, 14, to_json(run).dump()));
+  EXPECT_TRUE(upgrade_legacy(old));
+  EXPECT_EQ(old.run().SerializeAsString(), d.SerializeAsString());
+  v1::Outcome both = parsed<v1::Outcome>(with_old_field(o, 14, json{{"rounds", 1}}.dump()));
+  EXPECT_TRUE(upgrade_legacy(both));
+  EXPECT_EQ(both.run().SerializeAsString(), d.SerializeAsString());
+  v1::Outcome garbled = parsed<v1::Outcome>(with_old_field(bare, 14, "not json"));
+  EXPECT_TRUE(upgrade_legacy(garbled));
+  EXPECT_FALSE(garbled.has_run());
 }
 
 Violation a_violation() {
@@ -149,22 +168,52 @@ TEST(OutcomeProto, AViolationsDetailIsTypedAndReadsBackAsTheRunWroteIt) {
   ASSERT_EQ(o.violations_size(), 1);
   const v1::Violation& v = o.violations(0);
   ASSERT_TRUE(v.has_detail());
-  EXPECT_TRUE(v.detail_json().empty());  // kept once
+  EXPECT_EQ(v.kind(), v1::VIOLATION_KIND_STALE_ENTRY);
   EXPECT_EQ(v.detail().record(), 41u);
   ASSERT_EQ(v.detail().versions_size(), 2);
   EXPECT_FALSE(v.detail().versions(0).has_from_ns());  // the initial version
   EXPECT_EQ(v.detail().versions(1).node_kind(), v1::NODE_KIND_ABSENT);
   EXPECT_EQ(v.detail().history(1).err(), 17);
-  EXPECT_EQ(detail_json_of(v), to_json(run.check.violations[0]));
-  // No JSON carries a second copy of the violations.
-  EXPECT_TRUE(o.outcome_json().empty());
-  // A violation sent before the typed detail is read from its JSON.
-  v1::Violation old = v;
-  old.clear_detail();
-  old.set_detail_json(to_json(run.check.violations[0]).dump());
-  EXPECT_EQ(detail_json_of(old), detail_json_of(v));
-  old.set_detail_json("not json");
-  EXPECT_TRUE(detail_json_of(old).is_null());
+  EXPECT_EQ(violation_json(v), to_json(run.check.violations[0]));
+  // No unknown field carries a second copy of anything.
+  EXPECT_EQ(o.GetReflection()->GetUnknownFields(o).field_count(), 0);
+  // A violation of the old shape (string kind 1, detail_json 12) upgrades
+  // to the same typed one.
+  v1::Violation bare = v;
+  bare.clear_detail();
+  bare.clear_kind();
+  const std::string word = to_json(run.check.violations[0]).at("kind");
+  v1::Violation old =
+      parsed<v1::Violation>(with_old_field(parsed<v1::Violation>(with_old_field(bare, 1, word)), 12,
+                                           to_json(run.check.violations[0]).dump()));
+  EXPECT_EQ(old.kind(), v1::VIOLATION_KIND_UNSPECIFIED);
+  EXPECT_TRUE(upgrade_legacy(old));
+  EXPECT_EQ(old.SerializeAsString(), v.SerializeAsString());
+  EXPECT_EQ(violation_json(old), violation_json(v));
+  // A detail that is not JSON leaves none, as the old readers showed none.
+  v1::Violation garbled = parsed<v1::Violation>(with_old_field(bare, 12, "not json"));
+  EXPECT_TRUE(upgrade_legacy(garbled));
+  EXPECT_FALSE(garbled.has_detail());
+  EXPECT_TRUE(violation_json(garbled).is_null());
+}
+
+TEST(ViolationKindWords, EveryKindTheOracleReportsHasOneWordBothWays) {
+  for (int k = 0; k < kViolationKinds; ++k) {
+    const std::string word = to_string(static_cast<ViolationKind>(k));
+    const v1::ViolationKind kind = ktap::violation_kind_from(word);
+    EXPECT_NE(kind, v1::VIOLATION_KIND_UNSPECIFIED) << word;
+    EXPECT_EQ(ktap::violation_kind_word(kind), word);
+  }
+  // Every enum value but UNSPECIFIED has a word.
+  const auto* e = v1::ViolationKind_descriptor();
+  for (int i = 0; i < e->value_count(); ++i) {
+    const auto kind = static_cast<v1::ViolationKind>(e->value(i)->number());
+    EXPECT_EQ(ktap::violation_kind_word(kind).empty(), kind == v1::VIOLATION_KIND_UNSPECIFIED)
+        << e->value(i)->name();
+  }
+  EXPECT_EQ(e->value_count(), kViolationKinds + 1);
+  EXPECT_EQ(ktap::violation_kind_from("stale"), v1::VIOLATION_KIND_UNSPECIFIED);
+  EXPECT_EQ(ktap::violation_kind_word(static_cast<v1::ViolationKind>(99)), "");
 }
 
 }  // namespace

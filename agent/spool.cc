@@ -14,6 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/outcome/legacy.h"
+
 namespace leapfrog {
 namespace {
 
@@ -92,7 +94,11 @@ bool Spool::load(const std::string& file, v1::ReportOutcomeRequest& req) {
   std::ifstream in(file, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
-  return req.ParseFromString(ss.str());
+  if (!req.ParseFromString(ss.str())) return false;
+  // An outcome spooled by an agent older than this one: its old fields typed.
+  upgrade_legacy(*req.mutable_outcome());
+  for (auto& v : *req.mutable_outcome()->mutable_violations()) upgrade_legacy(v);
+  return true;
 }
 
 std::string Spool::file_for(int64_t job, uint32_t attempt) const {

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "bench/touch_every_lease_store.h"
+#include "common/ktap/words.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
@@ -709,14 +710,12 @@ class Bench {
       o.set_epsilon_ns(200);
       o.set_ops_per_sec(50000.5);
       o.mutable_elapsed()->set_seconds(5);
-      o.set_outcome_json(
-          "{\"verdict\":\"violation\",\"ops\":200000,\"scenario\":\"setattr-lookup\"}");
       int v_count = count(rng);
       o.set_violation_count(static_cast<uint64_t>(v_count));
       (*o.mutable_violations_by_kind())["stale-grant"] = static_cast<uint64_t>(v_count);
       for (int k = 0; k < v_count; ++k) {
         auto* v = o.add_violations();
-        v->set_kind(k % 3 ? "stale-grant" : "stale-entry");
+        v->set_kind(k % 3 ? v1::VIOLATION_KIND_STALE_GRANT : v1::VIOLATION_KIND_STALE_ENTRY);
         v->set_actor(static_cast<uint32_t>(k % 5));
         v->set_op(k % 2 ? "openat" : "stat");
         v->set_path("d0/d1/d2/file-" + std::to_string(k));
@@ -727,10 +726,15 @@ class Bench {
         v->set_object("dir:/d0/d1");
         v->set_observed("granted");
         v->set_expected("EACCES");
-        v->set_detail_json(
-            "{\"versions\":[{\"mode\":\"0700\",\"t0\":1000000000100,\"t1\":1000000000400},"
-            "{\"mode\":\"0755\",\"t0\":1000000000400}],\"walk\":[\"d0\",\"d1\",\"d2\"],\"k\":" +
-            std::to_string(k) + "}");
+        v1::ViolationDetail* d = v->mutable_detail();
+        d->set_record(static_cast<uint64_t>(k));
+        v1::PossibleVersion* first = d->add_versions();
+        first->set_value("mode=0700");
+        first->set_from_ns(1000000000100);
+        first->set_to_ns(1000000000400);
+        v1::PossibleVersion* second = d->add_versions();
+        second->set_value("mode=0755");
+        second->set_from_ns(1000000000400);
       }
     }
     return out;
@@ -798,10 +802,10 @@ class Bench {
       for (size_t i = 0; i < outcomes.size(); ++i) {
         int idx = 0;
         for (const auto& v : outcomes[i].violations()) {
-          copy << std::make_tuple(ids[i], 1, idx++, v.kind(), static_cast<int64_t>(v.actor()),
-                                  v.op(), v.path(), v.step(), v.component(), v.object(),
-                                  v.observed(), v.expected(), v.invoke_ns(), v.complete_ns(),
-                                  v.detail_json());
+          copy << std::make_tuple(ids[i], 1, idx++, ktap::violation_kind_word(v.kind()),
+                                  static_cast<int64_t>(v.actor()), v.op(), v.path(), v.step(),
+                                  v.component(), v.object(), v.observed(), v.expected(),
+                                  v.invoke_ns(), v.complete_ns(), std::string());
         }
       }
       copy.complete();

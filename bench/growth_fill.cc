@@ -3,6 +3,7 @@
 #include "bench/growth_fill.h"
 
 #include "agent/outcome_proto.h"
+#include "common/outcome/scale_proto.h"
 
 #include <algorithm>
 #include <atomic>
@@ -232,7 +233,7 @@ void GrowthFiller::night(int day, uint64_t jobs) {
         if (job->spec().scenario() == kScale) {
           outcome->set_verdict(v1::VERDICT_PASS);
           outcome->set_ops(1000);
-          outcome->set_outcome_json(scale_json(rng, base));
+          *outcome->mutable_scale() = *scale_run_from_json(json::parse(scale_json(rng, base)));
         } else {
           *outcome = race_outcome(rng, violation(rng));
         }

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <pqxx/pqxx>
+
+#include "common/outcome/legacy.h"
 #include "common/outcome/scale_proto.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/pg_store.h"
@@ -24,8 +27,8 @@ const TimePoint kT0 = TimePoint(Duration(1'800'000'000'000'000));
 
 // How a test outcome carries its run.
 enum class Shape {
-  Typed,    // Outcome.scale and the agent's JSON, as agents report today
-  JsonOnly  // the JSON alone, as outcomes stored before Outcome.scale are
+  Typed,    // Outcome.scale, as agents report today
+  JsonOnly  // the JSON alone (old field 14), as old agents sent it
 };
 
 // A lookup-scale outcome: lseek1 processes at 1 and 2 tasks, five samples
@@ -48,14 +51,33 @@ v1::Outcome scale_outcome(double ops1, double ops2, v1::Verdict verdict = v1::VE
   const json j{{"verdict", "pass"},
                {"scale", points},
                {"scale_host", {{"cpus", 2}, {"sample_s", 0.02}, {"warnings", {"busy"}}}}};
-  o.set_outcome_json(j.dump());
-  if (shape == Shape::Typed) *o.mutable_scale() = scale_run_from_json(j).value();
-  return o;
+  if (shape == Shape::Typed) {
+    *o.mutable_scale() = scale_run_from_json(j).value();
+    return o;
+  }
+  v1::Outcome old;
+  EXPECT_TRUE(old.ParseFromString(with_old_field(o, 14, j.dump())));
+  return old;
 }
 
 class ScalingRegressionsTest : public testing::PostgresSuite<ScalingRegressionsTest> {
  protected:
-  void SetUp() override { store_ = std::make_unique<PgStore>(pg_->url(fresh_database("scaling"))); }
+  void SetUp() override {
+    url_ = pg_->url(fresh_database("scaling"));
+    store_ = std::make_unique<PgStore>(url_);
+  }
+
+  // Runs migration 18 again, as on a database that old agents wrote to.
+  void migrate_again() {
+    store_.reset();
+    {
+      pqxx::connection c(url_);
+      pqxx::work txn(c);
+      txn.exec("DELETE FROM schema_migrations WHERE version = 18");
+      txn.commit();
+    }
+    store_ = std::make_unique<PgStore>(url_);
+  }
 
   // One nightly campaign on `kernel`, `day` days after kT0: a job per
   // outcome, each leased and reported with it.
@@ -110,6 +132,7 @@ class ScalingRegressionsTest : public testing::PostgresSuite<ScalingRegressionsT
                 ReportResult::Stored);
     }
   }
+  std::string url_;
   std::unique_ptr<PgStore> store_;
 };
 
@@ -207,17 +230,16 @@ TEST_F(ScalingRegressionsTest, AKernelWhoseRunsAreOlderThan600OthersIsFoundAndFl
   EXPECT_NEAR(flagged[0].drops[0].change.change_pct, -25.0, 0.01);
 }
 
-// A run stored before Outcome.scale existed is read from its JSON, as the
-// same run stored typed (without the JSON) is read from its fields.
+// A run stored before Outcome.scale existed (its JSON alone), once migration
+// 18 converted it, reads as the same run stored typed.
 TEST_F(ScalingRegressionsTest, ARunStoredBeforeTypedScaleReadsAsTheTypedOne) {
   night("old", 0, {scale_outcome(1e6, 2e6, v1::VERDICT_PASS, Shape::JsonOnly)});
-  v1::Outcome typed = scale_outcome(1e6, 2e6);
-  typed.clear_outcome_json();
-  night("typed", 0, {typed});
+  night("typed", 0, {scale_outcome(1e6, 2e6)});
+  EXPECT_THROW(latest_scaling_runs(*store_, {"old"}), NoScalingRun);  // no reader takes JSON
+  migrate_again();
   const ScalingRuns found = latest_scaling_runs(*store_, {"old", "typed"});
   ASSERT_EQ(found.runs.size(), 2u);
-  EXPECT_FALSE(found.runs[0].outcome().has_scale());
-  EXPECT_TRUE(found.runs[1].outcome().outcome_json().empty());
+  EXPECT_TRUE(found.runs[0].outcome().has_scale());
   const auto old_points = scale_points(found.runs[0]);
   const auto typed_points = scale_points(found.runs[1]);
   ASSERT_EQ(old_points.size(), 2u);
@@ -242,9 +264,8 @@ TEST_F(ScalingRegressionsTest, ARunStoredBeforeTypedScaleReadsAsTheTypedOne) {
   EXPECT_EQ(json::parse(rows[0].host_json), json::parse(rows[1].host_json));
   ASSERT_EQ(rows[1].points.size(), 2u);
   EXPECT_EQ(rows[1].points[1].samples, typed_points[1].samples);
-  // Neither shape: no points, no host.
+  // No run: no points, no host.
   v1::OutcomeRecord none;
-  none.mutable_outcome()->set_outcome_json("not json");
   EXPECT_TRUE(scale_points(none).empty());
   EXPECT_TRUE(scale_host(none).is_null());
 }

@@ -791,7 +791,7 @@ TEST_F(CoordinatorServerTest, ExpiredLeaseIsLeasedAgainAndTheOldAttemptSupersede
   // A late report that found a violation is kept, as an extra outcome.
   v1::Outcome found = outcome(v1::VERDICT_VIOLATION);
   found.set_violation_count(1);
-  found.add_violations()->set_kind("stale-entry");
+  found.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
   auto kept = report(a, first->job_id(), first->attempt(), found);
   ASSERT_TRUE(kept.status.ok()) << kept.status.error_message();
   EXPECT_TRUE(kept.resp.kept_superseded());
@@ -1299,7 +1299,7 @@ TEST_F(CoordinatorServerTest, CallsWithAnotherAgentsIdAreRefusedWithoutItsSecret
   ASSERT_TRUE(job.has_value());
   v1::Outcome forged = outcome(v1::VERDICT_VIOLATION);
   forged.set_violation_count(1);
-  forged.add_violations()->set_kind("stale-entry");
+  forged.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
   forged.set_error("forged");
 
   for (const std::string& with : {secret(b), std::string()}) {
@@ -1363,7 +1363,7 @@ TEST_F(CoordinatorServerTest, OnlyAnAttemptsHolderReportsItLate) {
   ASSERT_EQ(second.attempt(), 2u);
   v1::Outcome found = outcome(v1::VERDICT_VIOLATION);
   found.set_violation_count(1);
-  found.add_violations()->set_kind("stale-entry");
+  found.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
   v1::ReportOutcomeRequest rep;
   rep.set_agent_id(a);
   rep.set_agent_secret(secret(b));
@@ -1571,7 +1571,7 @@ TEST_F(CoordinatorServerTest, MaintenanceAppliesRetentionOnceOutcomesAreOldEnoug
   auto j = lease(a);
   ASSERT_TRUE(j);
   v1::Outcome o = outcome(v1::VERDICT_PASS);
-  o.set_outcome_json(R"({"notes":["kept until retention"]})");
+  o.mutable_run()->add_notes("kept until retention");
   ASSERT_TRUE(report(a, j->job_id(), j->attempt(), o).status.ok());
   auto untrimmed = [&] {
     pqxx::connection conn(url_);
@@ -1584,7 +1584,7 @@ TEST_F(CoordinatorServerTest, MaintenanceAppliesRetentionOnceOutcomesAreOldEnoug
   ASSERT_TRUE(poll_until([&] { return untrimmed() == 0; }, 30s));
   const auto stored = store_->find_outcomes({.campaign_id = c.id(), .limit = 10});
   ASSERT_EQ(stored.size(), 1u);
-  EXPECT_TRUE(stored[0].outcome().outcome_json().empty());
+  EXPECT_EQ(stored[0].outcome().run().notes_size(), 0);
   EXPECT_EQ(stored[0].outcome().ops(), o.ops());
 }
 

@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "agent/widen.h"
-#include "common/outcome/run_proto.h"
 #include "common/proto_time.h"
 #include "coordinator/metrics/promtool_check.h"
 #include "coordinator/store/pg_util.h"
@@ -36,8 +35,8 @@ namespace {
 
 using namespace leapfrog::testing;
 
-// How long the run's set-up took (Outcome.run.setup, or an old row's
-// outcome_json), from the stored outcome as hex; nothing if it says not.
+// How long the run's set-up took (Outcome.run.setup), from the stored
+// outcome as hex; nothing if it says not.
 std::optional<double> setup_seconds(const std::string& hex) {
   std::string bytes;
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
@@ -48,9 +47,8 @@ std::optional<double> setup_seconds(const std::string& hex) {
   } catch (const leapfrog::coord::StoreError&) {
     return std::nullopt;
   }
-  const leapfrog::v1::RunDetail run = leapfrog::run_detail_of(o);
-  if (!run.has_setup()) return std::nullopt;
-  return leapfrog::seconds_of(run.setup());
+  if (!o.run().has_setup()) return std::nullopt;
+  return leapfrog::seconds_of(o.run().setup());
 }
 
 int count_matches(const std::string& text, const std::string& re) {

@@ -86,9 +86,9 @@ std::string job_lines(const JobLines& job) {
         note("... " + std::to_string(more) + (more == 1 ? " more violation" : " more violations"));
         break;
       }
-      note("violation " + v.kind() + ": " + v.op() + " " + v.path() + " step " +
-           std::to_string(v.step()) + " (" + v.component() + ") observed " + v.observed() +
-           ", expected " + v.expected());
+      note("violation " + violation_kind_word(v.kind()) + ": " + v.op() + " " + v.path() +
+           " step " + std::to_string(v.step()) + " (" + v.component() + ") observed " +
+           v.observed() + ", expected " + v.expected());
     }
     if (!o.error().empty()) note("error: " + o.error());
   } else if (job.verdict != v1::VERDICT_UNSPECIFIED) {

@@ -1,6 +1,7 @@
 #include "common/ktap/words.h"
 
 #include <cctype>
+#include <utility>
 
 namespace leapfrog::ktap {
 
@@ -22,6 +23,32 @@ std::string alignment_name(v1::Alignment a) {
     default:
       return "";
   }
+}
+
+namespace {
+
+// The one table of kinds and their words.
+constexpr std::pair<v1::ViolationKind, const char*> kKindWords[] = {
+    {v1::VIOLATION_KIND_STALE_GRANT, "stale-grant"},
+    {v1::VIOLATION_KIND_STALE_DENY, "stale-deny"},
+    {v1::VIOLATION_KIND_STALE_ENTRY, "stale-entry"},
+    {v1::VIOLATION_KIND_WRONG_MOUNT, "wrong-mount"},
+    {v1::VIOLATION_KIND_ESCAPE, "escape"},
+    {v1::VIOLATION_KIND_TORN_OFFSET, "torn-offset"},
+};
+
+}  // namespace
+
+std::string violation_kind_word(v1::ViolationKind k) {
+  for (const auto& [kind, word] : kKindWords)
+    if (kind == k) return word;
+  return "";
+}
+
+v1::ViolationKind violation_kind_from(const std::string& word) {
+  for (const auto& [kind, w] : kKindWords)
+    if (word == w) return kind;
+  return v1::VIOLATION_KIND_UNSPECIFIED;
 }
 
 }  // namespace leapfrog::ktap

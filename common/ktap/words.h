@@ -14,4 +14,11 @@ std::string verdict_word(v1::Verdict v);
 // "fuzzy", "free", "both", or "" when the outcome did not say.
 std::string alignment_name(v1::Alignment a);
 
+// A violation kind's word, as the oracle (scenarios/oracle.cc) and every
+// reader outside the protos spell it: "stale-grant", ..., "torn-offset";
+// "" for UNSPECIFIED or a value this build does not know.
+std::string violation_kind_word(v1::ViolationKind k);
+// The kind a word names; UNSPECIFIED for a word no kind has.
+v1::ViolationKind violation_kind_from(const std::string& word);
+
 }  // namespace leapfrog::ktap

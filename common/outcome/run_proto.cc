@@ -46,10 +46,4 @@ v1::RunDetail run_detail_from_json(const json& outcome) {
   return d;
 }
 
-v1::RunDetail run_detail_of(const v1::Outcome& o) {
-  if (o.has_run()) return o.run();
-  if (o.outcome_json().empty()) return v1::RunDetail();
-  return run_detail_from_json(json::parse(o.outcome_json(), nullptr, false));
-}
-
 }  // namespace leapfrog

@@ -16,9 +16,4 @@ namespace leapfrog {
 // field reads as 0 or empty.
 v1::RunDetail run_detail_from_json(const nlohmann::json& outcome);
 
-// The detail of a stored or reported outcome: Outcome.run when set, else
-// (an outcome stored before it existed) what its outcome_json holds; empty
-// when that holds nothing. The one place that reads the old shape.
-v1::RunDetail run_detail_of(const v1::Outcome& o);
-
 }  // namespace leapfrog

@@ -118,12 +118,8 @@ std::optional<v1::ScaleRun> scale_run_from_json(const json& outcome) {
 }
 
 std::optional<v1::ScaleRun> scale_run_of(const v1::Outcome& o) {
-  if (o.has_scale()) {
-    if (o.scale().points().empty()) return std::nullopt;
-    return o.scale();
-  }
-  if (o.outcome_json().empty()) return std::nullopt;
-  return scale_run_from_json(json::parse(o.outcome_json(), nullptr, false));
+  if (o.scale().points().empty()) return std::nullopt;
+  return o.scale();
 }
 
 }  // namespace leapfrog

@@ -28,9 +28,8 @@ ScaleHost from_proto(const v1::ScaleHost& h);
 // valid point.
 std::optional<v1::ScaleRun> scale_run_from_json(const nlohmann::json& outcome);
 
-// The run of a stored or reported outcome: Outcome.scale when set, else (an
-// outcome stored before it existed) what its outcome_json holds. The one
-// place that reads the old shape. nullopt when it has no valid point.
+// The run of a stored or reported outcome (Outcome.scale); nullopt when it
+// has no point.
 std::optional<v1::ScaleRun> scale_run_of(const v1::Outcome& o);
 
 }  // namespace leapfrog

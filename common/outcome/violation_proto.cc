@@ -1,5 +1,6 @@
 #include "common/outcome/violation_proto.h"
 
+#include "common/ktap/words.h"
 #include "scenarios/outcome.h"
 
 namespace leapfrog {
@@ -79,11 +80,8 @@ v1::ViolationDetail detail_from_json(const json& v) {
   return d;
 }
 
-json detail_json_of(const v1::Violation& v) {
-  if (!v.has_detail()) {
-    json detail = json::parse(v.detail_json(), nullptr, false);
-    return detail.is_discarded() ? json(nullptr) : detail;
-  }
+json violation_json(const v1::Violation& v) {
+  if (!v.has_detail()) return nullptr;
   const v1::ViolationDetail& d = v.detail();
   Violation out;
   out.actor = v.actor();
@@ -105,7 +103,7 @@ json detail_json_of(const v1::Violation& v) {
     out.history.push_back(MutationTrace{m.actor(), m.op(), m.object(), m.value(), m.invoke_ns(),
                                         m.complete_ns(), m.err(), to_string(m.node_kind())});
   json j = to_json(out);
-  j["kind"] = v.kind();  // the wire's spelling, whatever scenarios' enum knows
+  j["kind"] = ktap::violation_kind_word(v.kind());
   return j;
 }
 

@@ -15,9 +15,8 @@ namespace leapfrog {
 v1::ViolationDetail detail_from_json(const nlohmann::json& violation);
 
 // The violation as scenarios' to_json(Violation) writes it, from its fields
-// and typed `detail`; or, for a violation sent or stored before `detail`
-// existed, its detail_json parsed (null when it does not parse). The one
-// place that reads the old shape.
-nlohmann::json detail_json_of(const v1::Violation& v);
+// and typed `detail` (its kind as the word, ktap/words.h); null when it has
+// no detail.
+nlohmann::json violation_json(const v1::Violation& v);
 
 }  // namespace leapfrog

@@ -479,11 +479,7 @@ int Client::outcomes(int64_t campaign, bool failed, uint32_t limit, bool json_ou
     std::fprintf(stderr, "note: more outcomes than --limit %u; raise it to see them\n", limit);
   if (json_out) {
     json out = json::array();
-    for (const auto& o : resp.outcomes()) {
-      json j = to_json(o);
-      j["outcome"].erase("outcome_json");
-      out.push_back(std::move(j));
-    }
+    for (const auto& o : resp.outcomes()) out.push_back(to_json(o));
     std::cout << out.dump(2) << std::endl;
     return 0;
   }

@@ -263,7 +263,7 @@ class Commands : public TriageCommands {
     std::printf("  example:   outcome %lld.%u on %s: %s\n",
                 static_cast<long long>(i.example_job_id()), i.example_attempt(),
                 i.example_kernel().c_str(), i.example_spec().ShortDebugString().c_str());
-    if (!i.example_violation().kind().empty())
+    if (i.example_violation().kind() != v1::VIOLATION_KIND_UNSPECIFIED)
       std::printf("  violation: %s %s step %d (%s): observed %s, expected %s\n",
                   i.example_violation().op().c_str(), i.example_violation().path().c_str(),
                   i.example_violation().step(), i.example_violation().object().c_str(),

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "common/ktap/words.h"
 #include "coordinator/triage/signature.h"
 
 namespace leapfrog::coord::exports {
@@ -90,8 +91,9 @@ std::string violation_summary(const v1::Outcome& o) {
                   (o.violation_count() == 1 ? " violation" : " violations");
   if (o.violations_size() > 0) {
     const auto& v = o.violations(0);
-    s += ": " + v.kind() + " " + v.op() + " " + v.path() + " step " + std::to_string(v.step()) +
-         " (" + v.component() + ") observed " + v.observed() + ", expected " + v.expected();
+    s += ": " + ktap::violation_kind_word(v.kind()) + " " + v.op() + " " + v.path() + " step " +
+         std::to_string(v.step()) + " (" + v.component() + ") observed " + v.observed() +
+         ", expected " + v.expected();
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <ctime>
 
+#include "common/ktap/words.h"
 #include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
@@ -55,7 +56,7 @@ json strategy_json(const v1::Outcome& o) {
 }
 
 // The run's detail as the agent's JSON spells it: times in seconds or
-// nanoseconds, from Outcome.run (or an old row's outcome_json).
+// nanoseconds, from Outcome.run.
 json run_json(const v1::RunDetail& d) {
   const v1::RaceTiming& t = d.timing();
   return json{{"mutations", d.mutations()},
@@ -131,12 +132,19 @@ json to_json(const v1::ScenarioSpec& s) {
 }
 
 json to_json(const v1::Violation& v) {
-  const json detail = detail_json_of(v);
-  return json{
-      {"kind", v.kind()},         {"actor", v.actor()},         {"op", v.op()},
-      {"path", v.path()},         {"invoke_ns", v.invoke_ns()}, {"complete_ns", v.complete_ns()},
-      {"step", v.step()},         {"component", v.component()}, {"object", v.object()},
-      {"observed", v.observed()}, {"expected", v.expected()},   {"detail", detail}};
+  const json detail = violation_json(v);
+  return json{{"kind", ktap::violation_kind_word(v.kind())},
+              {"actor", v.actor()},
+              {"op", v.op()},
+              {"path", v.path()},
+              {"invoke_ns", v.invoke_ns()},
+              {"complete_ns", v.complete_ns()},
+              {"step", v.step()},
+              {"component", v.component()},
+              {"object", v.object()},
+              {"observed", v.observed()},
+              {"expected", v.expected()},
+              {"detail", detail}};
 }
 
 json to_json(const v1::OutcomeRecord& r) {
@@ -173,7 +181,7 @@ json to_json(const v1::OutcomeRecord& r) {
            {"scale", scale},
            {"strategy", strategy_json(o)},
            {"violations", violations}};
-  out.update(run_json(run_detail_of(o)));
+  out.update(run_json(o.run()));
   return out;
 }
 

@@ -22,14 +22,13 @@ std::string verdict_name(v1::Verdict v);
 std::string job_state_name(v1::JobState s);
 
 nlohmann::json to_json(const v1::ScenarioSpec& s);
-// The violation's fields, with "detail" as the agent's JSON writes it
-// (detail_json_of: from the typed detail, or an old detail_json; null if
-// that does not parse).
+// The violation's fields, its kind as the word (ktap/words.h), with
+// "detail" as the agent's JSON writes it (violation_json; null without a
+// typed detail).
 nlohmann::json to_json(const v1::Violation& v);
-// Everything but the raw outcome_json; "scale" holds lookup-scale's points,
-// and the run's detail (rounds, unjudged, timing, notes) sits at the top
-// level as the agent's JSON has it. Both come from the typed fields, or an
-// old row's outcome_json (scale_run_of, run_detail_of).
+// The outcome; "scale" holds lookup-scale's points (Outcome.scale), and the
+// run's detail (Outcome.run: rounds, unjudged, timing, notes) sits at the
+// top level as the agent's JSON has it.
 nlohmann::json to_json(const v1::OutcomeRecord& o);
 // A kernel as the API shows it: one registered before builds existed (no
 // status) is "ready".

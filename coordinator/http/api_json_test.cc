@@ -1,11 +1,13 @@
 // to_json(OutcomeRecord): an outcome stored before its parts were typed
-// (only outcome_json carries them) renders as one stored with the typed
+// (only its JSON, old field 14, carried them), once converted as migration
+// 18 converts it (upgrade_legacy), renders as one stored with the typed
 // fields, and the typed fields alone are enough.
 
 #include "coordinator/http/api_json.h"
 
 #include <gtest/gtest.h>
 
+#include "common/outcome/legacy.h"
 #include "common/proto_time.h"
 #include "scenarios/outcome.h"
 
@@ -15,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 // A run as the child reports it, with every part that once lived only in
-// outcome_json set to a value of its own.
+// the old JSON set to a value of its own.
 Outcome a_run() {
   Outcome o;
   o.scenario = "setattr-lookup";
@@ -52,10 +54,19 @@ v1::OutcomeRecord record_of(const Outcome& run) {
   return r;
 }
 
+// `r` as a row stored by an old coordinator with `old_json` as its
+// outcome's JSON, converted as migration 18 converts it.
+v1::OutcomeRecord upgraded(v1::OutcomeRecord r, const std::string& old_json) {
+  v1::Outcome o;
+  EXPECT_TRUE(o.ParseFromString(with_old_field(r.outcome(), 14, old_json)));
+  EXPECT_TRUE(upgrade_legacy(o));
+  *r.mutable_outcome() = o;
+  return r;
+}
+
 TEST(ApiJson, AnOldRowWithOnlyOutcomeJsonRendersAsANewTypedRow) {
   const Outcome run = a_run();
-  v1::OutcomeRecord old_row = record_of(run);
-  old_row.mutable_outcome()->set_outcome_json(to_json(run).dump());
+  const v1::OutcomeRecord old_row = upgraded(record_of(run), to_json(run).dump());
 
   v1::OutcomeRecord new_row = record_of(run);
   v1::RunDetail& d = *new_row.mutable_outcome()->mutable_run();
@@ -87,9 +98,8 @@ TEST(ApiJson, AnOldRowWithOnlyOutcomeJsonRendersAsANewTypedRow) {
                                       {"warmup_rounds", 8}}));
   EXPECT_EQ(rendered["notes"], json(run.notes));
 
-  // The typed fields win over an outcome_json that says otherwise.
-  new_row.mutable_outcome()->set_outcome_json(json{{"rounds", 1}, {"notes", {"stale"}}}.dump());
-  EXPECT_EQ(to_json(new_row), rendered);
+  // The typed fields win over an old JSON that says otherwise.
+  EXPECT_EQ(to_json(upgraded(new_row, json{{"rounds", 1}, {"notes", {"stale"}}}.dump())), rendered);
 }
 
 TEST(ApiJson, AnOutcomeWithNeitherRendersEmptyAndABrokenJsonIsNoDetail) {
@@ -98,12 +108,11 @@ TEST(ApiJson, AnOutcomeWithNeitherRendersEmptyAndABrokenJsonIsNoDetail) {
   EXPECT_EQ(none["rounds"], 0);
   EXPECT_EQ(none["notes"], json::array());
   EXPECT_EQ(none["timing"]["warmup_rounds"], 0);
-  r.mutable_outcome()->set_outcome_json("not json");
-  EXPECT_EQ(to_json(r), none);
+  EXPECT_EQ(to_json(upgraded(r, "not json")), none);
   // Mistyped parts of an old row read as nothing, never as garbage.
-  r.mutable_outcome()->set_outcome_json(
-      json{{"rounds", "many"}, {"mutations", 1e300}, {"notes", {1, "kept"}}, {"timing", 3}}.dump());
-  const json odd = to_json(r);
+  const json odd = to_json(upgraded(
+      r, json{{"rounds", "many"}, {"mutations", 1e300}, {"notes", {1, "kept"}}, {"timing", 3}}
+             .dump()));
   EXPECT_EQ(odd["rounds"], 0);
   EXPECT_EQ(odd["mutations"], 0);
   EXPECT_EQ(odd["notes"], json::array({"kept"}));

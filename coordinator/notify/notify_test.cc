@@ -384,7 +384,7 @@ TEST_F(NotifyTest, TriageStoresANewIssueAndARegressionWithTheirFacts) {
     o.set_verdict(v1::VERDICT_VIOLATION);
     o.set_violation_count(1);
     auto* v = o.add_violations();
-    v->set_kind("stale-grant");
+    v->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     v->set_op("stat");
     v->set_path("d0/d1/f");
     v->set_step(2);

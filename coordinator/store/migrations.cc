@@ -10,6 +10,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "coordinator/store/pg_legacy.h"
 #include "coordinator/store/pg_scale.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/pg_util.h"
@@ -513,6 +514,15 @@ int pack_stored_outcomes(pqxx::work& txn) {
   }
 }
 
+// The shape outcomes had before every part was typed, converted
+// (pg_legacy.h): in C++, the migration's `then`. violations.detail stays,
+// empty, for the coordinators before it; violations.kind keeps the kind's
+// word (common/ktap/words.h), as it always had, not the enum's number.
+const char* const kLegacyUpgraded = R"sql(
+COMMENT ON COLUMN violations.detail IS
+  'empty since migration 18 (the details are typed, in violation_details)';
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -538,6 +548,12 @@ const std::vector<Migration>& schema_migrations() {
       {16, "violations indexed by outcome; jobs_scenario_kernel dropped", kCompactIndexes},
       {17, "outcome values deflated, the stored ones packed", kPackedOutcomes,
        [](pqxx::work& txn) { pack_stored_outcomes(txn); }},
+      {18, "old outcome JSON, violation kinds and details typed", kLegacyUpgraded,
+       [](pqxx::work& txn) {
+         const LegacyUpgrade u = upgrade_legacy_rows(txn);
+         spdlog::info("legacy_upgraded outcomes={} violations={} examples={}", u.outcomes,
+                      u.violations, u.examples);
+       }},
   };
   return all;
 }

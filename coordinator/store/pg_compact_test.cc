@@ -44,7 +44,7 @@ v1::Outcome violating(int n) {
   o.mutable_strategy()->set_widening("off (" + o.widening().reason() + ")");
   for (int i = 0; i < n; ++i) {
     auto* v = o.add_violations();
-    v->set_kind(i % 2 ? "stale-grant" : "stale-entry");
+    v->set_kind(i % 2 ? v1::VIOLATION_KIND_STALE_GRANT : v1::VIOLATION_KIND_STALE_ENTRY);
     v->set_actor(static_cast<uint32_t>(i % 3));
     v->set_op("openat");
     v->set_path("a/b/" + std::to_string(i));

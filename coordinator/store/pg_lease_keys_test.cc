@@ -49,7 +49,7 @@ class PgLeaseKeysTest : public testing::PostgresSuite<PgLeaseKeysTest> {
     o.set_verdict(v);
     if (v == v1::VERDICT_VIOLATION) {
       o.set_violation_count(1);
-      o.add_violations()->set_kind("stale-entry");
+      o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
     }
     return o;
   }

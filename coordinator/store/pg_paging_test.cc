@@ -62,7 +62,7 @@ class PgPagingTest : public testing::PostgresSuite<PgPagingTest> {
     o.set_ops(10);
     if (verdict == v1::VERDICT_VIOLATION) {
       o.set_violation_count(1);
-      o.add_violations()->set_kind("stale-grant");
+      o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     }
     EXPECT_EQ(store_->report_outcome(agent, job->job_id(), job->attempt(), o, kT0),
               ReportResult::Stored);

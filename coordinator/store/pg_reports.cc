@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/hex.h"
+#include "common/ktap/words.h"
 #include "coordinator/store/pg_kernels.h"
 #include "coordinator/store/pg_lease_keys.h"
 #include "coordinator/store/pg_scale.h"
@@ -126,15 +127,15 @@ class TextCopy {
   std::optional<pqxx::tablewriter> writer_;
 };
 
-// A violation's row: its columns, and its detail only when it came as the
-// JSON of an old agent (a typed detail goes into the outcome's one
-// violation_details value).
+// A violation's row: its columns, its kind as the word (its detail goes
+// into the outcome's one violation_details value; `detail` and `detail_pb`
+// are what older coordinators stored it in).
 void violation_row(TextCopy& copy, int64_t job_id, uint32_t attempt, int idx,
                    const v1::Violation& v) {
   copy.number(job_id);
   copy.number(attempt);
   copy.number(idx);
-  copy.text(v.kind());
+  copy.text(ktap::violation_kind_word(v.kind()));
   copy.number(v.actor());
   copy.text(v.op());
   copy.text(v.path());
@@ -145,7 +146,7 @@ void violation_row(TextCopy& copy, int64_t job_id, uint32_t attempt, int idx,
   copy.text(v.expected());
   copy.number(v.invoke_ns());
   copy.number(v.complete_ns());
-  copy.text(v.has_detail() ? std::string() : v.detail_json());
+  copy.text(std::string());
   copy.null();
   copy.end_row();
 }

@@ -1,19 +1,17 @@
 // Retention (PgStore::apply_retention): outcomes older than a cutoff lose
 // what only their own page ever shows, in batches, oldest first:
-//   - a passing outcome drops its agent JSON (outcome_json: the agent's
-//     copy of everything), its run's notes and timing (Outcome.run; its
+//   - a passing outcome drops its run's notes and timing (Outcome.run; its
 //     counts stay) and its widening control checks;
-//     lookup-scale outcomes keep theirs, since their scaling points live there;
-//   - any other outcome keeps its JSON and every violation row, and loses
-//     the history excerpt of each violation (in the outcome's
-//     violation_details value, in older rows' detail, and in the JSON's
-//     copy), which the timeline draws; the versions and steps stay;
+//     lookup-scale outcomes keep theirs;
+//   - any other outcome keeps every violation row, and loses the history
+//     excerpt of each violation (in the outcome's violation_details value,
+//     or in older rows' detail_pb), which the timeline draws; the versions
+//     and steps stay;
 //   - an outcome that is an issue's example when retention reaches it is
 //     kept whole: the issue page draws its timeline.
 // Counters, verdicts, violation rows and the summaries are never touched.
 // Each outcome is looked at once (outcomes.trimmed, migration 9).
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -26,25 +24,7 @@
 namespace leapfrog::coord {
 namespace {
 
-using nlohmann::json;
-
 constexpr int kPass = v1::VERDICT_PASS;
-
-// `text` as JSON without the "history" of each violation, or of itself
-// (a violation's detail); `text` unchanged when it is not JSON.
-std::string without_excerpts(const std::string& text, bool is_outcome) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return text;
-  if (is_outcome) {
-    auto v = j.find("violations");
-    if (v == j.end() || !v->is_array()) return text;
-    for (auto& one : *v)
-      if (one.is_object()) one.erase("history");
-  } else {
-    j.erase("history");
-  }
-  return j.dump();
-}
 
 }  // namespace
 
@@ -79,18 +59,13 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
           const size_t before = blob.size();
           bool changed = false;
           if (verdict == kPass && !scale) {
-            changed = !o.outcome_json().empty() || o.widening().control_checks_size() > 0 ||
-                      o.run().notes_size() > 0 || o.run().has_timing();
-            o.clear_outcome_json();
+            changed = o.widening().control_checks_size() > 0 || o.run().notes_size() > 0 ||
+                      o.run().has_timing();
             o.mutable_widening()->clear_control_checks();
             if (o.has_run()) {
               o.mutable_run()->clear_notes();
               o.mutable_run()->clear_timing();
             }
-          } else if (verdict != kPass) {
-            std::string j = without_excerpts(o.outcome_json(), true);
-            changed = j != o.outcome_json();
-            o.set_outcome_json(std::move(j));
           }
           if (changed) {
             const std::string after = pack_outcome(o.SerializeAsString());
@@ -122,30 +97,21 @@ RetentionPass PgStore::apply_retention(TimePoint cutoff, uint32_t batch) {
             pass.bytes_freed += blob.size() - std::min(blob.size(), kept.size());
             pass.excerpts_dropped += dropped;
           }
-          for (const auto& v : txn.exec_params("SELECT idx, detail, detail_pb FROM violations "
-                                               "WHERE job_id = $1 AND attempt = $2",
+          // Rows stored between migrations 14 and 15 hold their own.
+          for (const auto& v : txn.exec_params("SELECT idx, detail_pb FROM violations"
+                                               " WHERE job_id = $1 AND attempt = $2"
+                                               " AND detail_pb IS NOT NULL",
                                                job, attempt)) {
-            if (!v[2].is_null()) {  // a typed detail
-              const pqxx::binarystring blob(v[2]);
-              v1::ViolationDetail d;
-              if (!d.ParseFromString(blob.str()) || d.history_size() == 0) continue;
-              d.clear_history();
-              const std::string kept = d.SerializeAsString();
-              txn.exec_params(
-                  "UPDATE violations SET detail_pb = $4 WHERE job_id = $1 AND attempt = $2"
-                  " AND idx = $3",
-                  job, attempt, v[0].as<int>(), pqxx::binarystring(kept));
-              pass.bytes_freed += blob.size() - std::min(blob.size(), kept.size());
-              ++pass.excerpts_dropped;
-              continue;
-            }
-            const std::string detail = v[1].as<std::string>();
-            const std::string kept = without_excerpts(detail, false);
-            if (kept == detail) continue;
+            const pqxx::binarystring blob(v[1]);
+            v1::ViolationDetail d;
+            if (!d.ParseFromString(blob.str()) || d.history_size() == 0) continue;
+            d.clear_history();
+            const std::string kept = d.SerializeAsString();
             txn.exec_params(
-                "UPDATE violations SET detail = $4 WHERE job_id = $1 AND attempt = $2 AND idx = $3",
-                job, attempt, v[0].as<int>(), kept);
-            pass.bytes_freed += detail.size() - std::min(detail.size(), kept.size());
+                "UPDATE violations SET detail_pb = $4 WHERE job_id = $1 AND attempt = $2"
+                " AND idx = $3",
+                job, attempt, v[0].as<int>(), pqxx::binarystring(kept));
+            pass.bytes_freed += blob.size() - std::min(blob.size(), kept.size());
             ++pass.excerpts_dropped;
           }
         }

@@ -42,8 +42,9 @@ std::string summaries(const std::string& url) {
   return out;
 }
 
-// An outcome as an agent sends it: counters, a JSON copy, and violations
-// whose detail carries versions, steps and a history excerpt.
+// An outcome as an agent sends it: counters, the run's notes, and
+// violations whose typed detail carries versions, steps and a history
+// excerpt.
 v1::Outcome outcome_of(v1::Verdict verdict, int violations, const std::string& scenario) {
   v1::Outcome o;
   o.set_verdict(verdict);
@@ -54,23 +55,37 @@ v1::Outcome outcome_of(v1::Verdict verdict, int violations, const std::string& s
   o.mutable_run()->set_rounds(77);
   o.mutable_run()->add_notes("a note");
   o.mutable_run()->mutable_timing()->set_warmup_rounds(3);
-  json j = {{"verdict", verdict == v1::VERDICT_PASS ? "pass" : "violation"},
-            {"notes", {"a note"}},
-            {"violations", json::array()}};
-  if (scenario == "lookup-scale") j["scale"] = {{"points", {{{"tasks", 1}, {"ops_per_sec", 5.0}}}}};
+  if (scenario == "lookup-scale") {
+    v1::ScalePoint* p = o.mutable_scale()->add_points();
+    p->set_tasks(1);
+    p->set_ops_per_sec(5.0);
+  }
   for (int i = 0; i < violations; ++i) {
-    json d = {{"versions", {{{"object", "d"}, {"mode", "0700"}}}},
-              {"steps", {{{"step", 1}, {"component", "d"}}}},
-              {"history", std::string(4000, 'h')}};
-    j["violations"].push_back(d);
     v1::Violation* v = o.add_violations();
-    v->set_kind("stale-grant");
+    v->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     v->set_path("d/f");
     v->set_observed("ok");
-    v->set_detail_json(d.dump());
+    v1::ViolationDetail* d = v->mutable_detail();
+    d->add_versions()->set_value("mode=0700");
+    d->add_steps()->set_component("d");
+    d->add_history()->set_value(std::string(4000, 'h'));
   }
-  o.set_outcome_json(j.dump());
   return o;
+}
+
+// The outcome's violation details (its violation_details value) that
+// satisfy `has`, counted.
+template <class Has>
+std::string details_with(const std::string& url, int64_t job, Has has) {
+  pqxx::connection c(url);
+  pqxx::work txn(c);
+  int n = 0;
+  for (const auto& r :
+       txn.exec("SELECT details FROM violation_details WHERE job_id = " + std::to_string(job))) {
+    const auto all = parse<v1::ViolationDetails>(r[0], "details");
+    for (const auto& d : all.details()) n += has(d);
+  }
+  return std::to_string(n);
 }
 
 class PgRetentionTest : public testing::PostgresSuite<PgRetentionTest> {
@@ -130,8 +145,8 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
     txn.commit();
   }
   auto excerpts = [&](int64_t job) {
-    return one(url_, "SELECT count(*) FROM violations WHERE job_id = " + std::to_string(job) +
-                         " AND detail LIKE '%\"history\"%'");
+    return details_with(url_, job,
+                        [](const v1::ViolationDetail& d) { return d.history_size() > 0; });
   };
   auto outcome = [&](int64_t job) {
     v1::Outcome o;
@@ -145,7 +160,6 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
   // Control: before retention every violation carries its excerpt, so the
   // checks below can fail.
   for (uint64_t seed : {1, 2, 4}) ASSERT_EQ(excerpts(job_of_seed[seed]), "2");
-  ASSERT_FALSE(outcome(job_of_seed[0]).outcome_json().empty());
   ASSERT_EQ(outcome(job_of_seed[0]).run().notes_size(), 1);
   ASSERT_TRUE(outcome(job_of_seed[0]).run().has_timing());
   const std::string counted = summaries(url_);
@@ -161,25 +175,23 @@ TEST_F(PgRetentionTest, OldOutcomesLoseExcerptsAndPassingDetailsAndKeepWhatIsNee
   EXPECT_EQ(pass.excerpts_dropped, 2);
   EXPECT_GT(pass.bytes_freed, 8000u);
 
-  // The old pass lost its JSON and control checks; the old violation its
-  // excerpts, in the rows and in the JSON, but not its versions or notes.
-  EXPECT_TRUE(outcome(job_of_seed[0]).outcome_json().empty());
+  // The old pass lost its notes, timing and control checks; the old
+  // violation its excerpts, but not its versions or notes.
   EXPECT_EQ(outcome(job_of_seed[0]).widening().control_checks_size(), 0);
   EXPECT_EQ(outcome(job_of_seed[0]).run().notes_size(), 0);
   EXPECT_FALSE(outcome(job_of_seed[0]).run().has_timing());
   EXPECT_EQ(outcome(job_of_seed[0]).run().rounds(), 77u);  // counts stay
   EXPECT_EQ(outcome(job_of_seed[1]).run().notes(0), "a note");
   EXPECT_EQ(excerpts(job_of_seed[1]), "0");
-  const json j1 = json::parse(outcome(job_of_seed[1]).outcome_json());
-  EXPECT_FALSE(j1["violations"][0].contains("history")) << j1.dump();
-  EXPECT_TRUE(j1["violations"][0].contains("versions")) << j1.dump();
-  EXPECT_EQ(j1["notes"][0], "a note");
-  EXPECT_EQ(one(url_, "SELECT count(*) FROM violations WHERE job_id = " +
-                          std::to_string(job_of_seed[1]) + " AND detail LIKE '%\"versions\"%'"),
+  EXPECT_EQ(details_with(url_, job_of_seed[1],
+                         [](const v1::ViolationDetail& d) {
+                           return d.versions_size() == 1 && d.steps_size() == 1;
+                         }),
             "2");
   // The example, the scaling run and the recent outcome are whole.
   EXPECT_EQ(excerpts(job_of_seed[2]), "2");
-  EXPECT_NE(outcome(job_of_seed[3]).outcome_json().find("\"scale\""), std::string::npos);
+  EXPECT_EQ(outcome(job_of_seed[3]).scale().points_size(), 1);
+  EXPECT_EQ(outcome(job_of_seed[3]).run().notes_size(), 1);
   EXPECT_EQ(excerpts(job_of_seed[4]), "2");
   // Nothing counted changed: rows, counters, summaries.
   EXPECT_EQ(one(url_, "SELECT count(*) FROM violations"), rows_before);
@@ -255,7 +267,7 @@ TEST_P(PgRetentionLayoutTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
   o.set_violation_count(2);
   for (int i = 0; i < 2; ++i) {
     v1::Violation* v = o.add_violations();
-    v->set_kind("stale-grant");
+    v->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     v->mutable_detail()->add_versions()->set_value("mode=0700");
     v->mutable_detail()->add_steps()->set_component("d");
     v->mutable_detail()->add_history()->set_value(std::string(4000, 'h'));

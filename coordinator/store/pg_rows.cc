@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "common/ktap/words.h"
 #include "coordinator/store/pg_summaries.h"
 #include "coordinator/store/pg_util.h"
 
@@ -56,14 +57,13 @@ void attach_violation_details(const pqxx::field& details, v1::Outcome& o) {
   for (int i = 0; i < n; ++i) {
     v1::Violation* v = o.mutable_violations(i);
     // An empty entry stands for a violation that came without a typed detail.
-    if (v->has_detail() || !v->detail_json().empty() || all.details(i).ByteSizeLong() == 0)
-      continue;
+    if (v->has_detail() || all.details(i).ByteSizeLong() == 0) continue;
     *v->mutable_detail() = all.details(i);
   }
 }
 
 void violation_from_row(const pqxx::row& r, int first, v1::Violation* v) {
-  v->set_kind(r[first].as<std::string>());
+  v->set_kind(ktap::violation_kind_from(r[first].as<std::string>()));
   v->set_actor(r[first + 1].as<uint32_t>());
   v->set_op(r[first + 2].as<std::string>());
   v->set_path(r[first + 3].as<std::string>());
@@ -74,12 +74,10 @@ void violation_from_row(const pqxx::row& r, int first, v1::Violation* v) {
   v->set_expected(r[first + 8].as<std::string>());
   v->set_invoke_ns(r[first + 9].as<int64_t>());
   v->set_complete_ns(r[first + 10].as<int64_t>());
-  // A row has its typed detail, or (stored before it) the agent's JSON.
-  if (!r[first + 12].is_null()) {
+  // A row stored between migrations 14 and 15 has its typed detail; the
+  // others have theirs in the outcome's violation_details value.
+  if (!r[first + 12].is_null())
     *v->mutable_detail() = parse<v1::ViolationDetail>(r[first + 12], "violation detail");
-  } else {
-    v->set_detail_json(r[first + 11].as<std::string>());
-  }
 }
 
 v1::JobInfo job_info_from_row(const pqxx::row& r) {

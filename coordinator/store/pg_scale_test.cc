@@ -11,6 +11,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "common/outcome/legacy.h"
 #include "common/outcome/scale_proto.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/migrations.h"
@@ -83,14 +84,17 @@ class PgScaleTest : public testing::PostgresSuite<PgScaleTest> {
               ReportResult::Stored);
   }
 
-  // An outcome as stored before Outcome.scale (the JSON alone) or, with
-  // typed_, as the agent reports it today without the JSON (the typed run only).
+  // An outcome as the agent reports it today (the typed run only) or,
+  // without typed_, as an old agent did (the JSON alone, as old field 14).
   v1::Outcome outcome(const json& j, v1::Verdict verdict = v1::VERDICT_PASS) const {
     v1::Outcome o;
     o.set_verdict(verdict);
     if (!typed_) {
-      o.set_outcome_json(j.dump());
-    } else if (auto run = scale_run_from_json(j)) {
+      v1::Outcome old;
+      EXPECT_TRUE(old.ParseFromString(with_old_field(o, 14, j.dump())));
+      return old;
+    }
+    if (auto run = scale_run_from_json(j)) {
       *o.mutable_scale() = std::move(*run);
     }
     return o;
@@ -143,7 +147,7 @@ class PgScaleTest : public testing::PostgresSuite<PgScaleTest> {
 
   std::string url_;
   std::unique_ptr<PgStore> store_;
-  bool typed_ = false;
+  bool typed_ = true;
 };
 
 TEST_F(PgScaleTest, PassingRunsAreKeptWithTheirValidPointsExactly) {
@@ -221,13 +225,21 @@ TEST_F(PgScaleTest, ByCampaignGivesEveryRunOfTheNewestCampaigns) {
   EXPECT_EQ(ids(store_->scale_runs(q), "k1"), (std::vector<int64_t>{last[0], mid[2]}));
 }
 
-// The rows come from Outcome.scale when the outcome has it: the same runs
-// reported typed, without their JSON, keep the same rows as the JSON alone.
+// Runs stored by old agents (the JSON alone) get their rows from migration
+// 18, the same rows as the same runs reported typed.
 TEST_F(PgScaleTest, TypedRunsKeepTheRowsTheirJsonKept) {
+  typed_ = false;
   store_a_mix();
   std::vector<std::vector<std::string>> from_json;
   {
     pqxx::connection conn(url_);
+    {
+      pqxx::work txn(conn);
+      EXPECT_TRUE(kept_rows(txn).empty());  // the store reads no JSON
+      txn.exec("DELETE FROM schema_migrations WHERE version = 18");
+      txn.commit();
+    }
+    EXPECT_EQ(apply_migrations(conn), 1);
     pqxx::work txn(conn);
     from_json = kept_rows(txn);
   }
@@ -245,7 +257,7 @@ TEST_F(PgScaleTest, TypedRunsKeepTheRowsTheirJsonKept) {
   EXPECT_EQ(kept_rows(txn), from_json);
 }
 
-TEST_F(PgScaleTest, KeptRowsMatchARecountFromTheStoredJson) {
+TEST_F(PgScaleTest, KeptRowsMatchARecountFromTheStoredRuns) {
   store_a_mix();
   pqxx::connection conn(url_);
   pqxx::work txn(conn);

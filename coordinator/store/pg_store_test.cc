@@ -439,7 +439,7 @@ TEST_F(PgStoreTest, RepeatedReportIsStoredOnce) {
   ASSERT_TRUE(j);
   auto o = outcome(v1::VERDICT_VIOLATION);
   o.set_violation_count(1);
-  o.add_violations()->set_kind("stale-grant");
+  o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   EXPECT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 1s),
             ReportResult::Stored);
   EXPECT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 2s),
@@ -530,7 +530,7 @@ TEST_F(PgStoreTest, SupersededReportWithViolationsIsKeptAsAnExtraOutcome) {
   // a's late report of attempt 1 found a violation: kept, marked, the job untouched.
   auto found = outcome(v1::VERDICT_VIOLATION);
   found.set_violation_count(1);
-  found.add_violations()->set_kind("stale-grant");
+  found.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   EXPECT_EQ(store_->report_outcome("a", first->job_id(), 1, found, kT0 + 1h + 2s),
             ReportResult::KeptSuperseded);
   EXPECT_EQ(store_->report_outcome("a", first->job_id(), 1, found, kT0 + 1h + 3s),
@@ -554,7 +554,7 @@ TEST_F(PgStoreTest, SupersededReportWithViolationsIsKeptAsAnExtraOutcome) {
   EXPECT_TRUE(by_attempt.at(1).superseded());
   EXPECT_EQ(by_attempt.at(1).outcome().verdict(), v1::VERDICT_VIOLATION);
   ASSERT_EQ(by_attempt.at(1).outcome().violations_size(), 1);
-  EXPECT_EQ(by_attempt.at(1).outcome().violations(0).kind(), "stale-grant");
+  EXPECT_EQ(by_attempt.at(1).outcome().violations(0).kind(), v1::VIOLATION_KIND_STALE_GRANT);
   EXPECT_FALSE(by_attempt.at(2).superseded());
   auto failed = store_->find_outcomes({.campaign_id = campaign, .failed_only = true});
   ASSERT_EQ(failed.size(), 1u);
@@ -623,7 +623,7 @@ TEST_F(PgStoreTest, MixedBatchJudgesEachReportAsIfAlone) {
   std::thread first = hold_report_writer(lock, held->job_id(), 1);
   auto with_violation = outcome(v1::VERDICT_VIOLATION);
   with_violation.set_violation_count(1);
-  with_violation.add_violations()->set_kind("stale-grant");
+  with_violation.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   struct Call {
     int64_t job_id;
     v1::Outcome outcome;
@@ -688,7 +688,7 @@ TEST_F(PgStoreTest, BatchJudgesEachAttemptOfOneJob) {
   std::thread first = hold_report_writer(lock, held->job_id(), 1);
   auto with_violation = outcome(v1::VERDICT_VIOLATION);
   with_violation.set_violation_count(1);
-  with_violation.add_violations()->set_kind("stale-grant");
+  with_violation.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   struct Call {
     uint32_t attempt;
     std::optional<ReportResult> want;  // nullopt: an error
@@ -799,11 +799,10 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
   auto o = outcome(v1::VERDICT_VIOLATION);
   o.set_violation_count(1234);  // the list is capped at 500
   (*o.mutable_violations_by_kind())["stale-grant"] = 1234;
-  o.set_outcome_json("{\"verdict\":\"violation\"}");
   o.mutable_elapsed()->set_seconds(5);
   for (int i = 0; i < 500; ++i) {
     auto* v = o.add_violations();
-    v->set_kind(i % 2 ? "stale-grant" : "stale-entry");
+    v->set_kind(i % 2 ? v1::VIOLATION_KIND_STALE_GRANT : v1::VIOLATION_KIND_STALE_ENTRY);
     v->set_actor(static_cast<uint32_t>(i % 7));
     v->set_op("openat");
     v->set_path("a/b\tc\nd\\e \"q\" ü/" + std::to_string(i));  // COPY's special characters
@@ -814,11 +813,7 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
     v->set_object("dir:/b");
     v->set_observed("granted");
     v->set_expected("EACCES");
-    if (i % 3) {  // as agents sent it before the typed detail
-      v->set_detail_json("{\"versions\":[{\"mode\":\"0700\",\"t\":" + std::to_string(i) +
-                         "}],\"note\":\"back\\\\slash\"}");
-      continue;
-    }
+    if (i % 3) continue;                           // one without a detail: its entry stays empty
     v1::ViolationDetail* d = v->mutable_detail();  // typed, with COPY's special bytes too
     d->set_record(static_cast<uint64_t>(i));
     d->set_epsilon_ns(-5);
@@ -857,17 +852,12 @@ TEST_F(PgStoreTest, FiveHundredViolationsRoundTrip) {
   pqxx::connection conn(url_);
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violations")[0][0].as<int>(), 500);
   // A typed detail is kept once, in the outcome's one violation_details
-  // value; an old agent's JSON in its row's detail.
-  EXPECT_EQ(pqxx::work(conn)
-                .exec("SELECT count(*) FROM violations WHERE detail_pb IS NULL AND detail = ''"
-                      " AND idx % 3 = 0")[0][0]
-                .as<int>(),
-            167);
+  // value; the rows keep none.
   EXPECT_EQ(
       pqxx::work(conn)
-          .exec("SELECT count(*) FROM violations WHERE detail_pb IS NULL AND detail <> ''")[0][0]
+          .exec("SELECT count(*) FROM violations WHERE detail_pb IS NULL AND detail = ''")[0][0]
           .as<int>(),
-      333);
+      500);
   EXPECT_EQ(pqxx::work(conn).exec("SELECT count(*) FROM violation_details")[0][0].as<int>(), 1);
   // Stored compressed: the 167 details share most of their bytes.
   const auto sizes = pqxx::work(conn).exec(
@@ -886,7 +876,7 @@ TEST_F(PgStoreTest, ADetailInItsOwnRowStillReads) {
   o.set_violation_count(2);
   for (int i = 0; i < 2; ++i) {
     auto* v = o.add_violations();
-    v->set_kind("stale-grant");
+    v->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     v->mutable_detail()->add_versions()->set_value("mode=070" + std::to_string(i));
     v->mutable_detail()->add_history()->set_op("chmod");
   }
@@ -949,7 +939,8 @@ TEST_F(PgStoreTest, FindOutcomesFiltersByJobScenarioAndVerdict) {
     ASSERT_TRUE(j);
     ids.push_back(j->job_id());
     v1::Outcome o = outcome(verdict);
-    if (verdict == v1::VERDICT_VIOLATION) o.add_violations()->set_kind("stale-grant");
+    if (verdict == v1::VERDICT_VIOLATION)
+      o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0), ReportResult::Stored);
   }
   OutcomeFilter by_job;
@@ -958,7 +949,7 @@ TEST_F(PgStoreTest, FindOutcomesFiltersByJobScenarioAndVerdict) {
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].job_id(), ids[0]);
   ASSERT_EQ(one[0].outcome().violations_size(), 1);
-  EXPECT_EQ(one[0].outcome().violations(0).kind(), "stale-grant");
+  EXPECT_EQ(one[0].outcome().violations(0).kind(), v1::VIOLATION_KIND_STALE_GRANT);
 
   OutcomeFilter scale;
   scale.scenario = "lookup-scale";

@@ -71,7 +71,7 @@ v1::Outcome outcome_of(v1::Verdict verdict, int violations = 0) {
   o.set_verdict(verdict);
   o.set_ops(100);
   o.set_violation_count(static_cast<uint64_t>(violations));
-  for (int i = 0; i < violations; ++i) o.add_violations()->set_kind("stale-grant");
+  for (int i = 0; i < violations; ++i) o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   return o;
 }
 

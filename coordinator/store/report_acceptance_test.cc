@@ -114,7 +114,7 @@ TEST(ReportAcceptance, ViolationsAreWorthKeeping) {
   o.set_violation_count(1);
   EXPECT_TRUE(carries_violations(o));
   o.set_violation_count(0);
-  o.add_violations()->set_kind("stale-grant");
+  o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   EXPECT_TRUE(carries_violations(o));
 }
 

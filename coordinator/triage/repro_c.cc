@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "common/ktap/words.h"
 #include "scenarios/widen_request.h"
 
 namespace leapfrog::coord::triage {
@@ -638,8 +639,8 @@ static const char *state_text(int state) {
   std::string spec_text = spec.ShortDebugString();
   replace_all(out, "@WIDEN_POINTS@", widen_points);
   replace_all(out, "@WIDEN_TEXT@", widen_text);
-  replace_all(out, "@TITLE@",
-              c_text(example.kind().empty() ? scenario : example.kind() + " in " + scenario));
+  const std::string kind = ktap::violation_kind_word(example.kind());
+  replace_all(out, "@TITLE@", c_text(kind.empty() ? scenario : kind + " in " + scenario));
   replace_all(out, "@SPEC@", c_text(spec_text));
   replace_all(out, "@SCENARIO_CODE@", code);
   replace_all(out, "@SCENARIO@", scenario);

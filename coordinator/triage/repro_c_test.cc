@@ -35,7 +35,7 @@ v1::ScenarioSpec spec_of(const std::string& scenario) {
 v1::Violation stale_grant(const std::string& op, const std::string& path,
                           const std::string& object) {
   v1::Violation v;
-  v.set_kind("stale-grant");
+  v.set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   v.set_op(op);
   v.set_path(path);
   v.set_object(object);
@@ -160,7 +160,7 @@ void expect_fail_then_pass(const v1::ScenarioSpec& spec, const v1::Violation& v,
 TEST(ReproC, TypeflipFailsOnFuseCachedAndPassesElsewhere) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   v1::Violation v;
-  v.set_kind("stale-entry");
+  v.set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
   v.set_op("open");
   v.set_path("n/f");
   expect_fail_then_pass(spec_of("typeflip-lookup"), v, "typeflip", "stale-entry: open n/f");
@@ -172,7 +172,7 @@ TEST(ReproC, TypeflipFailsOnFuseCachedAndPassesElsewhere) {
 TEST(ReproC, SymlinkFailsOnFuseCachedAndPassesElsewhere) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   v1::Violation v;
-  v.set_kind("stale-entry");
+  v.set_kind(v1::VIOLATION_KIND_STALE_ENTRY);
   v.set_op("open");
   v.set_path("l/f");
   expect_fail_then_pass(spec_of("symlink-lookup"), v, "symlink", "stale-");

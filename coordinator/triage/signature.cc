@@ -1,5 +1,6 @@
 #include "coordinator/triage/signature.h"
 
+#include "common/ktap/words.h"
 #include "common/outcome/violation_proto.h"
 
 #include <algorithm>
@@ -105,7 +106,8 @@ std::string path_via(const v1::Violation& v, const json& detail) {
     return "dotdot";
   }
   if (v.object().rfind("parent(", 0) == 0) return "dotdot";
-  if (v.object().rfind("mount(", 0) == 0 || v.kind() == "wrong-mount") return "mount";
+  if (v.object().rfind("mount(", 0) == 0 || v.kind() == v1::VIOLATION_KIND_WRONG_MOUNT)
+    return "mount";
   size_t components = path.empty() ? 0 : 1;
   for (char c : path) components += c == '/';
   // The walk's trace lists each step's objects (its directory's attributes,
@@ -127,7 +129,7 @@ std::string path_via(const v1::Violation& v, const json& detail) {
 }  // namespace
 
 Signature violation_signature(const std::string& scenario, const v1::Violation& v) {
-  json detail = detail_json_of(v);
+  json detail = violation_json(v);
   if (!detail.is_object()) detail = json::object();
   json versions = detail.contains("versions") ? detail["versions"] : json::array();
   std::string mop = mutator_op(v.object(), versions, scenario);
@@ -142,11 +144,13 @@ Signature violation_signature(const std::string& scenario, const v1::Violation& 
   Signature s;
   s.kind = "violation";
   s.scenario = scenario;
-  s.key = "violation|" + scenario + "|" + v.kind() + "|" + pair +
-          "|step=" + std::to_string(v.step()) + "|via=" + via;
+  const std::string kind = ktap::violation_kind_word(v.kind());
+  s.key = "violation|" + scenario + "|" + kind + "|" + pair + "|step=" + std::to_string(v.step()) +
+          "|via=" + via;
   // An escape's step is where the walk was last beneath its root.
-  const char* where = v.kind() == "escape" ? ", out of the root after step " : ", stale at step ";
-  s.title = v.kind() + " in " + scenario + ": " + v.op() + " raced " + mop + where +
+  const char* where =
+      v.kind() == v1::VIOLATION_KIND_ESCAPE ? ", out of the root after step " : ", stale at step ";
+  s.title = kind + " in " + scenario + ": " + v.op() + " raced " + mop + where +
             std::to_string(v.step()) + " (via " + via + ")";
   return s;
 }

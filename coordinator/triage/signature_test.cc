@@ -2,20 +2,34 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "common/outcome/violation_proto.h"
+
 namespace leapfrog::coord::triage {
 namespace {
 
+// The violation's typed detail from the JSON the run writes (the agent's
+// detail_from_json); none when `text` is not a JSON object.
+void set_detail(v1::Violation& v, const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_object())
+    *v.mutable_detail() = detail_from_json(j);
+  else
+    v.clear_detail();
+}
+
 v1::Violation chmod_violation(const std::string& op, int step, int64_t invoke) {
   v1::Violation v;
-  v.set_kind("stale-grant");
+  v.set_kind(v1::VIOLATION_KIND_STALE_GRANT);
   v.set_op(op);
   v.set_path("d0/d1/d2/f");
   v.set_step(step);
   v.set_object("attr(d1)");
   v.set_invoke_ns(invoke);
   v.set_complete_ns(invoke + 500);
-  v.set_detail_json(R"({"versions":[{"value":"mode=0700 uid=0 gid=0","from":10,"to":null}],)"
-                    R"("steps":[{"step":1},{"step":2},{"step":3}]})");
+  set_detail(v, R"({"versions":[{"value":"mode=0700 uid=0 gid=0","from":10,"to":null}],)"
+                R"("steps":[{"step":1},{"step":2},{"step":3}]})");
   return v;
 }
 
@@ -32,19 +46,21 @@ TEST(Signature, DiffersByOpStepKindAndScenario) {
   EXPECT_NE(base.key, violation_signature("setattr-lookup", chmod_violation("stat", 2, 1)).key);
   EXPECT_NE(base.key, violation_signature("chown-lookup", chmod_violation("stat", 3, 1)).key);
   auto deny = chmod_violation("stat", 3, 1);
-  deny.set_kind("stale-deny");
+  deny.set_kind(v1::VIOLATION_KIND_STALE_DENY);
   EXPECT_NE(base.key, violation_signature("setattr-lookup", deny).key);
 }
 
 TEST(Signature, NamesTheMutatorFromTheVersions) {
   auto v = chmod_violation("stat", 3, 1);
-  v.set_detail_json(
-      R"({"versions":[{"value":"mode=0755 uid=0 gid=0"},{"value":"mode=0700 uid=0 gid=0"}]})");
+  set_detail(
+      v, R"({"versions":[{"value":"mode=0755 uid=0 gid=0"},{"value":"mode=0700 uid=0 gid=0"}]})");
   EXPECT_NE(violation_signature("s", v).key.find("|stat/chmod|"), std::string::npos);
-  v.set_detail_json(
+  set_detail(
+      v,
       R"({"versions":[{"value":"mode=0075 uid=0 gid=0"},{"value":"mode=0075 uid=65534 gid=0"}]})");
   EXPECT_NE(violation_signature("s", v).key.find("|stat/chown|"), std::string::npos);
-  v.set_detail_json(
+  set_detail(
+      v,
       R"({"versions":[{"value":"mode=0755 uid=0 gid=0"},{"value":"mode=0755 uid=0 gid=0 user:65534:---"}]})");
   EXPECT_NE(violation_signature("s", v).key.find("|stat/setfacl|"), std::string::npos);
   v.set_object("entry(p1, \"x\")");
@@ -60,14 +76,15 @@ TEST(Signature, NamesTheMutatorFromTheVersions) {
 // changed in the window, not a rename. A real ENOENT at an entry stays one.
 TEST(Signature, APermissionErrorAtAnEntryNamesTheChangedAttribute) {
   v1::Violation v;
-  v.set_kind("stale-deny");
+  v.set_kind(v1::VIOLATION_KIND_STALE_DENY);
   v.set_op("access");
   v.set_path("d0/d1/d2/f");
   v.set_step(4);
   v.set_object("entry(d0/d1/d2, \"f\")");
   v.set_observed("error EACCES");
   v.set_expected("success: reached d0/d1/d2/f");
-  v.set_detail_json(
+  set_detail(
+      v,
       R"j({"steps":[{"step":3,"object":"attr(d0)","versions":[{"value":"mode=0755 uid=0 gid=0","from":null,"to":null}]},)j"
       R"j({"step":3,"object":"attr(d0/d1)","versions":[{"value":"mode=0755 uid=0 gid=0","from":57535576528,"to":57545014148}]},)j"
       R"j({"step":4,"object":"entry(d0/d1/d2, \"f\")","versions":[{"value":"d0/d1/d2/f","from":null,"to":null}]}]})j");
@@ -81,12 +98,12 @@ TEST(Signature, APermissionErrorAtAnEntryNamesTheChangedAttribute) {
 
 TEST(Signature, EscapeAndCachedWalks) {
   v1::Violation v;
-  v.set_kind("escape");
+  v.set_kind(v1::VIOLATION_KIND_ESCAPE);
   v.set_op("openat2");
   v.set_path("a/m/../s");
   v.set_step(3);
   v.set_object("parent(o)");
-  v.set_detail_json(R"({"versions":[{"value":"#0","from":null,"to":null}]})");
+  set_detail(v, R"({"versions":[{"value":"#0","from":null,"to":null}]})");
   const auto e = violation_signature("beneath-lookup", v);
   EXPECT_EQ(e.key, "violation|beneath-lookup|escape|openat2/rename|step=3|via=dotdot");
   EXPECT_NE(e.title.find("escape in beneath-lookup: openat2 raced rename, out of the root after step 3"),
@@ -100,9 +117,9 @@ TEST(Signature, PathShape) {
   auto v = chmod_violation("stat", 2, 1);
   v.set_path("d0/../d0/f");
   EXPECT_NE(violation_signature("s", v).key.find("via=dotdot"), std::string::npos);
-  v.set_detail_json(  // the real trace: two objects per step, four steps for four names
-      R"({"steps":[{"step":1},{"step":1},{"step":2},{"step":2},{"step":3},{"step":3},)"
-      R"({"step":4},{"step":4}]})");
+  set_detail(v,  // the real trace: two objects per step, four steps for four names
+             R"({"steps":[{"step":1},{"step":1},{"step":2},{"step":2},{"step":3},{"step":3},)"
+             R"({"step":4},{"step":4}]})");
   v.set_path("d0/d1/d2/f");
   EXPECT_NE(violation_signature("s", v).key.find("via=names"), std::string::npos);
   v.set_path("link/f");  // two names, four steps: a symlink was followed
@@ -110,7 +127,7 @@ TEST(Signature, PathShape) {
   v.set_path("d1/d2/d3/f");
   v.set_op("openat");
   EXPECT_NE(violation_signature("s", v).key.find("via=dirfd"), std::string::npos);
-  v.set_detail_json("not json");  // still a signature, without the walk
+  set_detail(v, "not json");  // still a signature, without the walk
   EXPECT_NE(violation_signature("s", v).key.find("via=dirfd"), std::string::npos);
 }
 

@@ -33,12 +33,12 @@ class TriageStoreTest : public coord::testing::PostgresSuite<TriageStoreTest> {
     o.set_verdict(v1::VERDICT_VIOLATION);
     o.set_violation_count(1);
     auto* v = o.add_violations();
-    v->set_kind("stale-grant");
+    v->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
     v->set_op(op);
     v->set_path("d0/d1/d2/f");
     v->set_step(3);
     v->set_object("attr(d1)");
-    v->set_detail_json(R"({"versions":[{"value":"mode=0700 uid=0 gid=0"}]})");
+    v->mutable_detail()->add_versions()->set_value("mode=0700 uid=0 gid=0");
     return o;
   }
 
