@@ -8,6 +8,16 @@ namespace leapfrog::coord {
 std::string outcome_problem(const v1::Outcome& o) {
   if (!v1::Verdict_IsValid(o.verdict()))
     return "outcome.verdict " + std::to_string(o.verdict()) + " is not a known verdict";
+  // Kinds are the ViolationKind enum; an agent from before it sent a word
+  // (the old field 1), which reads as no kind here. Stored, it would name no
+  // kind in any list: refuse it, and say why.
+  for (int i = 0; i < o.violations_size(); ++i) {
+    const auto kind = o.violations(i).kind();
+    if (kind == v1::VIOLATION_KIND_UNSPECIFIED || !v1::ViolationKind_IsValid(kind))
+      return "outcome.violations[" + std::to_string(i) + "].kind " + std::to_string(kind) +
+             " is not a known violation kind (an agent older than the coordinator sends kinds as "
+             "words: upgrade it)";
+  }
   const size_t bytes = o.ByteSizeLong();
   if (bytes > kMaxOutcomeBytes)
     return "outcome is " + std::to_string(bytes) + " bytes, want at most " +

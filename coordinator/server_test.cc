@@ -728,6 +728,13 @@ TEST_F(CoordinatorServerTest, ReportOutcomeValidatesItsInput) {
   r = report(a, job->job_id(), 1, outcome(static_cast<v1::Verdict>(99)));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(r.status.error_message(), HasSubstr("outcome.verdict 99 is not a known verdict"));
+  // A violation without a kind: what an agent from before the enum sends.
+  v1::Outcome kindless = outcome(v1::VERDICT_VIOLATION);
+  kindless.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
+  kindless.add_violations()->set_op("stat");
+  r = report(a, job->job_id(), 1, kindless);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("outcome.violations[1].kind 0 is not a known"));
   v1::Outcome huge = outcome(v1::VERDICT_ERROR);
   huge.set_error(std::string(10 << 20, 'e'));
   r = report(a, job->job_id(), 1, huge);

@@ -48,6 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fail("is over the outcome size limit");
   if (req.outcome().has_build() && !coord::build_result_problem(req.outcome().build()).empty())
     fail("has a bad build result");
+  for (const auto& v : req.outcome().violations())
+    if (v.kind() == v1::VIOLATION_KIND_UNSPECIFIED || !v1::ViolationKind_IsValid(v.kind()))
+      fail("has a violation of no known kind");
   // What the store writes is read back the same. Not byte for byte: the
   // wire may repeat a map key, which parsing keeps once.
   v1::Outcome back;
