@@ -20,7 +20,8 @@ export async function waitFor(what, ms, probe, every = 250) {
   }
 }
 
-// Protocol buffer wire format, just enough for the rows insertCrashOutcome writes.
+// Protocol buffer wire format, just enough for the rows insertCrashOutcome and
+// insertScaleOutcomes write.
 function varint(n) {
   const out = [];
   while (n > 127) {
@@ -35,6 +36,56 @@ const pbString = (field, s) => {
   return Buffer.concat([varint((field << 3) | 2), varint(b.length), b]);
 };
 const pbVarint = (field, n) => Buffer.concat([varint(field << 3), varint(n)]);
+const pbBytes = (field, b) => Buffer.concat([varint((field << 3) | 2), varint(b.length), b]);
+const f64 = (x) => {
+  const b = Buffer.alloc(8);
+  b.writeDoubleLE(x);
+  return b;
+};
+const pbDouble = (field, x) => Buffer.concat([varint((field << 3) | 1), f64(x)]);
+// google.protobuf.Duration of whole and fractional seconds.
+const pbSeconds = (field, s) =>
+  pbBytes(field, Buffer.concat([pbVarint(1, Math.floor(s)), pbVarint(2, Math.round((s - Math.floor(s)) * 1e9))]));
+
+// A lookup-scale run as the agent reports it (v1.ScaleRun, Outcome field 28),
+// from the points and host of the run's JSON (`leapfrog-agent run --json`),
+// with the defaults the agent's reader gives an absent field.
+function scaleRunBytes(outcomeJson) {
+  const or = (v, d) => (v === undefined || v === null ? d : Number(v));
+  const points = (outcomeJson.scale || []).map((p) =>
+    pbBytes(1, Buffer.concat([
+      pbString(1, p.test),
+      pbVarint(2, p.mode === 'threads' ? 2 : 1),
+      pbVarint(3, Number(p.tasks)),
+      pbDouble(4, Number(p.ops_per_sec)),
+      pbBytes(5, Buffer.concat((p.samples || []).map((x) => f64(Number(x))))),
+      pbDouble(6, or(p.stddev, 0)),
+      pbDouble(7, or(p.ci95_low, p.ops_per_sec)),
+      pbDouble(8, or(p.ci95_high, p.ops_per_sec)),
+      pbDouble(9, or(p.idle_pct, -1)),
+      pbDouble(10, or(p.other_load, -1)),
+      pbDouble(11, or(p.task_cpu_s, 0)),
+      pbDouble(12, or(p.window_s, 0)),
+      pbDouble(13, or(p.host_load, -1)),
+    ])));
+  const h = outcomeJson.scale_host;
+  const host = h
+    ? [pbBytes(2, Buffer.concat([
+        pbVarint(1, or(h.cpus, 0)),
+        pbSeconds(2, or(h.sample_s, 0)),
+        pbSeconds(3, or(h.warmup_s, 0)),
+        pbDouble(4, or(h.max_other_load, 0)),
+        pbDouble(5, or(h.load_average, -1)),
+        pbDouble(6, or(h.max_host_load, -1)),
+        pbVarint(7, or(h.host_cpus, 0)),
+        pbVarint(8, or(h.vcpus, 0)),
+        pbString(9, h.vcpu_pinning || ''),
+        ...(h.warnings || []).map((w) => pbString(10, w)),
+        pbString(11, h.boot_id || ''),
+      ]))]
+    : [];
+  return Buffer.concat([...points, ...host]);
+}
 
 // fetch, sent again once if it went out on a pooled connection the server had
 // already closed (UND_ERR_SOCKET "other side closed"): the server closes idle
@@ -126,7 +177,7 @@ export class Leapfrog {
       INSERT INTO campaigns (name, spec, schedule_id, job_count, created_at)
       VALUES ('scale-${kernel}', ${hex(campaign)}, 0, ${outcomeJsons.length}, now()) RETURNING id`).split('\n')[0]);
     return outcomeJsons.map((outcomeJson) => {
-      const outcome = Buffer.concat([pbVarint(1, 1), pbString(14, JSON.stringify(outcomeJson))]);
+      const outcome = Buffer.concat([pbVarint(1, 1), pbBytes(28, scaleRunBytes(outcomeJson))]);
       const out = this.psql(`
         WITH a AS (SELECT id FROM agents ORDER BY name LIMIT 1),
              j AS (INSERT INTO jobs (campaign_id, scenario, fs, kernel_label, spec, state, attempt, max_attempts,
