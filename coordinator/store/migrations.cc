@@ -481,37 +481,12 @@ COMMENT ON COLUMN outcomes.outcome IS
 )sql";
 
 int pack_stored_outcomes(pqxx::work& txn) {
-  // A page at a time by key: at 10⁷ outcomes the values do not fit in memory at once.
-  int packed = 0;
-  int64_t after_job = -1;
-  int64_t after_attempt = -1;
-  for (;;) {
-    const auto rows = txn.exec_params(
-        "SELECT job_id, attempt, outcome FROM outcomes WHERE (job_id, attempt) > ($1, $2)"
-        " ORDER BY job_id, attempt LIMIT 1000",
-        after_job, after_attempt);
-    if (rows.empty()) return packed;
-    std::vector<int64_t> jobs, attempts;
-    std::vector<std::string> values;
-    for (const auto& r : rows) {
-      after_job = r[0].as<int64_t>();
-      after_attempt = r[1].as<int64_t>();
-      const pqxx::binarystring b(r[2]);
-      if (b.size() == 0 || b.data()[0] == 0) continue;  // empty, or packed already
-      const std::string p = pack_outcome(b.str());
-      if (p.size() >= b.size()) continue;
-      jobs.push_back(after_job);
-      attempts.push_back(after_attempt);
-      values.push_back(hex_encode(p));
-    }
-    if (jobs.empty()) continue;
-    txn.exec_params(
-        "UPDATE outcomes o SET outcome = decode(u.v, 'hex')"
-        " FROM unnest($1::bigint[], $2::int[], $3::text[]) AS u(job_id, attempt, v)"
-        " WHERE o.job_id = u.job_id AND o.attempt = u.attempt",
-        number_array(jobs), number_array(attempts), text_array(values));
-    packed += static_cast<int>(jobs.size());
-  }
+  return rewrite_outcome_values(txn, [](const std::string& stored) -> std::optional<std::string> {
+    if (stored.empty() || stored[0] == 0) return std::nullopt;  // empty, or packed already
+    std::string p = pack_outcome(stored);
+    if (p.size() >= stored.size()) return std::nullopt;
+    return p;
+  });
 }
 
 // The shape outcomes had before every part was typed, converted

@@ -14,44 +14,21 @@
 namespace leapfrog::coord {
 namespace {
 
-// Rows per page: at 10⁷ outcomes the values do not fit in memory at once.
-constexpr int kPage = 1000;
-
 int upgrade_outcomes(pqxx::work& txn) {
-  int upgraded = 0;
-  int64_t after_job = -1;
-  int64_t after_attempt = -1;
-  for (;;) {
-    const auto rows = txn.exec_params(
-        "SELECT job_id, attempt, outcome FROM outcomes WHERE (job_id, attempt) > ($1, $2)"
-        " ORDER BY job_id, attempt LIMIT $3",
-        after_job, after_attempt, kPage);
-    if (rows.empty()) return upgraded;
-    std::vector<int64_t> jobs, attempts;
-    std::vector<std::string> values;
-    for (const auto& r : rows) {
-      after_job = r[0].as<int64_t>();
-      after_attempt = r[1].as<int64_t>();
-      v1::Outcome o;
-      try {
-        o = parse_outcome(r[2]);
-      } catch (const StoreError&) {
-        continue;  // left as it is: its readers refuse it as they did
-      }
-      if (!upgrade_legacy(o)) continue;
-      jobs.push_back(after_job);
-      attempts.push_back(after_attempt);
-      values.push_back(hex_encode(pack_outcome(o.SerializeAsString())));
+  return rewrite_outcome_values(txn, [](const std::string& stored) -> std::optional<std::string> {
+    v1::Outcome o;
+    try {
+      o = parse_outcome(stored);
+    } catch (const StoreError&) {
+      return std::nullopt;  // left as it is: its readers refuse it as they did
     }
-    if (jobs.empty()) continue;
-    txn.exec_params(
-        "UPDATE outcomes o SET outcome = decode(u.v, 'hex')"
-        " FROM unnest($1::bigint[], $2::int[], $3::text[]) AS u(job_id, attempt, v)"
-        " WHERE o.job_id = u.job_id AND o.attempt = u.attempt",
-        number_array(jobs), number_array(attempts), text_array(values));
-    upgraded += static_cast<int>(jobs.size());
-  }
+    if (!upgrade_legacy(o)) return std::nullopt;
+    return pack_outcome(o.SerializeAsString());
+  });
 }
+
+// Rows per page: at 10⁷ outcomes the rows do not fit in memory at once.
+constexpr int kPage = 1000;
 
 // The JSON details of one outcome's rows, typed into its violation_details
 // value (merged into the one it has, if any: an entry set there stays).

@@ -101,4 +101,38 @@ v1::Outcome parse_outcome(const pqxx::field& f) {
   return parse_outcome(b.str());
 }
 
+int rewrite_outcome_values(
+    pqxx::work& txn,
+    const std::function<std::optional<std::string>(const std::string& stored)>& rewrite) {
+  int rewritten = 0;
+  int64_t after_job = -1;
+  int64_t after_attempt = -1;
+  for (;;) {
+    const auto rows = txn.exec_params(
+        "SELECT job_id, attempt, outcome FROM outcomes WHERE (job_id, attempt) > ($1, $2)"
+        " ORDER BY job_id, attempt LIMIT 1000",
+        after_job, after_attempt);
+    if (rows.empty()) return rewritten;
+    std::vector<int64_t> jobs, attempts;
+    std::vector<std::string> values;
+    for (const auto& r : rows) {
+      after_job = r[0].as<int64_t>();
+      after_attempt = r[1].as<int64_t>();
+      const pqxx::binarystring b(r[2]);
+      std::optional<std::string> value = rewrite(b.str());
+      if (!value) continue;
+      jobs.push_back(after_job);
+      attempts.push_back(after_attempt);
+      values.push_back(hex_encode(*value));
+    }
+    if (jobs.empty()) continue;
+    txn.exec_params(
+        "UPDATE outcomes o SET outcome = decode(u.v, 'hex')"
+        " FROM unnest($1::bigint[], $2::int[], $3::text[]) AS u(job_id, attempt, v)"
+        " WHERE o.job_id = u.job_id AND o.attempt = u.attempt",
+        number_array(jobs), number_array(attempts), text_array(values));
+    rewritten += static_cast<int>(jobs.size());
+  }
+}
+
 }  // namespace leapfrog::coord

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -78,6 +80,13 @@ std::string pack_outcome(const std::string& serialized);
 // An outcomes.outcome value, packed or not, as the message; StoreError if it
 // does not unpack or parse.
 v1::Outcome parse_outcome(const std::string& stored);
+// For migrations: rewrites every stored outcome value, a page of 1,000 rows
+// at a time by key (at 10⁷ outcomes the values do not fit in memory at once).
+// `rewrite` gets a value as stored and returns its replacement, or nullopt
+// to leave it. Returns how many values it replaced.
+int rewrite_outcome_values(
+    pqxx::work& txn,
+    const std::function<std::optional<std::string>(const std::string& stored)>& rewrite);
 v1::Outcome parse_outcome(const pqxx::field& f);
 
 // A proto message stored as bytea; StoreError naming `what` if it does not parse.
