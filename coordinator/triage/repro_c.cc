@@ -27,14 +27,18 @@ const char* const kProgram = R"c(/*
  * MUTATED_DIR  an empty folder: the tree is built and changed there
  * LOOKUP_DIR   where the same tree is looked up (a second view, e.g. a FUSE
  *              mount of MUTATED_DIR); default MUTATED_DIR
- * SECONDS      time budget (default 10)
+ * SECONDS      time budget (default 10); extended up to 4 times while fewer
+ *              than MIN_JUDGED lookups have been judged
  * Delay points: @WIDEN_TEXT@ (set through
  *   /sys/kernel/leapfrog_widen/control, or $LEAPFROG_WIDEN_CONTROL, on a
  *   kernel built with `leapfrog kernel build --widen`; off at the end)
  * Observers run as uid/gid @UID@. A lookup is judged only when no mutation
  * was in flight from just before it started to just after it returned; it
  * must then match the one state current all along, else "FAIL ..." (exit 1).
- * "PASS" (exit 0) when the budget runs out without a violation.
+ * "PASS" (exit 0) when the budget runs out without a violation and at least
+ * MIN_JUDGED lookups ($LEAPFROG_MIN_JUDGED, default @MIN_JUDGED@) were judged;
+ * "INCONCLUSIVE" (exit 3) when fewer were: too few to say the race is gone.
+ * Errors exit 2.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,6 +58,7 @@ const char* const kProgram = R"c(/*
 #define OBSERVERS @OBSERVERS@
 #define OBSERVER_UID @UID@
 #define MUTATE_PCT @MUTATE_PCT@
+#define MIN_JUDGED @MIN_JUDGED@
 
 static char mroot[4096], lroot[4096];
 
@@ -63,6 +68,8 @@ struct shared {
   volatile int failed;
   volatile long judged;
   volatile long changed_ns; /* when the last mutation completed */
+  volatile long lookup_ns;  /* a lookup's mean duration (moving average) */
+  volatile int stop;        /* set by main when the run is over */
   char msg[1024];
 };
 static struct shared *sh;
@@ -156,16 +163,18 @@ static int lookup(const char *path) {
 @OP_CODE@
 }
 
-static void observer(long deadline) {
+static void observer(void) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", lroot, "@LOOKUP@");
-  while (now_ns() < deadline && !sh->failed) {
+  while (!sh->stop && !sh->failed) {
     long g1 = __atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE);
     int st = sh->state;
+    long changed = sh->changed_ns; /* read now: a later change may land before the message */
     long a = now_ns();
     int err = lookup(path);
     long b = now_ns();
     long g2 = __atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE);
+    sh->lookup_ns += (b - a - sh->lookup_ns) / 16;
 #ifdef SCENARIO_NEVER
     /* A result no state explains is wrong whatever overlapped it. */
     char never_why[512];
@@ -184,7 +193,7 @@ static void observer(long deadline) {
     if (!judge(st, err, why, sizeof why) && !__atomic_exchange_n(&sh->failed, 1, __ATOMIC_ACQ_REL))
       snprintf(sh->msg, sizeof sh->msg,
                "FAIL %s for its whole window (%ld ns, %ld ns after the last change completed)", why,
-               b - a, a - sh->changed_ns);
+               b - a, a - changed);
 #else
     if (err != 0 && err != EACCES && err != ENOENT) continue;
     int want = expected_ok(st);
@@ -193,16 +202,22 @@ static void observer(long deadline) {
                "FAIL %s: @OP@ %s %s while %s for its whole window (%ld ns, %ld ns after the last change completed)",
                err == 0 ? "stale-grant" : "stale-deny", "@LOOKUP@",
                err == 0 ? "succeeded" : (err == EACCES ? "failed EACCES" : "failed ENOENT"),
-               state_text(st), b - a, a - sh->changed_ns);
+               state_text(st), b - a, a - changed);
     }
 #endif
   }
 }
 
-static void mutator(long deadline) {
+/* Pauses between changes scale with a lookup's duration, so that slow
+ * lookups (an execve through FUSE takes milliseconds) still find quiet
+ * windows to be judged in, and fast ones still race changes closely. */
+static void mutator(void) {
   unsigned seed = (unsigned)getpid();
-  while (now_ns() < deadline && !sh->failed) {
-    struct timespec pause = {0, 20000 + rand_r(&seed) % 200000};
+  while (!sh->stop && !sh->failed) {
+    long span = 200000 + 4 * sh->lookup_ns;
+    if (span > 50000000) span = 50000000;
+    long ns = 20000 + (long)(rand_r(&seed) % (unsigned)span);
+    struct timespec pause = {ns / 1000000000, ns % 1000000000};
     nanosleep(&pause, NULL);
     if ((int)(rand_r(&seed) % 100) >= MUTATE_PCT) continue;
     int next = !sh->state;
@@ -240,30 +255,40 @@ int main(int argc, char **argv) {
   snprintf(mroot, sizeof mroot, "%s", argv[1]);
   snprintf(lroot, sizeof lroot, "%s", argc >= 3 ? argv[2] : argv[1]);
   double seconds = argc >= 4 ? atof(argv[3]) : 10;
+  long min_judged = getenv("LEAPFROG_MIN_JUDGED") ? atol(getenv("LEAPFROG_MIN_JUDGED")) : MIN_JUDGED;
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) die("mmap", "shared");
   memset((void *)sh, 0, sizeof *sh);
   setup();
   sync();
   widen(1);
-  long deadline = now_ns() + (long)(seconds * 1e9);
+  long start = now_ns();
+  long deadline = start + (long)(seconds * 1e9), last = start + (long)(4 * seconds * 1e9);
   pid_t pids[OBSERVERS + 1];
   for (int i = 0; i <= OBSERVERS; i++) {
     pids[i] = fork();
     if (pids[i] < 0) die("fork", "");
     if (pids[i] == 0) {
       if (i == 0) {
-        mutator(deadline);
+        mutator();
       } else {
         if (setgroups(0, NULL) != 0 || setresgid(OBSERVER_UID, OBSERVER_UID, OBSERVER_UID) != 0 ||
             setresuid(OBSERVER_UID, OBSERVER_UID, OBSERVER_UID) != 0)
           die("drop privileges", "");
-        observer(deadline);
+        observer();
       }
       _exit(0);
     }
   }
+  /* The budget, then more (up to 4 times it) while too few were judged. */
+  for (long t = now_ns(); !sh->failed && (t < deadline || (sh->judged < min_judged && t < last));
+       t = now_ns()) {
+    struct timespec tick = {0, 10000000};
+    nanosleep(&tick, NULL);
+  }
+  sh->stop = 1;
   for (int i = 0; i <= OBSERVERS; i++) waitpid(pids[i], NULL, 0);
+  double elapsed = (now_ns() - start) / 1e9;
   widen(0);
   if (sh->state != 0) mutate(0);
   teardown();
@@ -271,7 +296,12 @@ int main(int argc, char **argv) {
     printf("%s\n", sh->msg);
     return 1;
   }
-  printf("PASS (%ld lookups judged in %.1f s)\n", sh->judged, seconds);
+  if (sh->judged < min_judged) {
+    printf("INCONCLUSIVE (%ld lookups judged in %.1f s; a PASS needs %ld)\n", sh->judged, elapsed,
+           min_judged);
+    return 3;
+  }
+  printf("PASS (%ld lookups judged in %.1f s)\n", sh->judged, elapsed);
   return 0;
 }
 )c";
@@ -650,6 +680,7 @@ static const char *state_text(int state) {
   replace_all(out, "@OBSERVERS@", std::to_string(std::max<uint32_t>(1, spec.observers())));
   replace_all(out, "@UID@", std::to_string(uid));
   replace_all(out, "@MUTATE_PCT@", std::to_string(param(spec, "mutate_pct", 50)));
+  replace_all(out, "@MIN_JUDGED@", std::to_string(kMinJudged));
   return out;
 }
 

@@ -4,7 +4,10 @@
 // for two-view setups such as the FUSE control, the folder to look up
 // through). It races the scenario's mutation against the violating lookup
 // and prints "FAIL <what>" when a lookup contradicts the state that was
-// current for its whole window, or "PASS" after its time budget.
+// current for its whole window, "PASS" after its time budget when it judged
+// at least kMinJudged lookups, or "INCONCLUSIVE" (exit 3) when it judged
+// fewer, even with its budget extended: no violation among a handful of
+// lookups says nothing of the race.
 
 #include <stdexcept>
 #include <string>
@@ -18,6 +21,10 @@ class ReproError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// The lookups a reproducer must judge before it may say PASS (the program's
+// default; $LEAPFROG_MIN_JUDGED overrides it).
+inline constexpr long kMinJudged = 100;
 
 // Scenarios c_reproducer supports.
 inline constexpr const char* kReproScenarios =

@@ -141,6 +141,29 @@ TEST(ReproC, FailsOnFuseCachedAndPassesOnFuseDirect) {
   EXPECT_EQ(direct.second.rfind("PASS", 0), 0u) << direct.second;
 }
 
+// A PASS is earned by judged lookups: with fewer than the minimum judged the
+// run goes on past its budget (up to four times it) and then says
+// INCONCLUSIVE with exit 3, never PASS. The minimum is set out of reach here.
+TEST(ReproC, TooFewJudgedLookupsAreInconclusiveNotAPass) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  TestDir dir;
+  const std::string bin = compile(
+      dir, "repro",
+      c_reproducer(spec_of("setattr-lookup"), stale_grant("stat", "d0/d1/d2/f", "attr(d1)")));
+  EXPECT_NE(c_reproducer(spec_of("setattr-lookup"), v1::Violation())
+                .find("#define MIN_JUDGED " + std::to_string(kMinJudged) + "\n"),
+            std::string::npos);
+  ASSERT_EQ(setenv("LEAPFROG_MIN_JUDGED", "1000000000000", 1), 0);
+  const auto r = run_in(fs::FsKind::Tmpfs, bin, dir / "out", "0.5");
+  unsetenv("LEAPFROG_MIN_JUDGED");
+  EXPECT_EQ(r.first, 3) << r.second;
+  ASSERT_EQ(r.second.rfind("INCONCLUSIVE (", 0), 0u) << r.second;
+  EXPECT_NE(r.second.find("a PASS needs 1000000000000"), std::string::npos) << r.second;
+  // It ran the extended budget: 4 x 0.5 s.
+  const double elapsed = std::stod(r.second.substr(r.second.find(" in ") + 4));
+  EXPECT_GE(elapsed, 1.95) << r.second;
+}
+
 // The type and set-id reproducers: each fails where the kernel serves cached
 // entries and attributes (fuse-cached) and passes where it does not.
 void expect_fail_then_pass(const v1::ScenarioSpec& spec, const v1::Violation& v,
