@@ -376,9 +376,37 @@ TEST(OracleEdges, HeaderErrorsNameTheLine) {
                  "line 3: sets[0]: attr(node 5) refers to unknown node 5");
   EXPECT_REFUSED(
       h + R"({"type":"mutate","actor":0,"op":"rename","invoke":1,"complete":2,"result":"ok",)"
-          R"("sets":[{"object":{"kind":"parent","node":2},"value":{"node":0}}]})",
-      "line 2: sets[0]: parent(node 2) has no initial value");
+          R"("sets":[{"object":{"kind":"parent","node":1},"value":{"node":0}}]})",
+      "line 2: sets[0]: parent(node 1) has no initial value");
   EXPECT_REFUSED(h + lookup("1", "2", "ok", "/a/f"), "line 2: path \"/a/f\" is absolute");
+}
+
+// ".." is of a directory and leads to one, and entries live in directories:
+// a history that says otherwise describes a state no kernel can be in, so
+// it has no right answer and is refused. The differential fuzzer found one
+// (testdata/fuzz/differential_fuzz/dotdot-to-a-symlink): ".." of n0 led to
+// a symlink whose target is "..", and the oracle and the naive judge gave
+// different verdicts for the ELOOP it observed.
+TEST(OracleEdges, DotdotAndEntriesNameDirectories) {
+  auto with = [](const std::string& extra_initial) {
+    std::string h = header();
+    const std::string end = R"({"object":{"kind":"entry","dir":1,"name":"f"},"value":{"node":2}})";
+    h.replace(h.find(end), end.size(), end + "," + extra_initial);
+    return h + "\n";
+  };
+  EXPECT_REFUSED(with(R"({"object":{"kind":"parent","node":1},"value":{"node":2}})"),
+                 "line 1: initial[5]: parent(node 1) leads to node 2, which is not a directory");
+  EXPECT_REFUSED(with(R"({"object":{"kind":"parent","node":2},"value":{"node":1}})"),
+                 "line 1: initial[5]: parent(node 2) is of node 2, which is not a directory");
+  EXPECT_REFUSED(with(R"({"object":{"kind":"entry","dir":2,"name":"x"},"value":{"node":1}})"),
+                 "line 1: initial[5]: entry(dir 2, \"x\") is of node 2, which is not a directory");
+  // In a mutation too.
+  const std::string ok = with(R"({"object":{"kind":"parent","node":1},"value":{"node":0}})");
+  EXPECT_EQ(parse(ok).header.initial.size(), 6u);
+  EXPECT_REFUSED(
+      ok + R"({"type":"mutate","actor":0,"op":"rename","invoke":1,"complete":2,"result":"ok",)"
+           R"("sets":[{"object":{"kind":"parent","node":1},"value":{"node":2}}]})",
+      "line 2: sets[0]: parent(node 1) leads to node 2, which is not a directory");
 }
 
 }  // namespace
