@@ -13,6 +13,7 @@
 #include "coordinator/clock.h"
 #include "coordinator/error_status.h"
 #include "coordinator/store/store.h"
+#include "leapfrog/v1/control.pb.h"
 
 namespace httplib {
 class Server;
@@ -67,10 +68,8 @@ int64_t path_id(const httplib::Request& req, size_t i);
 // Query parameter as an unsigned number in [lo, hi], or `fallback` if absent; 400 otherwise.
 uint32_t query_uint(const httplib::Request& req, const std::string& name, uint32_t fallback,
                     uint32_t lo, uint32_t hi);
-// The "page" query parameter: the next_page of the previous answer ("" if absent).
+// The "page" query parameter: the next page token of the previous answer ("" if absent).
 std::string query_page(const httplib::Request& req);
-// A page's next_page in an answer: the token, or null when no item follows.
-nlohmann::json next_page(const std::string& token);
 // Field `key` of `body` with the wanted JSON type; 400 naming the field otherwise.
 std::string body_string(const nlohmann::json& body, const std::string& key, bool required = true);
 
@@ -91,8 +90,10 @@ void register_export_api(httplib::Server& server, Store& store, triage::TriageEn
 // `metrics` may be null (/metrics is then 404, /readyz asks the store).
 void register_health_api(httplib::Server& server, Store& store,
                          metrics::CoordinatorMetrics* metrics);
-// {label: Kernel JSON, or null when no kernel has that label}, for the views of findings.
-nlohmann::json kernels_by_label(Store& store, const std::vector<std::string>& labels);
+// The registered kernels among `labels`, by label, into `out` (a label with
+// no kernel stays absent), for the views of findings.
+void add_kernels(Store& store, const std::vector<std::string>& labels,
+                 google::protobuf::Map<std::string, v1::Kernel>& out);
 // The build log at `path`: {"path", "readable", "size", "truncated", "text",
 // "error"}; past kBuildLogCap bytes only its last whole lines. `path` came
 // from a client, so it is read only if it is a build log of the cache at

@@ -206,11 +206,11 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     if (!job) throw RequestError(ErrorKind::kNotFound, "no job \"" + std::to_string(id) + "\"");
     OutcomeFilter f;
     f.job_id = id;
-    json outcomes = json::array();
-    for (const auto& o : ctx.store.find_outcomes(f)) outcomes.push_back(to_json(o));
-    return json{{"job", proto_json(*job)},
-                {"outcomes", outcomes},
-                {"kernels", kernels_by_label(ctx.store, {job->kernel_label()})}};
+    v1::JobPage out;
+    for (auto& o : ctx.store.find_outcomes(f)) *out.add_outcomes() = std::move(o);
+    add_kernels(ctx.store, {job->kernel_label()}, *out.mutable_kernels());
+    *out.mutable_job() = std::move(*job);
+    return proto_json(out);
   });
 
   // Without violations: a job's page has them.
@@ -222,10 +222,11 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     q.limit = query_uint(req, "limit", kOutcomePage.fallback, 1, kOutcomePage.max);
     q.page_token = query_page(req);
     if (req.has_param("campaign")) q.campaign_id = query_uint(req, "campaign", 0, 1, UINT32_MAX);
-    json out = json::array();
-    const auto page = campaigns(ctx).outcomes(q);
-    for (const auto& o : page.items) out.push_back(to_json(o));
-    return json{{"outcomes", out}, {"next_page", next_page(page.next_page_token)}};
+    auto page = campaigns(ctx).outcomes(q);
+    v1::OutcomesPage out;
+    for (auto& o : page.items) *out.add_outcomes() = std::move(o);
+    out.set_next_page_token(page.next_page_token);
+    return proto_json(out);
   });
 
   r.get("/api/agents",

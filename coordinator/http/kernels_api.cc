@@ -181,12 +181,12 @@ v1::KernelPage kernel_page(ApiContext& ctx, triage::TriageEngine* engine, const 
 
 }  // namespace
 
-json kernels_by_label(Store& store, const std::vector<std::string>& labels) {
-  json out = json::object();
-  for (const auto& l : labels) out[l] = nullptr;
+void add_kernels(Store& store, const std::vector<std::string>& labels,
+                 google::protobuf::Map<std::string, v1::Kernel>& out) {
+  if (labels.empty()) return;
   for (const auto& k : store.list_kernels())
-    if (out.contains(k.label())) out[k.label()] = proto_json(shown(k));
-  return out;
+    if (std::find(labels.begin(), labels.end(), k.label()) != labels.end())
+      out[k.label()] = shown(k);
 }
 
 void register_kernel_api(ApiRouter& r, ApiContext ctx, triage::TriageEngine* engine) {

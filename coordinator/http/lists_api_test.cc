@@ -157,8 +157,8 @@ TEST_F(ListsApiTest, OutcomeListsPageAndFindAKernelsOutcomesBehindOthers) {
   std::tie(status, body) = get("/api/outcomes?failed=1&limit=1");
   ASSERT_EQ(status, 200);
   ASSERT_EQ(body["outcomes"].size(), 1u);
-  EXPECT_EQ(body["outcomes"][0]["kernel"], "k2");
-  EXPECT_TRUE(body["next_page"].is_null());
+  EXPECT_EQ(body["outcomes"][0]["kernel_label"], "k2");
+  EXPECT_EQ(body["next_page_token"], "");
 
   // Every outcome of the campaign once, page by page.
   std::set<int64_t> jobs;
@@ -168,8 +168,8 @@ TEST_F(ListsApiTest, OutcomeListsPageAndFindAKernelsOutcomesBehindOthers) {
     std::tie(status, body) = get("/api/outcomes?campaign=" + std::to_string(c) + "&limit=1000" +
                                  (page.empty() ? "" : "&page=" + page));
     ASSERT_EQ(status, 200);
-    for (const auto& o : body["outcomes"]) jobs.insert(o["job_id"].get<int64_t>());
-    page = body["next_page"].is_null() ? "" : body["next_page"].get<std::string>();
+    for (const auto& o : body["outcomes"]) jobs.insert(std::stoll(o["job_id"].get<std::string>()));
+    page = body["next_page_token"];
     ++pages;
   } while (!page.empty() && pages < 10);
   EXPECT_EQ(jobs.size(), 2100u);

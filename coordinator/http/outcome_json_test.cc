@@ -1,14 +1,15 @@
-// to_json(OutcomeRecord): an outcome stored before its parts were typed
-// (only its JSON, old field 14, carried them), once converted as migration
-// 18 converts it (upgrade_legacy), renders as one stored with the typed
-// fields, and the typed fields alone are enough.
-
-#include "coordinator/http/api_json.h"
+// The outcome routes print an OutcomeRecord by protobuf's JSON mapping: an
+// outcome stored before its parts were typed (only its JSON, old field 14,
+// carried them), once converted as migration 18 converts it
+// (upgrade_legacy), prints as one stored with the typed fields, and the
+// typed fields alone are enough.
 
 #include <gtest/gtest.h>
 
 #include "common/outcome/legacy.h"
 #include "common/proto_time.h"
+#include "coordinator/http/proto_json.h"
+#include "leapfrog/v1/control.pb.h"
 #include "scenarios/outcome.h"
 
 namespace leapfrog::coord {
@@ -64,7 +65,7 @@ v1::OutcomeRecord upgraded(v1::OutcomeRecord r, const std::string& old_json) {
   return r;
 }
 
-TEST(ApiJson, AnOldRowWithOnlyOutcomeJsonRendersAsANewTypedRow) {
+TEST(OutcomeJson, AnOldRowWithOnlyOutcomeJsonPrintsAsANewTypedRow) {
   const Outcome run = a_run();
   const v1::OutcomeRecord old_row = upgraded(record_of(run), to_json(run).dump());
 
@@ -82,41 +83,44 @@ TEST(ApiJson, AnOldRowWithOnlyOutcomeJsonRendersAsANewTypedRow) {
   d.mutable_timing()->set_warmup_rounds(8);
   for (const auto& n : run.notes) d.add_notes(n);
 
-  const json rendered = to_json(new_row);
-  EXPECT_EQ(to_json(old_row), rendered);
-  EXPECT_EQ(rendered["verdict"], "inconclusive");
-  EXPECT_EQ(rendered["rounds"], 400);
-  EXPECT_EQ(rendered["mutations"], 40);
-  EXPECT_EQ(rendered["steps_checked"], 3300);
-  EXPECT_EQ(rendered["unjudged"], 3);
-  EXPECT_EQ(rendered["over_budget"], 1);
-  EXPECT_EQ(rendered["setup_s"], 0.25);
-  EXPECT_EQ(rendered["elapsed_s"], 2.5);
-  EXPECT_EQ(rendered["timing"], (json{{"mutator_mean_ns", 1500},
-                                      {"observer_mean_ns", 2500},
-                                      {"delay_span_ns", 4000},
-                                      {"warmup_rounds", 8}}));
-  EXPECT_EQ(rendered["notes"], json(run.notes));
+  // As the outcome routes print it: protobuf's JSON mapping.
+  const json printed = proto_json(new_row);
+  EXPECT_EQ(proto_json(old_row), printed);
+  const json& o = printed["outcome"];
+  EXPECT_EQ(o["verdict"], "VERDICT_INCONCLUSIVE");
+  EXPECT_EQ(o["elapsed"], "2.500s");
+  const json& r = o["run"];
+  EXPECT_EQ(r["rounds"], "400");
+  EXPECT_EQ(r["mutations"], "40");
+  EXPECT_EQ(r["steps_checked"], "3300");
+  EXPECT_EQ(r["unjudged"], "3");
+  EXPECT_EQ(r["over_budget"], "1");
+  EXPECT_EQ(r["setup"], "0.250s");
+  EXPECT_EQ(r["timing"], (json{{"mutator_mean", "0.000001500s"},
+                               {"observer_mean", "0.000002500s"},
+                               {"delay_span", "0.000004s"},
+                               {"warmup_rounds", 8}}));
+  EXPECT_EQ(r["notes"], json(run.notes));
 
   // The typed fields win over an old JSON that says otherwise.
-  EXPECT_EQ(to_json(upgraded(new_row, json{{"rounds", 1}, {"notes", {"stale"}}}.dump())), rendered);
+  EXPECT_EQ(proto_json(upgraded(new_row, json{{"rounds", 1}, {"notes", {"stale"}}}.dump())),
+            printed);
 }
 
-TEST(ApiJson, AnOutcomeWithNeitherRendersEmptyAndABrokenJsonIsNoDetail) {
+TEST(OutcomeJson, AnOutcomeWithNeitherPrintsNoRunAndABrokenJsonIsNoDetail) {
   v1::OutcomeRecord r = record_of(a_run());
-  const json none = to_json(r);
-  EXPECT_EQ(none["rounds"], 0);
-  EXPECT_EQ(none["notes"], json::array());
-  EXPECT_EQ(none["timing"]["warmup_rounds"], 0);
-  EXPECT_EQ(to_json(upgraded(r, "not json")), none);
+  const json none = proto_json(r);
+  EXPECT_FALSE(none["outcome"].contains("run"));
+  EXPECT_EQ(proto_json(upgraded(r, "not json")), none);
   // Mistyped parts of an old row read as nothing, never as garbage.
-  const json odd = to_json(upgraded(
+  const json odd = proto_json(upgraded(
       r, json{{"rounds", "many"}, {"mutations", 1e300}, {"notes", {1, "kept"}}, {"timing", 3}}
              .dump()));
-  EXPECT_EQ(odd["rounds"], 0);
-  EXPECT_EQ(odd["mutations"], 0);
-  EXPECT_EQ(odd["notes"], json::array({"kept"}));
-  EXPECT_EQ(odd["timing"], none["timing"]);
+  const json& run = odd["outcome"]["run"];
+  EXPECT_EQ(run["rounds"], "0");
+  EXPECT_EQ(run["mutations"], "0");
+  EXPECT_EQ(run["notes"], json::array({"kept"}));
+  EXPECT_EQ(run.value("timing", json::object()), (json{{"warmup_rounds", 0}}));
 }
 
 }  // namespace

@@ -48,10 +48,6 @@ std::string query_page(const httplib::Request& req) {
   return req.has_param("page") ? req.get_param_value("page") : "";
 }
 
-json next_page(const std::string& token) {
-  return token.empty() ? json(nullptr) : json(token);
-}
-
 std::string body_string(const json& body, const std::string& key, bool required) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) {

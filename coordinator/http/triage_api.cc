@@ -10,6 +10,7 @@
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
 #include "coordinator/triage/triage_engine.h"
+#include "leapfrog/v1/http.pb.h"
 
 namespace leapfrog::coord {
 
@@ -66,21 +67,20 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
   });
 
   r.get(R"(/api/issues/([^/]+))", [e, ctx](const httplib::Request& req) {
-    const v1::Issue issue = e->get_issue(path_id(req, 1));
-    json example = nullptr;
+    v1::IssuePage out;
+    const v1::Issue& issue = *out.mutable_issue() = e->get_issue(path_id(req, 1));
     if (issue.example_job_id() != 0) {
       OutcomeFilter f;
       f.job_id = issue.example_job_id();
-      for (const auto& o : ctx.store.find_outcomes(f))
-        if (o.attempt() == issue.example_attempt()) example = to_json(o);
+      for (auto& o : ctx.store.find_outcomes(f))
+        if (o.attempt() == issue.example_attempt()) *out.mutable_example() = std::move(o);
     }
     // The build record (patch series) of every kernel it was found on.
     std::vector<std::string> labels;
     for (const auto& k : issue.kernels()) labels.push_back(k.kernel_label());
     if (!issue.example_kernel().empty()) labels.push_back(issue.example_kernel());
-    return json{{"issue", proto_json(issue)},
-                {"example", example},
-                {"kernels", kernels_by_label(ctx.store, labels)}};
+    add_kernels(ctx.store, labels, *out.mutable_kernels());
+    return proto_json(out);
   });
 
   r.get(R"(/api/actions/([^/]+))",

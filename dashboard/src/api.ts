@@ -50,20 +50,36 @@ export type {
   JobInfo,
   Kernel,
   KernelPatch,
+  OutcomeRecord,
   ListCampaignsResponse as ListCampaigns,
   ListSchedulesResponse as ListSchedules,
   Schedule,
 } from '../gen/leapfrog/v1/control';
 export type { Action, Issue, IssueKernel, ListActionsResponse as ListActions, ListIssuesResponse as ListIssues, ReproRate } from '../gen/leapfrog/v1/triage';
 export type { Event, ListSubscriptionsResponse as ListSubscriptions, Subscription } from '../gen/leapfrog/v1/notify';
-export type { ScaleHost, ScalePoint, ScaleRun, ScenarioSpec } from '../gen/leapfrog/v1/common';
+export type {
+  MutationTrace,
+  Outcome,
+  PossibleVersion,
+  RaceStrategy,
+  ScaleHost,
+  ScalePoint,
+  ScaleRun,
+  ScenarioSpec,
+  StepTrace,
+  Violation,
+  ViolationDetail,
+} from '../gen/leapfrog/v1/common';
 export type {
   AgentRow,
   AgentsPage,
   CampaignMatrix,
   CampaignPage,
   EventList,
+  IssuePage,
+  JobPage,
   KernelPage,
+  OutcomesPage,
   Overview,
   PointChange,
   ScaleRunSummary,
@@ -72,7 +88,6 @@ export type {
   ScalingRegression,
   ScalingRun,
 } from '../gen/leapfrog/v1/http';
-import type { Kernel } from '../gen/leapfrog/v1/control';
 
 // An enum's name as people read it: "VERDICT_KERNEL_CRASH" -> "kernel-crash",
 // "ISSUE_STATUS_NEW" -> "new", an UNSPECIFIED one ""; other text as it is.
@@ -85,139 +100,15 @@ export function enumText(v: string | undefined | null): string {
   return rest === 'UNSPECIFIED' ? '' : rest.toLowerCase().replace(/_/g, '-');
 }
 
+// A nanosecond count as the mapping prints a 64-bit integer ("1500"), as a
+// number; 0 when unset. Run-relative times fit a double exactly.
+export const ns = (v: string | undefined): number => (v ? Number(v) : 0);
+
 // Seconds of a Duration as the mapping prints it ("1.5s"); 0 when unset.
 export const seconds = (d: string | undefined): number => (d ? parseFloat(d) : 0);
 
 export interface Counts {
   [what: string]: number;
-}
-
-// The old JSON shape of a scenario spec, as the outcome routes (still
-// hand-written: /api/jobs outcomes, /api/outcomes, an issue's example) print it.
-export interface LegacySpec {
-  scenario: string;
-  fs: string;
-  seed: number;
-  params: Record<string, number>;
-  observers?: number;
-  align?: string;
-  pin?: string;
-}
-
-export interface Version {
-  value: string;
-  from: number | null;
-  to: number | null;
-  // Entries, mounts and "..": what the value leads to (file, dir, symlink, absent).
-  node_kind?: string;
-}
-
-export interface HistoryOp {
-  actor: number;
-  role: string;
-  op: string;
-  object: string;
-  value: string;
-  invoke: number;
-  complete: number;
-  err: number;
-  // Entries, mounts and "..": what `value` leads to (file, dir, symlink, absent).
-  node_kind?: string;
-}
-
-export interface ViolationDetail {
-  actor: number;
-  op: string;
-  path: string;
-  invoke: number;
-  complete: number;
-  epsilon_ns: number;
-  step: number;
-  component: string;
-  object: string;
-  observed: string;
-  expected: string;
-  versions: Version[];
-  steps: { step: number; component: string; object: string; versions: Version[] }[];
-  history?: HistoryOp[];
-}
-
-export interface Violation {
-  kind: string;
-  actor: number;
-  op: string;
-  path: string;
-  invoke_ns: number;
-  complete_ns: number;
-  step: number;
-  component: string;
-  object: string;
-  observed: string;
-  expected: string;
-  detail: ViolationDetail | null;
-}
-
-export interface LegacyScalePoint {
-  test: string;
-  mode: string;
-  tasks: number;
-  // Mean over the samples, summed over tasks.
-  ops_per_sec: number;
-  // The timed samples and their 95 % interval (absent from older runs).
-  samples?: number[];
-  n?: number;
-  stddev?: number;
-  ci95_low?: number;
-  ci95_high?: number;
-  idle_pct?: number;
-  other_load?: number;
-  // In a VM: CPUs busy on its host outside it (-1 unknown; absent before).
-  host_load?: number;
-}
-
-// How a run raced (Outcome.strategy): what the spec fixed, what the seed chose.
-export interface Strategy {
-  alignment: 'fuzzy' | 'free' | 'both' | string;
-  observers: number;
-  aligned_observers: number;
-  free_observers: number;
-  pinned: boolean;
-  chosen_by_seed: string[];
-  widening: string;
-}
-
-export interface Outcome {
-  job_id: number;
-  attempt: number;
-  campaign_id: number;
-  spec: LegacySpec;
-  kernel: string;
-  agent_id: string;
-  reported_at: string;
-  // An extra outcome: its attempt had been superseded, kept for its violations.
-  superseded: boolean;
-  verdict: string;
-  error: string;
-  ops: number;
-  violation_count: number;
-  violations_by_kind: Counts;
-  ops_per_sec: number;
-  elapsed_s: number;
-  clock_source: string;
-  epsilon_ns: number;
-  console_tail: string;
-  violations: Violation[];
-  scale: LegacyScalePoint[];
-  strategy: Strategy | null;
-  // The run's detail (Outcome.run; an old row's agent JSON).
-  mutations: number;
-  rounds: number;
-  steps_checked: number;
-  unjudged: number;
-  over_budget: number;
-  setup_s: number;
-  timing: { mutator_mean_ns: number; observer_mean_ns: number; delay_span_ns: number; warmup_rounds: number };
-  notes: string[];
 }
 
 // One page of a list: `next_page_token` ("" when nothing follows) asks for the next.
@@ -249,8 +140,6 @@ export async function getPages<T, B extends Paged = Paged>(
   return { items, next, first: first as B };
 }
 
-// The `kernels` map of finding views: null for a label no kernel was registered under.
-export type KernelsByLabel = Record<string, Kernel | null>;
 
 // Issue statuses as the status picker and ?status= spell them (the server
 // takes these or the enum's names).

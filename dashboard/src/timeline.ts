@@ -4,7 +4,7 @@
 // highlighted. Drawn with an ECharts custom series; the axis is ECharts'.
 import { chartIn, echarts } from './charts';
 import { h } from './dom';
-import type { HistoryOp, Version, Violation, ViolationDetail } from './api';
+import { enumText, ns, type MutationTrace, type PossibleVersion, type Violation } from './api';
 
 interface Bar {
   lane: number;
@@ -33,25 +33,30 @@ const KIND_COLORS: Record<string, string> = {
   absent: '#d9d9d9',
 };
 
+// What a version or mutation leads to, as a word: "file", "dir", "symlink",
+// "absent"; "" when not an entry or not known.
+const kindOf = (x: { node_kind?: string }) => enumText(x.node_kind);
+
 // "file → dir → absent" when the versions lead to nodes of more than one
 // kind, else "".
 export function kindChange(versions: { node_kind?: string }[]): string {
   const kinds: string[] = [];
   for (const ver of versions) {
-    const k = ver.node_kind;
+    const k = kindOf(ver);
     if (k && kinds[kinds.length - 1] !== k) kinds.push(k);
   }
   return new Set(kinds).size > 1 ? kinds.join(' → ') : '';
 }
 
 // The first step of the walk whose entry changes type in the window.
-export function typeChangeStep(d: ViolationDetail | null): { object: string; change: string; versions: Version[] } | null {
+export function typeChangeStep(v: Violation): { object: string; change: string; versions: PossibleVersion[] } | null {
+  const d = v.detail;
   // The object's own mutations around the window, in order, then its
   // versions in the window, then every step of the walk.
-  const changes = (d?.history ?? []).filter((op) => !op.err && op.node_kind).map((op) => ({ node_kind: op.node_kind }));
+  const changes = (d?.history ?? []).filter((op) => !op.err && kindOf(op));
   const around = kindChange(changes);
-  if (around && d) return { object: d.object, change: around, versions: d.versions };
-  for (const st of [{ object: d?.object ?? '', versions: d?.versions ?? [] }, ...(d?.steps ?? [])]) {
+  if (around && d) return { object: v.object, change: around, versions: d.versions };
+  for (const st of [{ object: v.object, versions: d?.versions ?? [] }, ...(d?.steps ?? [])]) {
     const change = kindChange(st.versions);
     if (change) return { object: st.object, change, versions: st.versions };
   }
@@ -60,17 +65,17 @@ export function typeChangeStep(d: ViolationDetail | null): { object: string; cha
 
 export function explanation(v: Violation): string {
   const text = explanationOfKind(v);
-  const flip = typeChangeStep(v.detail);
+  const flip = typeChangeStep(v);
   return flip ? `${text} ${flip.object} changes type in the window: ${flip.change}.` : text;
 }
 
 function explanationOfKind(v: Violation): string {
   const d = v.detail;
-  const obj = v.object || d?.object || 'the object';
+  const obj = v.object || 'the object';
   const versions = (d?.versions ?? [])
-    .map((x) => (x.node_kind ? `${x.value} (${x.node_kind})` : x.value))
+    .map((x) => (kindOf(x) ? `${x.value} (${kindOf(x)})` : x.value))
     .join(', ') || 'none recorded';
-  switch (v.kind) {
+  switch (enumText(v.kind)) {
     case 'stale-grant':
       return `The lookup succeeded, but every version of ${obj} possible at any time in its window (${versions}) denies actor ${v.actor} this step: no moment in the window explains the grant.`;
     case 'stale-deny':
@@ -88,9 +93,12 @@ function explanationOfKind(v: Violation): string {
 
 // Draws the timeline of `v` into `container`; returns the chart to dispose.
 export function drawTimeline(container: HTMLElement, v: Violation): echarts.ECharts | null {
-  const d: ViolationDetail | null = v.detail;
+  const d = v.detail;
   if (!d) return null;
-  const t0 = d.invoke;
+  const t0 = ns(v.invoke_ns);
+  const complete = ns(v.complete_ns);
+  const epsilon = ns(d.epsilon_ns);
+  const kind = enumText(v.kind);
   const lanes: string[] = [];
   const bars: Bar[] = [];
   const lane = (name: string) => {
@@ -98,77 +106,80 @@ export function drawTimeline(container: HTMLElement, v: Violation): echarts.ECha
     if (i < 0) i = lanes.push(name) - 1;
     return i;
   };
-  let lo = d.invoke - (d.epsilon_ns ?? 0);
-  let hi = d.complete + (d.epsilon_ns ?? 0);
-  const history: HistoryOp[] = d.history ?? [];
+  let lo = t0 - epsilon;
+  let hi = complete + epsilon;
+  const history: MutationTrace[] = d.history ?? [];
   for (const op of history) {
-    lo = Math.min(lo, op.invoke);
-    hi = Math.max(hi, op.complete);
+    lo = Math.min(lo, ns(op.invoke_ns));
+    hi = Math.max(hi, ns(op.complete_ns));
   }
   const span = Math.max(hi - lo, 1000);
   lo -= span * 0.15;
   hi += span * 0.15;
 
   // A lane per possible version of `object`, coloured by what it leads to.
-  const addVersions = (object: string, versions: Version[]) =>
+  // An unset from_ns: the initial version; an unset to_ns: still current.
+  const addVersions = (object: string, versions: PossibleVersion[]) =>
     versions.forEach((ver, i) => {
+      const k = kindOf(ver);
       bars.push({
         lane: lane(`${object} v${i + 1}`),
-        start: Math.max(ver.from ?? lo, lo),
-        end: Math.min(ver.to ?? hi, hi),
-        color: (ver.node_kind && KIND_COLORS[ver.node_kind]) || '#9bbbd4',
-        label: ver.node_kind ? `${ver.value} (${ver.node_kind})` : ver.value,
+        start: ver.from_ns === undefined ? lo : Math.max(ns(ver.from_ns), lo),
+        end: ver.to_ns === undefined ? hi : Math.min(ns(ver.to_ns), hi),
+        color: (k && KIND_COLORS[k]) || '#9bbbd4',
+        label: k ? `${ver.value} (${k})` : ver.value,
         tip: tipOf(`possible version of ${object}`, [
           ['value', ver.value],
-          ...(ver.node_kind ? ([['leads to', ver.node_kind]] as [string, string][]) : []),
-          ['possible from', ver.from === null ? 'before the run' : `${us(ver.from, t0).toFixed(3)} µs`],
-          ['possible until', ver.to === null ? 'the end' : `${us(ver.to, t0).toFixed(3)} µs`],
+          ...(k ? ([['leads to', k]] as [string, string][]) : []),
+          ['possible from', ver.from_ns === undefined ? 'before the run' : `${us(ns(ver.from_ns), t0).toFixed(3)} µs`],
+          ['possible until', ver.to_ns === undefined ? 'the end' : `${us(ns(ver.to_ns), t0).toFixed(3)} µs`],
         ]),
       });
     });
   // Versions first (top), then mutators, then the stale lookup.
-  addVersions(d.object, d.versions);
+  addVersions(v.object, d.versions);
   // A name on the walk that changes type: its versions too.
-  const flip = typeChangeStep(d);
-  if (flip && flip.object !== d.object) addVersions(flip.object, flip.versions);
+  const flip = typeChangeStep(v);
+  if (flip && flip.object !== v.object) addVersions(flip.object, flip.versions);
   for (const op of history) {
+    const k = kindOf(op);
     bars.push({
-      lane: lane(`actor ${op.actor} (${op.role || 'mutator'})`),
-      start: op.invoke,
-      end: op.complete,
-      color: op.err ? '#bbbbbb' : (op.node_kind && KIND_COLORS[op.node_kind] && flip) ? KIND_COLORS[op.node_kind] : '#4a78b5',
-      label: op.node_kind ? `${op.op} → ${op.value} (${op.node_kind})` : `${op.op} → ${op.value}`,
+      lane: lane(`actor ${op.actor} (mutator)`),
+      start: ns(op.invoke_ns),
+      end: ns(op.complete_ns),
+      color: op.err ? '#bbbbbb' : (k && KIND_COLORS[k] && flip) ? KIND_COLORS[k] : '#4a78b5',
+      label: k ? `${op.op} → ${op.value} (${k})` : `${op.op} → ${op.value}`,
       tip: tipOf(`actor ${op.actor}: ${op.op}`, [
         ['sets', `${op.object} = ${op.value}`],
-        ['invoke', `${us(op.invoke, t0).toFixed(3)} µs`],
-        ['complete', `${us(op.complete, t0).toFixed(3)} µs`],
+        ['invoke', `${us(ns(op.invoke_ns), t0).toFixed(3)} µs`],
+        ['complete', `${us(ns(op.complete_ns), t0).toFixed(3)} µs`],
         ['result', op.err ? `errno ${op.err} (no change)` : 'ok'],
       ]),
     });
   }
-  const lookupLane = lane(`actor ${d.actor} (observer)`);
-  if ((d.epsilon_ns ?? 0) > 0) {
+  const lookupLane = lane(`actor ${v.actor} (observer)`);
+  if (epsilon > 0) {
     bars.push({
       lane: lookupLane,
-      start: d.invoke - d.epsilon_ns,
-      end: d.complete + d.epsilon_ns,
+      start: t0 - epsilon,
+      end: complete + epsilon,
       color: 'rgba(214,69,69,0.25)',
       label: '',
-      tip: tipOf('window with guard band', [['epsilon', `${d.epsilon_ns} ns`]]),
+      tip: tipOf('window with guard band', [['epsilon', `${epsilon} ns`]]),
     });
   }
   bars.push({
     lane: lookupLane,
-    start: d.invoke,
-    end: d.complete,
-    color: v.kind === 'escape' ? ESCAPE_COLOR : '#d64545',
-    label: v.kind === 'escape' ? `${d.op} ${d.path}: out of the root after step ${d.step}` : `${d.op} ${d.path}: step ${d.step} stale`,
-    tip: tipOf(`${v.kind}: actor ${d.actor} ${d.op} ${d.path}`, [
-      ['stale step', `${d.step} (${d.component}, ${d.object})`],
-      ['observed', d.observed],
-      ['any linearization allows', d.expected],
+    start: t0,
+    end: complete,
+    color: kind === 'escape' ? ESCAPE_COLOR : '#d64545',
+    label: kind === 'escape' ? `${v.op} ${v.path}: out of the root after step ${v.step}` : `${v.op} ${v.path}: step ${v.step} stale`,
+    tip: tipOf(`${kind}: actor ${v.actor} ${v.op} ${v.path}`, [
+      ['stale step', `${v.step} (${v.component}, ${v.object})`],
+      ['observed', v.observed],
+      ['any linearization allows', v.expected],
       ['invoke', '0 µs'],
-      ['complete', `${us(d.complete, t0).toFixed(3)} µs`],
+      ['complete', `${us(complete, t0).toFixed(3)} µs`],
     ]),
   });
 

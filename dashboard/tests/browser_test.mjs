@@ -150,7 +150,7 @@ try {
     const k = body.kernels[PATCHED];
     assert(k && k.patches.map((p) => p.name).join() === goodSeries.map((p) => path.basename(p)).join(), `job kernels ${JSON.stringify(body.kernels)}`);
     const crash = await lf.api('GET', `/api/jobs/${crashJob}`);
-    assert(crash.body.kernels.host === null, `an unregistered kernel is ${JSON.stringify(crash.body.kernels)}`);
+    assert(!('host' in crash.body.kernels), `an unregistered kernel is ${JSON.stringify(crash.body.kernels)}`);
   });
 
   await check('api: actions without the right token are 401', async () => {
@@ -231,7 +231,7 @@ try {
 
   await check('a job page draws the timeline of the stored violation', async () => {
     const { body } = await lf.api('GET', `/api/jobs/${violatingJob.job_id}`);
-    const stored = body.outcomes[0].violations[0];
+    const stored = body.outcomes[0].outcome.violations[0];
     await visit(`/jobs/${violatingJob.job_id}`);
     await page.waitForSelector('#timeline[data-drawn] canvas', { timeout: 10_000 });
     await sameStep(page, stored);
@@ -242,13 +242,13 @@ try {
     const { body } = await lf.api('GET', `/api/campaigns/${flip.campaign}`);
     const fired = body.jobs.filter((j) => j.verdict === 'VERDICT_VIOLATION');
     assert(fired.length > 0, `typeflip-lookup on fuse-cached did not fire: ${JSON.stringify(body.jobs)}`);
-    const kinds = (vers) => new Set((vers ?? []).map((x) => x.node_kind).filter(Boolean)).size;
+    const kinds = (vers) => new Set((vers ?? []).map((x) => x.node_kind).filter((k) => k && k !== 'NODE_KIND_UNSPECIFIED')).size;
     const flips = (v) => [v.detail?.versions, (v.detail?.history ?? []).filter((op) => !op.err), ...(v.detail?.steps ?? []).map((st) => st.versions)].some((x) => kinds(x) > 1);
     let job = null;
     let idx = -1;
     const seen = [];
     for (const j of fired) {
-      const vs = (await lf.api('GET', `/api/jobs/${j.job_id}`)).body.outcomes[0].violations;
+      const vs = (await lf.api('GET', `/api/jobs/${j.job_id}`)).body.outcomes[0].outcome.violations;
       seen.push(...vs.map((v) => v.detail?.steps));
       idx = vs.findIndex(flips);
       if (idx >= 0) {
@@ -456,6 +456,28 @@ try {
     await page.screenshot({ path: path.join(artifacts, 'kernel-ready.png'), fullPage: true });
   });
 
+  await check('a kernel pages its outcomes: "More outcomes" adds the next page, and the last has none', async () => {
+    const { body } = await lf.api('GET', `/api/outcomes?kernel=${PATCHED}&limit=1000`);
+    const all = body.outcomes.map((o) => `#${o.job_id}`);
+    assert(all.length >= 2 && body.next_page_token === '', `want one page of 2 outcomes or more: ${all}`);
+    await visit(`/kernels/${PATCHED}?limit=1`);
+    const rows = () => page.$$eval('#kernel-outcomes tbody tr', (trs) => trs.length);
+    assert((await rows()) === 1, `rows on the first page of one: ${await rows()}`);
+    // The next pages come from /api/outcomes (OutcomeRecords), the first from the kernel's page.
+    for (let n = 2; n <= all.length; n++) {
+      await page.click('#kernel-outcomes-more');
+      await page.waitForFunction((want) => document.querySelectorAll('#kernel-outcomes tbody tr').length === want, n, { timeout: 10_000 });
+    }
+    assert((await page.$('#kernel-outcomes-more')) === null, 'a "More outcomes" button after the last page');
+    const shown = await page.$$eval('#kernel-outcomes tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent.trim())));
+    assert(JSON.stringify(shown.map((r) => r[0])) === JSON.stringify(all), `shown ${shown.map((r) => r[0])}, listed ${all}`);
+    body.outcomes.forEach((o, i) => {
+      const want = o.outcome.verdict.slice('VERDICT_'.length).toLowerCase().replace(/_/g, '-');
+      assert(shown[i][2] === o.spec.scenario && shown[i][3] === o.spec.fs && shown[i][5] === want && shown[i][6] === o.outcome.violation_count,
+        `row ${i} ${JSON.stringify(shown[i])} vs ${JSON.stringify({ spec: o.spec, verdict: want, violations: o.outcome.violation_count })}`);
+    });
+  });
+
   await check('a job page shows the patch series of its kernel', async () => {
     await visit(`/jobs/${violatingJob.job_id}`);
     await patchSeriesShown(page, `#job-kernel .kernel-card[data-kernel="${PATCHED}"] table.patches`, goodSeries);
@@ -487,17 +509,26 @@ async function patchSeriesShown(page, sel, series) {
   });
 }
 
-// The highlighted step on the page is the stored violation's (its kind a
-// word, or, from protobuf's mapping, the enum's name: VIOLATION_KIND_STALE_GRANT).
+// An outcome's RaceStrategy as the mapping prints it, with its alignment as
+// the word a spec and the page use ("ALIGNMENT_FUZZY" -> "fuzzy").
+function strategyOf(st) {
+  if (!st) return st;
+  assert(st.alignment.startsWith('ALIGNMENT_'), `alignment ${st.alignment}`);
+  return { ...st, alignment: st.alignment.slice('ALIGNMENT_'.length).toLowerCase() };
+}
+
+// The highlighted step on the page is the stored violation's (protobuf's
+// mapping: its kind the enum's name, VIOLATION_KIND_STALE_GRANT, shown as
+// the word; its 64-bit times strings).
 async function sameStep(page, stored) {
   const el = page.locator('#stale-step');
   const attr = async (n) => el.getAttribute(`data-${n}`);
-  const kind = stored.kind.startsWith('VIOLATION_KIND_') ? stored.kind.slice('VIOLATION_KIND_'.length).toLowerCase().replace(/_/g, '-') : stored.kind;
+  assert(stored.kind.startsWith('VIOLATION_KIND_'), `kind ${stored.kind}`);
+  const kind = stored.kind.slice('VIOLATION_KIND_'.length).toLowerCase().replace(/_/g, '-');
   assert((await attr('kind')) === kind, `kind ${await attr('kind')} vs ${stored.kind}`);
   assert(Number(await attr('actor')) === stored.actor, 'actor differs');
   assert(Number(await attr('step')) === stored.step, `step ${await attr('step')} vs ${stored.step}`);
   assert((await attr('object')) === stored.object, `object ${await attr('object')} vs ${stored.object}`);
-  // The issue's example_violation prints its 64-bit times as strings (the JSON mapping).
   assert(Number(await attr('invoke')) === Number(stored.invoke_ns), 'invoke differs');
   assert(Number(await attr('complete')) === Number(stored.complete_ns), 'complete differs');
   const text = await el.textContent();
@@ -550,7 +581,7 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
 
   await check('the issue page shows how the example occurrence raced (its strategy)', async () => {
     const { body } = await lf.api('GET', `/api/issues/${issue.id}`);
-    const st = body.example?.strategy;
+    const st = strategyOf(body.example?.outcome?.strategy);
     // The nightly left the strategy to each job's seed: the agent chose and reported it.
     assert(st && ['fuzzy', 'free', 'both'].includes(st.alignment), `no strategy in the example outcome: ${JSON.stringify(body.example)}`);
     assert(st.chosen_by_seed.includes('alignment') && st.observers >= 1, `strategy ${JSON.stringify(st)}`);
@@ -626,7 +657,7 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     assert(shown === done.rate.rate, `page rate ${shown} vs stored ${done.rate.rate}`);
     assert(done.rate.runs === 2, `runs ${done.rate.runs}`);
     // The replay races as the example did: its spec carries the example's strategy.
-    const example = (await lf.api('GET', `/api/issues/${issue.id}`)).body.example.strategy;
+    const example = strategyOf((await lf.api('GET', `/api/issues/${issue.id}`)).body.example.outcome.strategy);
     assert(done.spec.align === example.alignment && done.spec.observers === example.observers &&
       done.spec.pin === (example.pinned ? 'CPU_PINNING_ON' : 'CPU_PINNING_OFF'), `replay spec ${JSON.stringify(done.spec)} vs example ${JSON.stringify(example)}`);
     await page.waitForSelector(`#action-${action.id} .action-strategy[data-align="${example.alignment}"]`, { timeout: 10_000 });
@@ -634,7 +665,7 @@ async function triageChecks({ lf, page, visit, check, assert, sameStep, artifact
     const replayed = (await lf.api('GET', `/api/campaigns/${done.campaign_ids[0]}`)).body.jobs;
     assert(replayed.length === 2, `replay jobs ${JSON.stringify(replayed)}`);
     for (const j of replayed) {
-      const run = (await lf.api('GET', `/api/jobs/${j.job_id}`)).body.outcomes.at(-1)?.strategy;
+      const run = strategyOf((await lf.api('GET', `/api/jobs/${j.job_id}`)).body.outcomes.at(-1)?.outcome?.strategy);
       assert(run && run.alignment === example.alignment && run.observers === example.observers &&
         run.pinned === example.pinned && run.chosen_by_seed.length === 0, `replay job ${j.job_id} raced ${JSON.stringify(run)}`);
     }

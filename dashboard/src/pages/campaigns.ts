@@ -1,4 +1,4 @@
-import { enumText, get, type CampaignPage, type JobInfo, type KernelsByLabel, type ListCampaigns, type Outcome } from '../api';
+import { enumText, get, type CampaignPage, type JobPage, type ListCampaigns } from '../api';
 import { ago, h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 import { matrixTable, progress, warningList } from './overview';
@@ -93,8 +93,8 @@ export const campaignPage: Page = async (root, [id], query) => {
 };
 
 export const jobPage: Page = async (root, [id]) => {
-  const d = await get<{ job: JobInfo; outcomes: Outcome[]; kernels: KernelsByLabel }>(`/api/jobs/${id}`);
-  const j = d.job;
+  const d = await get<JobPage>(`/api/jobs/${id}`);
+  const j = d.job!;
   root.append(
     h('h1', {}, `Job #${j.job_id}`),
     h(

@@ -1,4 +1,4 @@
-import { enumText, get, ISSUE_STATUSES, post, type Action, type Issue, type KernelsByLabel, type Outcome, type ReproRate } from '../api';
+import { enumText, get, ISSUE_STATUSES, post, type Action, type Issue, type IssuePage, type ReproRate } from '../api';
 import { h, link, table, when } from '../dom';
 import type { Page } from '../router';
 import { kernelCard, kernelHref } from './kernels';
@@ -81,9 +81,9 @@ export const issuePage: Page = async (root, [id]) => {
   };
 
   const refresh = async () => {
-    const d = await get<{ issue: Issue; example: Outcome | null; kernels: KernelsByLabel }>(`/api/issues/${id}`);
+    const d = await get<IssuePage>(`/api/issues/${id}`);
     const first = !issue;
-    issue = d.issue;
+    issue = d.issue!;
     head.replaceChildren(
       h('p', {}, h('span', { class: `badge s-${enumText(issue.status)}`, id: 'issue-status' }, enumText(issue.status)), ` ${issue.kind} in ${issue.scenario}; seen ${issue.count} times, first ${when(issue.first_seen)}, last ${when(issue.last_seen)}`, issue.duplicate_of !== '0' ? h('span', {}, ', duplicate of ', link(`#/issues/${issue.duplicate_of}`, `#${issue.duplicate_of}`)) : '', issue.regressions ? `, reopened ${issue.regressions}×` : ''),
       h('p', { class: 'signature' }, `signature: ${issue.signature}`),

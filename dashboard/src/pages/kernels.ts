@@ -1,7 +1,7 @@
 // Kernels: the registered kernels with their build status, one kernel's patch
 // series, build record and log, and the card that finding views show for the
 // kernel a finding was made on.
-import { get, getPages, type Kernel, type KernelPage, type Outcome } from '../api';
+import { get, getPages, type Kernel, type KernelPage, type OutcomesPage } from '../api';
 import { h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 
@@ -93,9 +93,11 @@ function kernelList(kernels: Kernel[], more: boolean): HTMLElement[] {
   ];
 }
 
-export const kernelPage: Page = async (root, [raw]) => {
+export const kernelPage: Page = async (root, [raw], query) => {
   const label = decodeURIComponent(raw);
-  const d = await get<KernelPage>(`/api/kernels/${encodeURIComponent(label)}`);
+  // Outcomes a page: ?limit= of the page's URL, else the server's default (50).
+  const limit = Number(query.get('limit')) || 0;
+  const d = await get<KernelPage>(`/api/kernels/${encodeURIComponent(label)}${limit ? `?limit=${limit}` : ''}`);
   const k = d.kernel!;
   const outcomes = h('div', {});
   const facts: [string, Node | string][] = [
@@ -149,8 +151,8 @@ export const kernelPage: Page = async (root, [raw]) => {
     outcomes,
   );
   // Page by page: "More outcomes" asks for the next page of this kernel's.
-  // Rows of this page, and of the outcome list's next pages (its old shape).
-  type Row = { job_id: string | number; campaign_id: string | number; scenario: string; fs: string; seed: string | number; verdict: string; violation_count: number; reported_at?: string };
+  // Rows of this page (KernelOutcome), and of the outcome list's next pages (OutcomeRecord).
+  type Row = { job_id: string; campaign_id: string; scenario: string; fs: string; seed: string; verdict: string; violation_count: string | number; reported_at?: string };
   let rows: Row[] = d.outcomes.map((o) => ({ ...o, scenario: o.spec?.scenario ?? '', fs: o.spec?.fs ?? '', seed: o.spec?.seed ?? '' }));
   let next = d.outcomes_next_page_token;
   const render = () =>
@@ -167,12 +169,21 @@ export const kernelPage: Page = async (root, [raw]) => {
             id: 'kernel-outcomes-more',
             onclick: async () => {
               // The same list and order as the kernel's own: its token goes on.
-              const q = new URLSearchParams({ kernel: label, limit: '50', page: next ?? '' });
-              const more = await get<{ outcomes: Outcome[]; next_page: string | null }>(`/api/outcomes?${q}`);
+              const q = new URLSearchParams({ kernel: label, limit: String(limit || 50), page: next ?? '' });
+              const more = await get<OutcomesPage>(`/api/outcomes?${q}`);
               rows = rows.concat(
-                more.outcomes.map((o) => ({ ...o, scenario: o.spec.scenario, fs: o.spec.fs, seed: o.spec.seed })),
+                more.outcomes.map((o) => ({
+                  job_id: o.job_id,
+                  campaign_id: o.campaign_id,
+                  scenario: o.spec?.scenario ?? '',
+                  fs: o.spec?.fs ?? '',
+                  seed: o.spec?.seed ?? '',
+                  verdict: o.outcome?.verdict ?? '',
+                  violation_count: o.outcome?.violation_count ?? '0',
+                  reported_at: o.reported_at,
+                })),
               );
-              next = more.next_page ?? '';
+              next = more.next_page_token;
               render();
             },
           }, 'More outcomes')]

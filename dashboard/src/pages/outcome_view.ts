@@ -1,6 +1,6 @@
 // One outcome: numbers, error, console tail, and for violations the timeline
 // of the chosen one with its stale step spelled out.
-import type { Outcome, Strategy, Violation } from '../api';
+import { enumText, ns, seconds, type OutcomeRecord, type RaceStrategy, type Violation } from '../api';
 import { h, table, verdictBadge, when } from '../dom';
 import { drawTimeline, explanation } from '../timeline';
 
@@ -13,14 +13,14 @@ export function violationView(v: Violation, index: number): { element: HTMLEleme
       class: 'stale-step',
       id: 'stale-step',
       'data-index': index,
-      'data-kind': v.kind,
+      'data-kind': enumText(v.kind),
       'data-actor': v.actor,
       'data-step': v.step,
       'data-object': v.object,
       'data-invoke': v.invoke_ns,
       'data-complete': v.complete_ns,
     },
-    h('b', {}, `${v.kind}: actor ${v.actor} ${v.op} ${v.path}, step ${v.step} (${v.component}, ${v.object})`),
+    h('b', {}, `${enumText(v.kind)}: actor ${v.actor} ${v.op} ${v.path}, step ${v.step} (${v.component}, ${v.object})`),
     h('div', {}, `observed: ${v.observed}`),
     h('div', {}, `any linearization allows: ${v.expected}`),
     h('div', { class: 'why' }, explanation(v)),
@@ -32,7 +32,7 @@ export function violationView(v: Violation, index: number): { element: HTMLEleme
           s.step,
           s.component,
           s.object,
-          s.versions.map((x) => `${x.value} [${x.from ?? 'start'}, ${x.to ?? 'end'}]`).join('; '),
+          s.versions.map((x) => `${x.value} [${x.from_ns ?? 'start'}, ${x.to_ns ?? 'end'}]`).join('; '),
         ]),
         { class: 'steps' },
       )
@@ -54,28 +54,37 @@ export function violationView(v: Violation, index: number): { element: HTMLEleme
 }
 
 // The race strategy of a run in one line, with its fields as data attributes.
-export function strategyView(s: Strategy | null): HTMLElement {
+export function strategyView(s: RaceStrategy | undefined): HTMLElement {
   if (!s) return h('p', { class: 'strategy', 'data-alignment': '' }, 'strategy: not reported (an older agent)');
-  const split = s.alignment === 'both' ? ` (${s.aligned_observers} aligned, ${s.free_observers} free)` : '';
+  const alignment = enumText(s.alignment);
+  const free = s.observers - Math.min(s.observers, s.aligned_observers);
+  const split = alignment === 'both' ? ` (${s.aligned_observers} aligned, ${free} free)` : '';
   const chosen = s.chosen_by_seed.length ? `; chosen by the seed: ${s.chosen_by_seed.join(', ')}` : '; all fixed by the spec';
   return h(
     'p',
-    { class: 'strategy', 'data-alignment': s.alignment, 'data-observers': s.observers, 'data-pinned': String(s.pinned) },
+    { class: 'strategy', 'data-alignment': alignment, 'data-observers': s.observers, 'data-pinned': String(s.pinned) },
     h('b', {}, 'strategy: '),
-    `${s.alignment}, ${s.observers} observer${s.observers === 1 ? '' : 's'}${split}, ${s.pinned ? 'pinned to CPUs' : 'not pinned'}${chosen}; widening ${s.widening || '?'}`,
+    `${alignment}, ${s.observers} observer${s.observers === 1 ? '' : 's'}${split}, ${s.pinned ? 'pinned to CPUs' : 'not pinned'}${chosen}; widening ${s.widening || '?'}`,
   );
 }
 
 // `first`: the violation shown first (an issue shows its own signature's).
-export function outcomeView(o: Outcome, first?: { invoke_ns: number | string; actor: number; step: number } | null): { element: HTMLElement; dispose: () => void } {
+export function outcomeView(r: OutcomeRecord, first?: Violation): { element: HTMLElement; dispose: () => void } {
+  const o = r.outcome;
   const box = h(
     'section',
     { class: 'outcome' },
-    h('h3', {}, `Attempt ${o.attempt} `, verdictBadge(o.verdict), ` reported ${when(o.reported_at)} by ${o.agent_id}`),
+    h('h3', {}, `Attempt ${r.attempt} `, verdictBadge(o?.verdict ?? ''), ` reported ${when(r.reported_at)} by ${r.agent_id}`),
+  );
+  if (!o) {
+    box.append(h('p', {}, 'The report carries no outcome.'));
+    return { element: box, dispose: () => {} };
+  }
+  box.append(
     h(
       'p',
       {},
-      `${o.ops} ops, ${o.violation_count} violations, ${Math.round(o.ops_per_sec)} ops/s, ${o.elapsed_s.toFixed(2)} s, clock ${o.clock_source || '?'}, ε ${o.epsilon_ns} ns`,
+      `${o.ops} ops, ${o.violation_count} violations, ${Math.round(o.ops_per_sec)} ops/s, ${seconds(o.elapsed).toFixed(2)} s, clock ${o.clock_source || '?'}, ε ${o.epsilon_ns} ns`,
     ),
     strategyView(o.strategy),
   );
@@ -87,7 +96,7 @@ export function outcomeView(o: Outcome, first?: { invoke_ns: number | string; ac
     const pick = h(
       'select',
       { id: 'violation-pick' },
-      ...o.violations.map((v, i) => h('option', { value: i }, `${i + 1}: ${v.kind} actor ${v.actor} ${v.op} ${v.path}`)),
+      ...o.violations.map((v, i) => h('option', { value: i }, `${i + 1}: ${enumText(v.kind)} actor ${v.actor} ${v.op} ${v.path}`)),
     ) as HTMLSelectElement;
     const show = (i: number) => {
       dispose();
@@ -97,7 +106,7 @@ export function outcomeView(o: Outcome, first?: { invoke_ns: number | string; ac
     };
     pick.addEventListener('change', () => show(Number(pick.value)));
     box.append(h('h4', {}, `Violations (${o.violations.length} reported of ${o.violation_count})`), pick, holder);
-    const i = first ? o.violations.findIndex((v) => Number(v.invoke_ns) === Number(first.invoke_ns) && v.actor === first.actor && v.step === first.step) : 0;
+    const i = first ? o.violations.findIndex((v) => ns(v.invoke_ns) === ns(first.invoke_ns) && v.actor === first.actor && v.step === first.step) : 0;
     pick.value = String(Math.max(i, 0));
     show(Math.max(i, 0));
   }
