@@ -1,11 +1,11 @@
 // libFuzzer target: the HTTP API's request decoding. The bytes are a query
 // string, a newline, and a body. The query goes through cpp-httplib's own
 // parser into a Request, then query_uint() and path_id() as the routes call
-// them; the body through json_body(), body_string() and
-// campaign_spec_from_json() then normalize(), as POST /api/campaigns and
-// /api/schedules do, and the spec back out as every route prints it
-// (proto_json). Every failure must be a RequestError (400) or a
-// SpecError, never a crash, UB or another exception.
+// them; the body through json_body(), body_string() and, for a campaign,
+// proto_from_json() then normalize(), as POST /api/schedules does, and the
+// spec back out as every route prints it (proto_json). Every failure must
+// be a RequestError (400) or a SpecError, never a crash, UB or another
+// exception.
 
 #include <httplib.h>
 
@@ -15,7 +15,6 @@
 
 #include "coordinator/campaign.h"
 #include "coordinator/http/api.h"
-#include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
 
 using namespace leapfrog;
@@ -55,7 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)body_string(body, "name", false);
     (void)body_string(body, "status", false);
     const nlohmann::json& spec_json = body.contains("campaign") ? body.at("campaign") : body;
-    const v1::CampaignSpec spec = normalize(campaign_spec_from_json(spec_json));
+    v1::CampaignSpec parsed;
+    proto_from_json(spec_json, parsed, "campaign");
+    const v1::CampaignSpec spec = normalize(parsed);
     (void)proto_json(spec).dump();
   });
   return 0;

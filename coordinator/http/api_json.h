@@ -1,10 +1,8 @@
 #pragma once
 // The few words of the HTTP API that are not protobuf's JSON mapping
 // (proto_json.h prints every answer): the short names of verdicts and job
-// states that a campaign matrix counts by, how a kernel is shown, and the
-// campaign spec a schedule's POST body carries.
+// states that a campaign matrix counts by, and how a kernel is shown.
 
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "coordinator/clock.h"
@@ -20,9 +18,5 @@ std::string job_state_name(v1::JobState s);
 // A kernel as the API shows it: one registered before builds existed (no
 // status) is "ready".
 v1::Kernel shown(v1::Kernel k);
-
-// A campaign spec from the API's JSON shape (duration_s in seconds, pin and align as words); throws
-// RequestError (400) naming the bad field.
-v1::CampaignSpec campaign_spec_from_json(const nlohmann::json& j);
 
 }  // namespace leapfrog::coord

@@ -255,8 +255,10 @@ void register_core_api(ApiRouter& r, ApiContext ctx) {
     const std::string cron = body_string(body, "cron");
     if (!body.contains("campaign"))
       throw RequestError(ErrorKind::kInvalidArgument, "\"campaign\" is missing");
-    return proto_json(
-        shown(schedules(ctx).add(name, cron, campaign_spec_from_json(body["campaign"]))));
+    // The campaign by protobuf's JSON mapping, as every answer prints it.
+    v1::CampaignSpec spec;
+    proto_from_json(body["campaign"], spec, "campaign");
+    return proto_json(shown(schedules(ctx).add(name, cron, spec)));
   });
   r.action("POST", R"(/api/schedules/([^/]+)/enabled)", [ctx](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);

@@ -212,6 +212,29 @@ TEST_F(ErrorsApiTest, SchedulesOverHttpGoThroughTheUseCases) {
   a = get("/api/campaigns/4242");
   EXPECT_EQ(a.status, 404);
   EXPECT_EQ(a.error, "no campaign \"4242\"");
+
+  // The campaign is read by protobuf's JSON mapping, the spelling every
+  // answer prints: a Duration, enum names, int64 parameters.
+  json typed = campaign;
+  typed["duration"] = "1.5s";
+  typed["pin"] = "CPU_PINNING_ON";
+  typed["params"] = {{"depth", 3}};
+  a = post("/api/schedules", json{{"name", "typed"}, {"cron", "0 3 * * *"}, {"campaign", typed}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json stored = json::parse(a.body)["campaign"];
+  EXPECT_EQ(stored["duration"], "1.500s") << a.body;
+  EXPECT_EQ(stored["pin"], "CPU_PINNING_ON") << a.body;
+  EXPECT_EQ(stored["params"]["depth"], "3") << a.body;
+  // The old hand-written spelling is a field the message does not have.
+  json old = campaign;
+  old["duration_s"] = 2;
+  a = post("/api/schedules", json{{"name", "old"}, {"cron", "0 3 * * *"}, {"campaign", old}});
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_NE(a.error.find("bad campaign"), std::string::npos) << a.body;
+  EXPECT_NE(a.error.find("duration_s"), std::string::npos) << a.body;
+  a = post("/api/schedules", json{{"name", "n"}, {"cron", "0 3 * * *"}, {"campaign", "tmpfs"}});
+  EXPECT_EQ(a.status, 400) << a.body;
+  EXPECT_EQ(store_->list_schedules().size(), 2u);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ try {
     scenarios: ['setattr-lookup'],
     filesystems: ['fuse-cached', 'tmpfs'],
     kernels: [PATCHED],
-    duration_s: 2,
+    duration: '2s',
   };
   const sched = await lf.api('POST', '/api/schedules', { name: 'nightly-e2e', cron: '* * * * *', campaign: spec }, lf.token);
   assert(sched.status === 200, `add schedule: ${sched.status} ${JSON.stringify(sched.body)}`);
@@ -167,7 +167,8 @@ try {
       ['not json', /not JSON/],
       [JSON.stringify({ name: 'x', cron: 'every night', campaign: spec }), /cron|field/i],
       [JSON.stringify({ name: 'x', cron: '0 2 * * *', campaign: { ...spec, scenarios: ['no-such'] } }), /no-such|scenario/],
-      [JSON.stringify({ name: 'x', cron: '0 2 * * *', campaign: { ...spec, params: { a: 'b' } } }), /parameter/],
+      [JSON.stringify({ name: 'x', cron: '0 2 * * *', campaign: { ...spec, params: { a: 'b' } } }), /bad campaign: .*params/],
+      [JSON.stringify({ name: 'x', cron: '0 2 * * *', campaign: { ...spec, duration_s: 2 } }), /bad campaign: .*duration_s/],
     ];
     for (const [raw, want] of cases) {
       const r = await lf.rawPost('/api/schedules', raw, lf.token);

@@ -80,7 +80,7 @@ export const schedulesPage: Page = async (root, _p, query) => {
           scenarios: list(f.scenarios.value),
           filesystems: list(f.filesystems.value),
           kernels: list(f.kernels.value),
-          duration_s: Number(f.duration.value) || 0,
+          duration: `${Number(f.duration.value) || 0}s`,
         },
       }),
     );
