@@ -37,6 +37,13 @@ constexpr std::pair<v1::ViolationKind, const char*> kKindWords[] = {
     {v1::VIOLATION_KIND_TORN_OFFSET, "torn-offset"},
 };
 
+constexpr std::pair<v1::IssueKind, const char*> kIssueKindWords[] = {
+    {v1::ISSUE_KIND_VIOLATION, "violation"},
+    {v1::ISSUE_KIND_CRASH, "crash"},
+    {v1::ISSUE_KIND_HANG, "hang"},
+    {v1::ISSUE_KIND_BOOT_FAILURE, "boot-failure"},
+};
+
 }  // namespace
 
 std::string violation_kind_word(v1::ViolationKind k) {
@@ -49,6 +56,18 @@ v1::ViolationKind violation_kind_from(const std::string& word) {
   for (const auto& [kind, w] : kKindWords)
     if (word == w) return kind;
   return v1::VIOLATION_KIND_UNSPECIFIED;
+}
+
+std::string issue_kind_word(v1::IssueKind k) {
+  for (const auto& [kind, word] : kIssueKindWords)
+    if (kind == k) return word;
+  return "";
+}
+
+v1::IssueKind issue_kind_from(const std::string& text) {
+  for (const auto& [kind, word] : kIssueKindWords)
+    if (text == word || text == v1::IssueKind_Name(kind)) return kind;
+  return v1::ISSUE_KIND_UNSPECIFIED;
 }
 
 }  // namespace leapfrog::ktap

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "leapfrog/v1/common.pb.h"
+#include "leapfrog/v1/triage.pb.h"
 
 namespace leapfrog::ktap {
 
@@ -20,5 +21,13 @@ std::string alignment_name(v1::Alignment a);
 std::string violation_kind_word(v1::ViolationKind k);
 // The kind a word names; UNSPECIFIED for a word no kind has.
 v1::ViolationKind violation_kind_from(const std::string& word);
+
+// An issue kind's word, as signatures (coordinator/triage/signature.h), the
+// store, events and exports say it: "violation", "crash", "hang",
+// "boot-failure"; "" for UNSPECIFIED or a value this build does not know.
+std::string issue_kind_word(v1::IssueKind k);
+// The kind a word or an enum name names ("crash", "ISSUE_KIND_CRASH");
+// UNSPECIFIED for anything else.
+v1::IssueKind issue_kind_from(const std::string& text);
 
 }  // namespace leapfrog::ktap

@@ -1,4 +1,5 @@
 #include "coordinator/cli/triage_cmds.h"
+#include "common/ktap/words.h"
 #include "coordinator/channel.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -215,7 +216,14 @@ class Commands : public TriageCommands {
     v1::ListIssuesRequest req;
     for (const auto& s : statuses_) req.add_statuses(parse_status(s));
     req.set_scenario(issue_scenario_);
-    req.set_kind(issue_kind_);
+    if (!issue_kind_.empty()) {
+      req.set_kind(ktap::issue_kind_from(issue_kind_));
+      if (req.kind() == v1::ISSUE_KIND_UNSPECIFIED) {
+        std::fprintf(stderr, "error: bad --kind \"%s\", want violation, crash, hang or boot-failure\n",
+                     issue_kind_.c_str());
+        return 2;
+      }
+    }
     req.set_kernel_label(issue_kernel_);
     // Page by page until the limit or the end; a list cut short says so.
     const uint32_t limit = limit_ ? limit_ : 100;

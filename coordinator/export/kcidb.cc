@@ -246,8 +246,9 @@ json to_kcidb(const CampaignData& d, const ExportOptions& o) {
            {"origin", o.origin},
            {"comment", issue->title()},
            {"report_subject", issue->title()},
-           {"categories", json::array({"leapfrog." + (issue->kind().empty() ? std::string("unknown")
-                                                                            : issue->kind())})},
+           {"categories", json::array({"leapfrog." + (ktap::issue_kind_word(issue->kind()).empty()
+                                                          ? std::string("unknown")
+                                                          : ktap::issue_kind_word(issue->kind()))})},
            {"culprit", {{"code", !harness}, {"tool", false}, {"harness", harness}}},
            {"misc",
             {{"signature", issue->signature()},

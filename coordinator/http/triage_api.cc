@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "coordinator/http/api.h"
+#include "common/ktap/words.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
 #include "coordinator/triage/triage_engine.h"
@@ -18,6 +19,16 @@ using nlohmann::json;
 namespace tr = triage;
 
 namespace {
+
+// "crash" or "ISSUE_KIND_CRASH"; empty: any kind.
+v1::IssueKind parse_kind(const std::string& text) {
+  if (text.empty()) return v1::ISSUE_KIND_UNSPECIFIED;
+  const v1::IssueKind k = ktap::issue_kind_from(text);
+  if (k == v1::ISSUE_KIND_UNSPECIFIED)
+    throw RequestError(ErrorKind::kInvalidArgument,
+                       "bad kind \"" + text + "\", want violation, crash, hang or boot-failure");
+  return k;
+}
 
 // "fixed" or "ISSUE_STATUS_FIXED" (the enum's JSON name).
 v1::IssueStatus parse_status(const std::string& name) {
@@ -53,7 +64,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     lr.set_limit(query_uint(req, "limit", 200, 1, tr::kIssuePage.max));
     lr.set_scenario(req.get_param_value("scenario"));
     lr.set_kernel_label(req.get_param_value("kernel"));
-    lr.set_kind(req.get_param_value("kind"));
+    lr.set_kind(parse_kind(req.get_param_value("kind")));
     lr.set_page_token(query_page(req));
     return proto_json(e->list_issues(lr));
   });

@@ -4,6 +4,7 @@
 
 #include "coordinator/triage/pg_triage_store.h"
 
+#include "common/ktap/words.h"
 #include "coordinator/triage/spec_as_run.h"
 
 #include <spdlog/spdlog.h>
@@ -33,7 +34,7 @@ v1::Issue issue_from_row(const pqxx::row& r) {
   v1::Issue i;
   i.set_id(r[0].as<int64_t>());
   i.set_signature(r[1].as<std::string>());
-  i.set_kind(r[2].as<std::string>());
+  i.set_kind(ktap::issue_kind_from(r[2].as<std::string>()));
   i.set_scenario(r[3].as<std::string>());
   i.set_title(r[4].as<std::string>());
   i.set_status(static_cast<v1::IssueStatus>(r[5].as<int>()));

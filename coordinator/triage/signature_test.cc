@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "common/ktap/words.h"
 #include "common/outcome/violation_proto.h"
 
 namespace leapfrog::coord::triage {
@@ -185,6 +187,40 @@ TEST(Signature, CrashTakesItsTitleFromError) {
   EXPECT_EQ(sigs[0].key, "crash|BUG: kernel NULL pointer dereference, address: ADDR");
   o.set_verdict(v1::VERDICT_BOOT_FAILURE);
   EXPECT_EQ(outcome_signatures(spec, o)[0].key, "boot-failure");
+}
+
+// The store keeps an issue's kind as its signature's word; Issue.kind is
+// the enum. Every kind a signature can have has an enum value, both ways,
+// and every enum value but UNSPECIFIED has a word.
+TEST(Signature, EveryKindASignatureHasIsAnIssueKind) {
+  v1::ScenarioSpec spec;
+  spec.set_scenario("setattr-lookup");
+  std::set<std::string> words;
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_VIOLATION);
+  *o.add_violations() = chmod_violation("stat", 3, 1);
+  for (auto verdict : {v1::VERDICT_VIOLATION, v1::VERDICT_KERNEL_CRASH, v1::VERDICT_HANG,
+                       v1::VERDICT_BOOT_FAILURE}) {
+    o.set_verdict(verdict);
+    o.set_error("BUG: oops");
+    for (const auto& sig : outcome_signatures(spec, o)) words.insert(sig.kind);
+  }
+  EXPECT_EQ(words, (std::set<std::string>{"violation", "crash", "hang", "boot-failure"}));
+  for (const auto& w : words) {
+    const v1::IssueKind k = ktap::issue_kind_from(w);
+    EXPECT_NE(k, v1::ISSUE_KIND_UNSPECIFIED) << w;
+    EXPECT_EQ(ktap::issue_kind_word(k), w);
+    EXPECT_EQ(ktap::issue_kind_from(v1::IssueKind_Name(k)), k);
+  }
+  const auto* e = v1::IssueKind_descriptor();
+  for (int i = 0; i < e->value_count(); ++i) {
+    const auto k = static_cast<v1::IssueKind>(e->value(i)->number());
+    EXPECT_EQ(ktap::issue_kind_word(k).empty(), k == v1::ISSUE_KIND_UNSPECIFIED)
+        << e->value(i)->name();
+  }
+  EXPECT_EQ(e->value_count(), static_cast<int>(words.size()) + 1);
+  EXPECT_EQ(ktap::issue_kind_from("kernel-crash"), v1::ISSUE_KIND_UNSPECIFIED);
+  EXPECT_EQ(ktap::issue_kind_from(""), v1::ISSUE_KIND_UNSPECIFIED);
 }
 
 }  // namespace

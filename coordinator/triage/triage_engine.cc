@@ -3,6 +3,7 @@
 
 #include "coordinator/triage/triage_engine.h"
 
+#include "common/ktap/words.h"
 #include "coordinator/triage/spec_as_run.h"
 
 #include <spdlog/spdlog.h>
@@ -107,7 +108,7 @@ v1::ListIssuesResponse TriageEngine::list_issues(const v1::ListIssuesRequest& re
   IssueQuery q;
   for (int s : req.statuses()) q.statuses.push_back(static_cast<v1::IssueStatus>(s));
   q.scenario = req.scenario();
-  q.kind = req.kind();
+  q.kind = ktap::issue_kind_word(req.kind());
   q.kernel_label = req.kernel_label();
   q.limit = req.limit();
   q.page_token = req.page_token();

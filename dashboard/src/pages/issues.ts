@@ -19,7 +19,7 @@ export const issuesPage: Page = async (root, _p, query) => {
     status: select('status', ISSUE_STATUSES),
     scenario: select('scenario', uniq((i) => [i.scenario])),
     kernel: select('kernel', uniq((i) => i.kernels.map((k) => k.kernel_label))),
-    kind: select('kind', uniq((i) => [i.kind])),
+    kind: select('kind', uniq((i) => [enumText(i.kind)])),
   };
   const body = h('div', {});
   root.append(h('h1', {}, 'Issues'), h('div', { class: 'inline-form' }, ...Object.values(filters)), body);
@@ -48,7 +48,7 @@ export const issuesPage: Page = async (root, _p, query) => {
             issues.map((i) => [
               link(`#/issues/${i.id}`, `#${i.id}`),
               h('span', { class: `badge s-${enumText(i.status)}` }, enumText(i.status)),
-              i.kind,
+              enumText(i.kind),
               i.scenario,
               link(`#/issues/${i.id}`, i.title),
               i.count,

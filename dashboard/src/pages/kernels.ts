@@ -1,7 +1,7 @@
 // Kernels: the registered kernels with their build status, one kernel's patch
 // series, build record and log, and the card that finding views show for the
 // kernel a finding was made on.
-import { get, getPages, type Kernel, type KernelPage, type OutcomesPage } from '../api';
+import { enumText, get, getPages, type Kernel, type KernelPage, type OutcomesPage } from '../api';
 import { h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 
@@ -142,7 +142,7 @@ export const kernelPage: Page = async (root, [raw], query) => {
     d.issues.length
       ? table(
           ['issue', 'kind', 'scenario', 'title', 'count here', 'last seen'],
-          d.issues.map(({ issue: i, on_kernel: here }) => [link(`#/issues/${i!.id}`, `#${i!.id}`), i!.kind, i!.scenario, link(`#/issues/${i!.id}`, i!.title), here?.count ?? '0', when(here?.last_seen)]),
+          d.issues.map(({ issue: i, on_kernel: here }) => [link(`#/issues/${i!.id}`, `#${i!.id}`), enumText(i!.kind), i!.scenario, link(`#/issues/${i!.id}`, i!.title), here?.count ?? '0', when(here?.last_seen)]),
           { id: 'kernel-issues' },
         )
       : h('p', { class: 'muted' }, 'None.'),
