@@ -219,7 +219,8 @@ class Commands : public TriageCommands {
     if (!issue_kind_.empty()) {
       req.set_kind(ktap::issue_kind_from(issue_kind_));
       if (req.kind() == v1::ISSUE_KIND_UNSPECIFIED) {
-        std::fprintf(stderr, "error: bad --kind \"%s\", want violation, crash, hang or boot-failure\n",
+        std::fprintf(stderr,
+                     "error: bad --kind \"%s\", want violation, crash, hang or boot-failure\n",
                      issue_kind_.c_str());
         return 2;
       }

@@ -241,14 +241,13 @@ json to_kcidb(const CampaignData& d, const ExportOptions& o) {
   }
   for (const auto& [id, issue] : seen_issues) {
     const bool harness = issue->status() == v1::ISSUE_STATUS_INVALID;
+    const std::string kind = ktap::issue_kind_word(issue->kind());
     json i{{"id", o.origin + ":issue-" + std::to_string(id)},
            {"version", issue->regressions()},
            {"origin", o.origin},
            {"comment", issue->title()},
            {"report_subject", issue->title()},
-           {"categories", json::array({"leapfrog." + (ktap::issue_kind_word(issue->kind()).empty()
-                                                          ? std::string("unknown")
-                                                          : ktap::issue_kind_word(issue->kind()))})},
+           {"categories", json::array({"leapfrog." + (kind.empty() ? "unknown" : kind)})},
            {"culprit", {{"code", !harness}, {"tool", false}, {"harness", harness}}},
            {"misc",
             {{"signature", issue->signature()},

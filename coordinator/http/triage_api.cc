@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "coordinator/http/api.h"
 #include "common/ktap/words.h"
+#include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
 #include "coordinator/triage/triage_engine.h"
