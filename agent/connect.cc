@@ -29,6 +29,7 @@
 #include "agent/outcome_proto.h"
 #include "agent/spool.h"
 #include "common/bounds.h"
+#include "common/proto_time.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "scenarios/fs/view.h"
 #include "scenarios/fs/workspace.h"
@@ -373,8 +374,9 @@ class Agent {
 
   std::vector<std::string> job_argv(const v1::Job& job) {
     const auto& spec = job.spec();
-    std::vector<std::string> argv = {opts_.self_exe, "run", "--json", "--die-with-parent", "--scenario", spec.scenario(),
-                                     "--seed", std::to_string(spec.seed()), "--fs", local_fs(spec.fs()),
+    std::vector<std::string> argv = {opts_.self_exe, "run", "--format", "proto",
+                                     "--die-with-parent", "--scenario", spec.scenario(), "--seed",
+                                     std::to_string(spec.seed()), "--fs", local_fs(spec.fs()),
                                      // What the spec leaves open, the seed chooses.
                                      "--strategy", "seed"};
     if (spec.iterations() > 0) {
@@ -482,9 +484,10 @@ class Agent {
       stub_->ReleaseJob(ctx.get(), rel, &resp);
       return;
     }
-    spdlog::info("job.build_done job={} attempt={} label={} ok={} release={} cached={} seconds={:.1f}",
-                 job.job_id(), job.attempt(), b.label(), outcome.build().ok(), outcome.build().release(),
-                 outcome.build().cached(), outcome.build().build_seconds());
+    spdlog::info(
+        "job.build_done job={} attempt={} label={} ok={} release={} cached={} seconds={:.1f}",
+        job.job_id(), job.attempt(), b.label(), outcome.build().ok(), outcome.build().release(),
+        outcome.build().cached(), seconds_of(outcome.build().build_time()));
     finish(job, outcome);
   }
 
@@ -595,7 +598,7 @@ class Agent {
         throw std::runtime_error("the run was killed by signal " +
                                  std::to_string(WTERMSIG(status)) + " (" +
                                  sigabbrev_or_number(WTERMSIG(status)) + ")");
-      outcome = outcome_from_json(text.str());
+      outcome = outcome_of_run(text.str());
     } catch (const std::exception& e) {
       std::ifstream errs(err);
       std::stringstream et;

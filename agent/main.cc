@@ -82,6 +82,18 @@ int print_ktap(const Outcome& o) {
   return exit_code(o);
 }
 
+// The outcome as the v1.Outcome message, serialized: what an agent's run
+// child writes and the agent stores as it is (connect.cc), so the one
+// conversion from the scenario's struct happens here, where the run ended.
+int print_proto(const Outcome& o) {
+  const v1::Outcome wire = outcome_from_json(to_json(o).dump());
+  std::string bytes;
+  if (!wire.SerializeToString(&bytes)) throw std::runtime_error("the outcome does not serialize");
+  std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::cout.flush();
+  return exit_code(o);
+}
+
 int print_outcome(const Outcome& o, bool json_out) {
   if (json_out)
     std::cout << to_json(o).dump() << std::endl;
@@ -92,8 +104,9 @@ int print_outcome(const Outcome& o, bool json_out) {
 
 int cmd_run(const RunOptions& opts, const RunFlags& flags) {
   const bool ktap_out = flags.format == "ktap";
-  // KTAP, like JSON, reports a failed set-up as an outcome.
-  const bool json_out = flags.json || flags.format == "json" || ktap_out;
+  const bool proto_out = flags.format == "proto";
+  // KTAP and proto, like JSON, report a failed set-up as an outcome.
+  const bool json_out = flags.json || flags.format == "json" || ktap_out || proto_out;
   const Scenario& scenario = find_scenario(opts.scenario);
   const auto params = resolve_params(scenario, opts);
   const Strategy strategy = resolve_strategy(scenario, opts, usable_cpus());
@@ -144,6 +157,7 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     o.strategy.widening = summary(widening);
     spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
     if (ktap_out) return print_ktap(o);
+    if (proto_out) return print_proto(o);
     return print_outcome(o, json_out);
   });
 }

@@ -19,8 +19,10 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
                  "observer processes (default: the scenario's, or chosen by the seed with --strategy seed)");
   cmd.add_option("--history", f.history, "write the recorded history here (JSON Lines)");
   cmd.add_flag("--json", f.json, "print the outcome as one JSON object");
-  cmd.add_option("--format", f.format, "text | json | ktap (KTAP v1: the run as one test case)")
-      ->check(CLI::IsMember({"text", "json", "ktap"}));
+  cmd.add_option("--format", f.format,
+                 "text | json | ktap (KTAP v1: the run as one test case) | proto (the v1.Outcome "
+                 "message, binary: what an agent reads from the run it started)")
+      ->check(CLI::IsMember({"text", "json", "ktap", "proto"}));
   cmd.add_option("--param", f.params, "scenario parameter NAME=VALUE (repeatable)");
   cmd.add_option("--align", f.align,
                  "fuzzy (barrier + swept delays, the default) | free (no barrier) | both (half the observers "

@@ -20,7 +20,8 @@ struct RunFlags {
   uint32_t observers = 0;
   std::string history;
   bool json = false;
-  // --format: text (the default), json (as --json) or ktap (KTAP v1, one job).
+  // --format: text (the default), json (as --json), ktap (KTAP v1, one job)
+  // or proto (v1.Outcome serialized: the agent's child writes it).
   std::string format = "text";
   std::vector<std::string> params;
   // The race strategy (scenarios/strategy.h). "seed" leaves a field to the

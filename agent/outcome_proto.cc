@@ -162,6 +162,18 @@ bool fit_outcome(v1::Outcome& o, size_t max_bytes) {
   return true;
 }
 
+v1::Outcome outcome_of_run(const std::string& bytes) {
+  if (bytes.empty()) throw std::runtime_error("the run wrote no outcome");
+  v1::Outcome o;
+  if (!o.ParseFromString(bytes))
+    throw std::runtime_error("the run's output (" + std::to_string(bytes.size()) +
+                             " bytes) is not a v1.Outcome");
+  if (o.verdict() == v1::VERDICT_UNSPECIFIED)
+    throw std::runtime_error("the run's outcome (" + std::to_string(bytes.size()) +
+                             " bytes) has no verdict");
+  return o;
+}
+
 v1::Outcome error_outcome(const std::string& why) {
   v1::Outcome o;
   o.set_verdict(v1::VERDICT_ERROR);

@@ -12,6 +12,12 @@ namespace leapfrog {
 // Throws std::runtime_error if `json_text` is not an outcome object.
 v1::Outcome outcome_from_json(const std::string& json_text);
 
+// The outcome a run child wrote with `--format proto` (the v1.Outcome
+// message, serialized), as the agent stores it. Throws std::runtime_error
+// saying so if the child wrote nothing, something that does not parse, or
+// an outcome without a verdict (never a PASS it did not earn).
+v1::Outcome outcome_of_run(const std::string& bytes);
+
 // An ERROR outcome carrying `why` (the run did not produce an outcome).
 v1::Outcome error_outcome(const std::string& why);
 

@@ -13,6 +13,7 @@
 #include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
+#include "common/proto_time.h"
 #include "scenarios/outcome.h"
 
 namespace leapfrog {
@@ -195,6 +196,58 @@ TEST(OutcomeProto, AViolationsDetailIsTypedAndReadsBackAsTheRunWroteIt) {
   EXPECT_TRUE(upgrade_legacy(garbled));
   EXPECT_FALSE(garbled.has_detail());
   EXPECT_TRUE(violation_json(garbled).is_null());
+}
+
+// A build's time as an older agent spooled it (a double of seconds, old
+// KernelBuildResult field 7) becomes the Duration when the spool is read
+// back (agent/spool.cc runs upgrade_legacy), and a kernel's likewise.
+TEST(LegacyBuildTime, OldSecondsBecomeADuration) {
+  v1::KernelBuildResult r;
+  r.set_ok(true);
+  r.set_release("6.1.0-lf1");
+  v1::Outcome old;
+  old.set_verdict(v1::VERDICT_PASS);
+  ASSERT_TRUE(old.mutable_build()->ParseFromString(with_old_double(r, 7, 812.25)));
+  EXPECT_FALSE(old.build().has_build_time());
+  EXPECT_TRUE(upgrade_legacy(old));
+  EXPECT_EQ(ns_of(old.build().build_time()), 812'250'000'000);
+  EXPECT_EQ(old.build().GetReflection()->GetUnknownFields(old.build()).field_count(), 0);
+  EXPECT_FALSE(upgrade_legacy(old)) << "nothing left to do";
+  // A cached build took 0 s: no time, as new builders leave it.
+  ASSERT_TRUE(old.mutable_build()->ParseFromString(with_old_double(r, 7, 0)));
+  EXPECT_TRUE(upgrade_legacy(old));
+  EXPECT_FALSE(old.build().has_build_time());
+  v1::Kernel k;
+  ASSERT_TRUE(k.ParseFromString(with_old_double(v1::Kernel(), 13, 3.5)));
+  EXPECT_TRUE(upgrade_legacy(k));
+  EXPECT_EQ(ns_of(k.build_time()), 3'500'000'000);
+}
+
+// What an agent reads from its run child (`run --format proto`): the message
+// as the child serialized it, and a clear refusal of anything else, never a
+// default outcome (whose verdict would be unset).
+TEST(OutcomeOfRun, ReadsTheChildsMessageAndRefusesAnythingElse) {
+  Outcome run = scale_run();
+  run.verdict = "violation";
+  const v1::Outcome sent = outcome_from_json(to_json(run).dump());
+  const v1::Outcome got = outcome_of_run(sent.SerializeAsString());
+  EXPECT_EQ(got.SerializeAsString(), sent.SerializeAsString());
+  EXPECT_EQ(got.verdict(), v1::VERDICT_VIOLATION);
+  auto refusal = [](const std::string& bytes) {
+    try {
+      outcome_of_run(bytes);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal(""), "the run wrote no outcome");
+  EXPECT_NE(refusal("\xff\xff\xff").find("is not a v1.Outcome"), std::string::npos);
+  // The JSON an older child printed is not the message.
+  EXPECT_NE(refusal(to_json(run).dump()), "accepted");
+  v1::Outcome unset = sent;
+  unset.clear_verdict();
+  EXPECT_NE(refusal(unset.SerializeAsString()).find("has no verdict"), std::string::npos);
 }
 
 TEST(ViolationKindWords, EveryKindTheOracleReportsHasOneWordBothWays) {

@@ -227,7 +227,7 @@ std::vector<std::string> unserved(const v1::CampaignSpec& spec,
       } else if (auto k = std::find_if(kernels.begin(), kernels.end(),
                                        [&](const auto& k) { return k.label() == label; });
                  k != kernels.end()) {
-        if (k->status() == "build-failure") {
+        if (k->status() == v1::KERNEL_STATUS_BUILD_FAILURE) {
           out.push_back(what +
                         "its last build failed, so no VM can boot it; its jobs wait until it"
                         " is rebuilt or added again (leapfrog kernels)");

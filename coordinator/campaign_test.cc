@@ -394,7 +394,7 @@ v1::AgentInfo agent(const std::string& name, const std::string& label,
   return a;
 }
 
-v1::Kernel kernel(const std::string& label, const std::string& status = "ready") {
+v1::Kernel kernel(const std::string& label, v1::KernelStatus status = v1::KERNEL_STATUS_READY) {
   v1::Kernel k;
   k.set_label(label);
   k.set_status(status);
@@ -429,8 +429,8 @@ TEST(CampaignUnservedTest, NamesTheLabelNoAgentRunsAndSaysWhatToDo) {
   ASSERT_EQ(no_vm.size(), 1u);
   EXPECT_THAT(no_vm[0], HasSubstr("leapfrog vm run --kernel 6.1-test"));
 
-  const auto failed =
-      unserved(on({"6.1-test"}, {"tmpfs"}), agents, {kernel("6.1-test", "build-failure")});
+  const auto failed = unserved(on({"6.1-test"}, {"tmpfs"}), agents,
+                               {kernel("6.1-test", v1::KERNEL_STATUS_BUILD_FAILURE)});
   ASSERT_EQ(failed.size(), 1u);
   EXPECT_THAT(failed[0], HasSubstr("last build failed"));
 

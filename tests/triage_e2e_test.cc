@@ -276,7 +276,7 @@ TEST_F(TriageE2E, BisectSkipsAKernelThatFailsDifferently) {
   EXPECT_EQ(bisect["bisect"]["skipped"][0], "kx");
   const json steps = bisect["bisect"]["steps"];
   ASSERT_EQ(steps.size(), 2u) << bisect.dump();
-  EXPECT_EQ(steps[1]["verdict"], "skipped");
+  EXPECT_EQ(steps[1]["verdict"], "BISECT_STEP_SKIPPED");
   EXPECT_EQ(steps[1].value("reproduced", 0), 0);
   EXPECT_EQ(steps[1]["other_failures"], steps[1]["runs"]);
 }

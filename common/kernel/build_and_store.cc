@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/kernel/kernel_image.h"
+#include "common/proto_time.h"
 
 namespace leapfrog::kbuild {
 
@@ -30,7 +31,7 @@ v1::KernelBuildResult build_and_store(const BuildSpec& spec, const Progress& pro
     r->set_inputs_hash(b.inputs_hash);
     r->set_release(b.release);
     r->set_cached(b.cached);
-    r->set_build_seconds(b.seconds);
+    if (b.seconds > 0) *r->mutable_build_time() = duration_of_seconds(b.seconds);
     r->set_log_path(b.build_log);
     for (const auto& p : b.patches) {
       auto* bp = r->add_patches();

@@ -1,5 +1,7 @@
 #include "common/kernel/built_kernel.h"
 
+#include "common/proto_time.h"
+
 namespace leapfrog::kbuild {
 
 v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r) {
@@ -22,13 +24,13 @@ v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r
   k.set_build_log_path(r.log_path());
   k.set_build_log_tail(r.log_tail());
   if (r.ok()) {
-    k.set_status("ready");
+    k.set_status(v1::KERNEL_STATUS_READY);
     k.set_release(r.release());
     k.set_sha256(r.vmlinux_sha256());
     k.set_version(r.version());
-    k.set_build_seconds(r.build_seconds());
+    if (r.has_build_time()) *k.mutable_build_time() = r.build_time();
   } else {
-    k.set_status("build-failure");
+    k.set_status(v1::KERNEL_STATUS_BUILD_FAILURE);
     k.set_version(r.failed_stage() + " failed: " + r.error());
   }
   return k;

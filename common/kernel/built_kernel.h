@@ -9,7 +9,7 @@
 
 namespace leapfrog::kbuild {
 
-// The Kernel `build` registers given its `result`: status "ready" with the
+// The Kernel `build` registers given its `result`: status READY with the
 // stored image's sha256, release and version, or "build-failure" with the
 // stage that failed ("patch failed: ..." as its version) and the log tail.
 // The source says what was built ("build of SOURCE + PATCH..."); the patches

@@ -16,6 +16,7 @@
 
 #include "common/kernel/build_and_store.h"
 #include "common/kernel/built_kernel.h"
+#include "common/proto_time.h"
 
 namespace leapfrog::kbuild {
 namespace {
@@ -290,7 +291,7 @@ TEST(BuiltKernel, AReadyKernelCarriesTheStoredImage) {
   r.set_release("6.1.0-lfabcdef01");
   r.set_vmlinux_sha256("0123");
   r.set_version("6.1.0-lfabcdef01 (gcc) #1");
-  r.set_build_seconds(12.5);
+  *r.mutable_build_time() = duration_of_seconds(12.5);
   r.set_log_path("/cache/kbuild/out/abc/build.log");
   auto* p = r.add_patches();
   p->set_name("0001-first.patch");
@@ -298,14 +299,14 @@ TEST(BuiltKernel, AReadyKernelCarriesTheStoredImage) {
   p->set_subject("[PATCH] first");
   const v1::Kernel k = built_kernel(toy_build(), r);
   EXPECT_EQ(k.label(), "toy");
-  EXPECT_EQ(k.status(), "ready");
+  EXPECT_EQ(k.status(), v1::KERNEL_STATUS_READY);
   EXPECT_EQ(k.source(), "build of /src/linux + 0001-first.patch + 0002-second.patch");
   EXPECT_EQ(k.cmdline(), "leapfrog_planted=0");
   EXPECT_EQ(k.release(), "6.1.0-lfabcdef01");
   EXPECT_EQ(k.sha256(), "0123");
   EXPECT_EQ(k.version(), "6.1.0-lfabcdef01 (gcc) #1");
   EXPECT_EQ(k.inputs_hash(), "abc");
-  EXPECT_EQ(k.build_seconds(), 12.5);
+  EXPECT_EQ(ns_of(k.build_time()), 12'500'000'000);
   EXPECT_EQ(k.build_log_path(), "/cache/kbuild/out/abc/build.log");
   ASSERT_EQ(k.patches_size(), 1);
   EXPECT_EQ(k.patches(0).subject(), "[PATCH] first");
@@ -318,14 +319,14 @@ TEST(BuiltKernel, AFailedBuildSaysWhichStageAndKeepsTheLog) {
   r.set_error("patch \"0002-second.patch\" does not apply");
   r.set_log_tail("Hunk #1 FAILED at 1.\n");
   r.set_release("ignored on failure");
-  r.set_build_seconds(3);
+  *r.mutable_build_time() = duration_of_seconds(3);
   const v1::Kernel k = built_kernel(toy_build(), r);
-  EXPECT_EQ(k.status(), "build-failure");
+  EXPECT_EQ(k.status(), v1::KERNEL_STATUS_BUILD_FAILURE);
   EXPECT_EQ(k.version(), "patch failed: patch \"0002-second.patch\" does not apply");
   EXPECT_EQ(k.build_log_tail(), "Hunk #1 FAILED at 1.\n");
   EXPECT_EQ(k.release(), "");
   EXPECT_EQ(k.sha256(), "");
-  EXPECT_EQ(k.build_seconds(), 0);
+  EXPECT_FALSE(k.has_build_time());
   // No series in the result (the agent failed before the build): the build's names.
   ASSERT_EQ(k.patches_size(), 2);
   EXPECT_EQ(k.patches(0).name(), "0001-first.patch");

@@ -44,6 +44,13 @@ constexpr std::pair<v1::IssueKind, const char*> kIssueKindWords[] = {
     {v1::ISSUE_KIND_BOOT_FAILURE, "boot-failure"},
 };
 
+constexpr std::pair<v1::BisectStepVerdict, const char*> kBisectStepWords[] = {
+    {v1::BISECT_STEP_BAD, "bad"},
+    {v1::BISECT_STEP_GOOD, "good"},
+    {v1::BISECT_STEP_SKIPPED, "skipped"},
+    {v1::BISECT_STEP_MEASURE, "measure"},
+};
+
 }  // namespace
 
 std::string violation_kind_word(v1::ViolationKind k) {
@@ -68,6 +75,29 @@ v1::IssueKind issue_kind_from(const std::string& text) {
   for (const auto& [kind, word] : kIssueKindWords)
     if (text == word || text == v1::IssueKind_Name(kind)) return kind;
   return v1::ISSUE_KIND_UNSPECIFIED;
+}
+
+std::string kernel_status_word(v1::KernelStatus s) {
+  return s == v1::KERNEL_STATUS_BUILD_FAILURE ? "build-failure" : "ready";
+}
+
+v1::KernelStatus kernel_status_from(const std::string& text) {
+  if (text == "ready" || text == "KERNEL_STATUS_READY") return v1::KERNEL_STATUS_READY;
+  if (text == "build-failure" || text == "KERNEL_STATUS_BUILD_FAILURE")
+    return v1::KERNEL_STATUS_BUILD_FAILURE;
+  return v1::KERNEL_STATUS_UNSPECIFIED;
+}
+
+std::string bisect_step_word(v1::BisectStepVerdict v) {
+  for (const auto& [verdict, word] : kBisectStepWords)
+    if (verdict == v) return word;
+  return "";
+}
+
+v1::BisectStepVerdict bisect_step_from(const std::string& word) {
+  for (const auto& [verdict, w] : kBisectStepWords)
+    if (word == w) return verdict;
+  return v1::BISECT_STEP_UNSPECIFIED;
 }
 
 }  // namespace leapfrog::ktap

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "leapfrog/v1/common.pb.h"
+#include "leapfrog/v1/control.pb.h"
 #include "leapfrog/v1/triage.pb.h"
 
 namespace leapfrog::ktap {
@@ -29,5 +30,18 @@ std::string issue_kind_word(v1::IssueKind k);
 // The kind a word or an enum name names ("crash", "ISSUE_KIND_CRASH");
 // UNSPECIFIED for anything else.
 v1::IssueKind issue_kind_from(const std::string& text);
+
+// A bisect step's word, as the CLI prints it and older coordinators stored
+// it: "bad", "good", "skipped", "measure"; "" for UNSPECIFIED.
+std::string bisect_step_word(v1::BisectStepVerdict v);
+// The verdict a word names; UNSPECIFIED for any other.
+v1::BisectStepVerdict bisect_step_from(const std::string& word);
+
+// A kernel status's word, as the store's `kernels.status` column, the CLI
+// and the exports say it: "ready", "build-failure"; UNSPECIFIED is "ready"
+// (a kernel registered before builds existed).
+std::string kernel_status_word(v1::KernelStatus s);
+// The status a word or an enum name names; UNSPECIFIED for any other.
+v1::KernelStatus kernel_status_from(const std::string& text);
 
 }  // namespace leapfrog::ktap

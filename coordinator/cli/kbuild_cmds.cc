@@ -15,6 +15,8 @@
 #include "common/kernel/built_kernel.h"
 #include "common/kernel/kernel_build.h"
 #include "common/kernel/kernel_image.h"
+#include "common/ktap/words.h"
+#include "common/proto_time.h"
 #include "leapfrog/v1/control.grpc.pb.h"
 
 namespace leapfrog::cli {
@@ -38,10 +40,17 @@ v1::Kernel register_kernel(const Endpoint& ep, const v1::Kernel& k) {
 nlohmann::json to_json(const v1::Kernel& k) {
   nlohmann::json patches = nlohmann::json::array();
   for (const auto& p : k.patches()) patches.push_back({{"name", p.name()}, {"sha256", p.sha256()}, {"subject", p.subject()}});
-  return {{"label", k.label()},           {"status", k.status()},         {"release", k.release()},
-          {"version", k.version()},       {"sha256", k.sha256()},         {"source", k.source()},
-          {"cmdline", k.cmdline()},       {"inputs_hash", k.inputs_hash()}, {"patches", patches},
-          {"build_seconds", k.build_seconds()}, {"build_log", k.build_log_path()},
+  return {{"label", k.label()},
+          {"status", ktap::kernel_status_word(k.status())},
+          {"release", k.release()},
+          {"version", k.version()},
+          {"sha256", k.sha256()},
+          {"source", k.source()},
+          {"cmdline", k.cmdline()},
+          {"inputs_hash", k.inputs_hash()},
+          {"patches", patches},
+          {"build_seconds", seconds_of(k.build_time())},
+          {"build_log", k.build_log_path()},
           {"build_log_tail", k.build_log_tail()}};
 }
 

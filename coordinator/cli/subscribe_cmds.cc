@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "common/ktap/words.h"
 #include "coordinator/channel.h"
 #include "coordinator/notify/message.h"
 #include "coordinator/notify/outbox.h"
@@ -43,7 +44,8 @@ std::string filter_of(const v1::Subscription& s) {
   if (f.events_size() == 0) add("every event");
   if (!f.kernel().empty()) add("kernel=" + f.kernel());
   if (!f.scenario().empty()) add("scenario=" + f.scenario());
-  if (!f.issue_kind().empty()) add("issue-kind=" + f.issue_kind());
+  if (f.issue_kind() != v1::ISSUE_KIND_UNSPECIFIED)
+    add("issue-kind=" + ktap::issue_kind_word(f.issue_kind()));
   if (f.schedule_id() != 0) add("schedule=" + std::to_string(f.schedule_id()));
   return out;
 }
@@ -94,7 +96,12 @@ int SubscribeCommands::run(const Endpoint& ep, bool json) {
     }
     f->set_kernel(kernel_);
     f->set_scenario(scenario_);
-    f->set_issue_kind(issue_kind_);
+    if (!issue_kind_.empty()) {
+      f->set_issue_kind(ktap::issue_kind_from(issue_kind_));
+      if (f->issue_kind() == v1::ISSUE_KIND_UNSPECIFIED)
+        throw std::runtime_error("--issue-kind \"" + issue_kind_ +
+                                 "\": want violation, crash, hang or boot-failure");
+    }
     f->set_schedule_id(schedule_);
     v1::Subscription created;
     check(stub->AddSubscription(context(ep).get(), req, &created));

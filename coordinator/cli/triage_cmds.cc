@@ -97,8 +97,9 @@ void print_action(const v1::Action& a) {
     const auto& b = a.bisect();
     for (const auto& s : b.steps())
       std::printf("  step %-10s %-8s %u/%u reproduced, %u failed otherwise (campaign %lld)\n",
-                  s.kernel_label().c_str(), s.verdict().c_str(), s.reproduced(), s.runs(),
-                  s.other_failures(), static_cast<long long>(s.campaign_id()));
+                  s.kernel_label().c_str(), ktap::bisect_step_word(s.verdict()).c_str(),
+                  s.reproduced(), s.runs(), s.other_failures(),
+                  static_cast<long long>(s.campaign_id()));
     if (!b.first_bad().empty()) {
       std::printf(
           "  first bad: %s (last good %s; rate %.2f on the last bad kernel, %u runs per step)\n",

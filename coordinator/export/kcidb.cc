@@ -77,7 +77,7 @@ json checkout_of(const CampaignData& d, const std::string& label, const ExportOp
     c["patchset_hash"] = patchset_hash(hashes);
     if (!k->version().empty()) c["comment"] = k->version();
     c["start_time"] = rfc3339(k->added_at());
-    c["valid"] = k->status() != "build-failure";
+    c["valid"] = k->status() != v1::KERNEL_STATUS_BUILD_FAILURE;
     misc["source"] = k->source();
     misc["patches"] = patches;
     if (!k->release().empty()) misc["release"] = k->release();
@@ -100,16 +100,13 @@ json build_of(const CampaignData& d, const std::string& label, const ExportOptio
   if (k) {
     if (!k->version().empty()) b["comment"] = k->version();
     b["start_time"] = rfc3339(k->added_at());
-    if (k->build_seconds() > 0) b["duration"] = k->build_seconds();
-    if (k->status() == "build-failure")
-      b["status"] = "FAIL";
-    else if (k->status() == "ready" || k->status().empty())
-      b["status"] = "PASS";
+    if (seconds_of(k->build_time()) > 0) b["duration"] = seconds_of(k->build_time());
+    b["status"] = k->status() == v1::KERNEL_STATUS_BUILD_FAILURE ? "FAIL" : "PASS";
     if (!k->build_log_tail().empty()) b["log_excerpt"] = excerpt(k->build_log_tail());
     if (!k->sha256().empty()) misc["vmlinux_sha256"] = k->sha256();
     if (!k->cmdline().empty()) misc["cmdline"] = k->cmdline();
     if (!k->build_log_path().empty()) misc["build_log_path"] = k->build_log_path();
-    misc["status"] = k->status();
+    misc["status"] = ktap::kernel_status_word(k->status());
   } else {
     b["comment"] = "not built by Leapfrog";
   }

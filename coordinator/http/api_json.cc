@@ -26,7 +26,7 @@ std::string job_state_name(v1::JobState s) {
 }
 
 v1::Kernel shown(v1::Kernel k) {
-  if (k.status().empty()) k.set_status("ready");
+  if (k.status() == v1::KERNEL_STATUS_UNSPECIFIED) k.set_status(v1::KERNEL_STATUS_READY);
   return k;
 }
 

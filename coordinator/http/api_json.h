@@ -16,7 +16,7 @@ std::string verdict_name(v1::Verdict v);
 std::string job_state_name(v1::JobState s);
 
 // A kernel as the API shows it: one registered before builds existed (no
-// status) is "ready".
+// status) is READY.
 v1::Kernel shown(v1::Kernel k);
 
 }  // namespace leapfrog::coord

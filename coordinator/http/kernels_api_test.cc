@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/proto_time.h"
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
@@ -120,18 +121,19 @@ TEST(KernelJson, CarriesTheBuildRecordAndDefaultsToReady) {
   p->set_sha256("ab12");
   p->set_subject("[PATCH] a");
   k.set_release("6.1.0-lf1");
-  k.set_build_seconds(12.5);
+  *k.mutable_build_time() = duration_of_seconds(12.5);
   nlohmann::json j = proto_json(shown(k));
-  EXPECT_EQ(j["status"], "ready") << "a kernel registered before builds had no status";
+  EXPECT_EQ(j["status"], "KERNEL_STATUS_READY")
+      << "a kernel registered before builds had no status";
   ASSERT_EQ(j["patches"].size(), 1u);
   EXPECT_EQ(j["patches"][0]["name"], "0001-a.patch");
   EXPECT_EQ(j["patches"][0]["subject"], "[PATCH] a");
   EXPECT_EQ(j["release"], "6.1.0-lf1");
-  EXPECT_EQ(j["build_seconds"].get<double>(), 12.5);
-  k.set_status("build-failure");
+  EXPECT_EQ(j["build_time"], "12.500s") << "a Duration, as protobuf's JSON mapping prints it";
+  k.set_status(v1::KERNEL_STATUS_BUILD_FAILURE);
   k.set_build_log_tail("error: x\n");
   j = proto_json(shown(k));
-  EXPECT_EQ(j["status"], "build-failure");
+  EXPECT_EQ(j["status"], "KERNEL_STATUS_BUILD_FAILURE");
   EXPECT_EQ(j["build_log_tail"], "error: x\n");
 }
 

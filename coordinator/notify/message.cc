@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "common/ktap/words.h"
 #include "coordinator/notify/outbox.h"
 
 namespace leapfrog::coord::notify {
@@ -78,8 +79,8 @@ json to_json(const v1::Event& e) {
   json cells = json::array();
   for (const auto& c : e.cells()) {
     json cell = {{"scenario", c.scenario()}, {"kernel", c.kernel_label()}, {"fs", c.fs()}};
-    if (!c.verdict().empty()) {
-      cell["verdict"] = c.verdict();
+    if (c.verdict() != v1::VERDICT_UNSPECIFIED) {
+      cell["verdict"] = ktap::verdict_word(c.verdict());
       cell["failed_jobs"] = c.failed_jobs();
       cell["jobs"] = c.jobs();
     }
@@ -88,7 +89,9 @@ json to_json(const v1::Event& e) {
   json j = {{"id", e.id()},      {"key", e.key()},         {"kind", event_kind_name(e.kind())},
             {"at", iso(e.at())}, {"summary", e.summary()}, {"link", e.link()}};
   if (e.issue_id() > 0)
-    j["issue"] = {{"id", e.issue_id()}, {"title", e.issue_title()}, {"kind", e.issue_kind()}};
+    j["issue"] = {{"id", e.issue_id()},
+                  {"title", e.issue_title()},
+                  {"kind", ktap::issue_kind_word(e.issue_kind())}};
   if (!e.scenario().empty()) j["scenario"] = e.scenario();
   if (!e.kernel_label().empty()) j["kernel"] = e.kernel_label();
   if (e.campaign_id() > 0) j["campaign_id"] = e.campaign_id();
@@ -115,7 +118,7 @@ json to_json(const v1::Subscription& s) {
              {{"events", events},
               {"kernel", s.filter().kernel()},
               {"scenario", s.filter().scenario()},
-              {"issue_kind", s.filter().issue_kind()},
+              {"issue_kind", ktap::issue_kind_word(s.filter().issue_kind())},
               {"schedule_id", s.filter().schedule_id()}}},
             {"created_at", iso(s.created_at())},
             {"delivered", s.delivered()},
@@ -169,7 +172,12 @@ v1::Subscription subscription_from_json(const json& j) {
     }
     filter->set_kernel(text(f, "kernel"));
     filter->set_scenario(text(f, "scenario"));
-    filter->set_issue_kind(text(f, "issue_kind"));
+    if (const std::string kind = text(f, "issue_kind"); !kind.empty()) {
+      filter->set_issue_kind(ktap::issue_kind_from(kind));
+      if (filter->issue_kind() == v1::ISSUE_KIND_UNSPECIFIED)
+        throw SubscriptionError("\"issue_kind\" \"" + kind +
+                                "\" is not violation, crash, hang or boot-failure");
+    }
     if (f.contains("schedule_id") && !f["schedule_id"].is_null()) {
       if (!f["schedule_id"].is_number_integer() || f["schedule_id"].get<int64_t>() < 0)
         throw SubscriptionError("\"schedule_id\" is not a schedule id");
@@ -191,7 +199,7 @@ std::string mail_body(const v1::Event& e) {
   };
   line("Event", event_kind_name(e.kind()));
   if (e.issue_id() > 0) line("Issue", "#" + std::to_string(e.issue_id()) + " " + e.issue_title());
-  line("Issue kind", e.issue_kind());
+  line("Issue kind", ktap::issue_kind_word(e.issue_kind()));
   line("Scenario", e.scenario());
   line("Kernel", kernels_of(e));
   if (e.schedule_id() > 0) line("Nightly", nightly_name(e));
@@ -208,8 +216,8 @@ std::string mail_body(const v1::Event& e) {
     b += e.kind() == v1::EVENT_KIND_NIGHTLY_FAILED ? ", verdict, failed of jobs):\n" : "):\n";
     for (const auto& c : e.cells()) {
       b += "  " + c.scenario() + "  " + c.kernel_label() + "  " + c.fs();
-      if (!c.verdict().empty())
-        b += "  " + c.verdict() + "  " + std::to_string(c.failed_jobs()) + "/" +
+      if (c.verdict() != v1::VERDICT_UNSPECIFIED)
+        b += "  " + ktap::verdict_word(c.verdict()) + "  " + std::to_string(c.failed_jobs()) + "/" +
              std::to_string(c.jobs());
       b += "\n";
     }

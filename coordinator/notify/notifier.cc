@@ -73,7 +73,7 @@ uint32_t Notifier::compare_nightlies() {
         ec->set_scenario(cell.scenario);
         ec->set_kernel_label(cell.kernel_label);
         ec->set_fs(cell.fs);
-        ec->set_verdict(verdict_key(worst));
+        ec->set_verdict(worst);
         ec->set_failed_jobs(failed);
         ec->set_jobs(cell.jobs);
       }

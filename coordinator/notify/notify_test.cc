@@ -36,7 +36,7 @@ const TimePoint kT0 = std::chrono::time_point_cast<Duration>(
     std::chrono::sys_days{std::chrono::year{2026} / 11 / 30} + std::chrono::hours(2));
 
 v1::Event issue_event(int64_t issue, const std::string& kernel,
-                      const std::string& kind = "violation") {
+                      v1::IssueKind kind = v1::ISSUE_KIND_VIOLATION) {
   v1::Event e;
   e.set_key("issue-new:" + std::to_string(issue));
   e.set_kind(v1::EVENT_KIND_NEW_ISSUE);
@@ -85,9 +85,9 @@ TEST(NotifyMatch, EverySetFieldMustMatchAndGlobsMatchLabels) {
   EXPECT_FALSE(matches(f, e));
   f.add_events(v1::EVENT_KIND_NEW_ISSUE);
   EXPECT_TRUE(matches(f, e));
-  f.set_issue_kind("crash");
+  f.set_issue_kind(v1::ISSUE_KIND_CRASH);
   EXPECT_FALSE(matches(f, e));
-  f.set_issue_kind("violation");
+  f.set_issue_kind(v1::ISSUE_KIND_VIOLATION);
   f.set_schedule_id(4);
   EXPECT_FALSE(matches(f, e));
   // A nightly event matches by its cells.
@@ -127,6 +127,24 @@ TEST(NotifyMatch, SubscriptionsAreValidated) {
   EXPECT_EQ(back.filter().kernel(), "6.*");
   EXPECT_THROW(subscription_from_json(json{{"name", "j"}, {"filter", {{"events", {"x"}}}}}),
                SubscriptionError);
+  // The issue kind is the enum, by its word or its name; another word is
+  // refused, not kept as a filter that can never match.
+  for (const char* kind : {"crash", "ISSUE_KIND_CRASH"})
+    EXPECT_EQ(subscription_from_json(json{{"name", "j"},
+                                          {"webhook", "https://ci.example.org/x"},
+                                          {"filter", {{"issue_kind", kind}}}})
+                  .filter()
+                  .issue_kind(),
+              v1::ISSUE_KIND_CRASH)
+        << kind;
+  try {
+    subscription_from_json(json{{"name", "j"},
+                                {"webhook", "https://ci.example.org/x"},
+                                {"filter", {{"issue_kind", "crashes"}}}});
+    ADD_FAILURE() << "an unknown issue kind was taken";
+  } catch (const SubscriptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("crashes"), std::string::npos) << e.what();
+  }
 }
 
 // ---- against PostgreSQL ----
@@ -281,7 +299,7 @@ TEST_F(NotifyTest, ANightlySendsOnlyCellsThatPassedTheNightBefore) {
   EXPECT_EQ(e.schedule_name(), "nightly");
   ASSERT_EQ(e.cells_size(), 1);
   EXPECT_EQ(e.cells(0).fs(), "tmpfs");
-  EXPECT_EQ(e.cells(0).verdict(), "violation");
+  EXPECT_EQ(e.cells(0).verdict(), v1::VERDICT_VIOLATION);
   EXPECT_EQ(e.cells(0).failed_jobs(), 1u);
 }
 

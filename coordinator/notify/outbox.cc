@@ -71,7 +71,8 @@ bool matches(const v1::SubscriptionFilter& f, const v1::Event& e) {
       !any_matches(f.scenario(), e, e.scenario(),
                    [](const v1::EventCell& c) -> const std::string& { return c.scenario(); }))
     return false;
-  if (!f.issue_kind().empty() && f.issue_kind() != e.issue_kind()) return false;
+  if (f.issue_kind() != v1::ISSUE_KIND_UNSPECIFIED && f.issue_kind() != e.issue_kind())
+    return false;
   if (f.schedule_id() != 0 && f.schedule_id() != e.schedule_id()) return false;
   return true;
 }

@@ -498,6 +498,16 @@ COMMENT ON COLUMN violations.detail IS
   'empty since migration 18 (the details are typed, in violation_details)';
 )sql";
 
+const char* const kWordsTyped = R"sql(
+COMMENT ON COLUMN triage_actions.action IS
+  'v1.Action as last advanced; bisect steps carry BisectStepVerdict since migration 19';
+)sql";
+
+const char* const kBuildTimes = R"sql(
+COMMENT ON COLUMN kernels.details IS
+  'v1.Kernel; its build time is a Duration (build_time) since migration 20';
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -528,6 +538,17 @@ const std::vector<Migration>& schema_migrations() {
          const LegacyUpgrade u = upgrade_legacy_rows(txn);
          spdlog::info("legacy_upgraded outcomes={} violations={} examples={}", u.outcomes,
                       u.violations, u.examples);
+       }},
+      {19, "bisect steps' verdicts, events' and subscriptions' issue kinds typed", kWordsTyped,
+       [](pqxx::work& txn) {
+         const WordUpgrade u = upgrade_stored_words(txn);
+         spdlog::info("stored_words_typed bisects={} events={} subscriptions={}", u.bisects,
+                      u.events, u.subscriptions);
+       }},
+      {20, "kernels' and build outcomes' build times as Durations", kBuildTimes,
+       [](pqxx::work& txn) {
+         const BuildTimeUpgrade u = upgrade_build_times(txn);
+         spdlog::info("build_times_typed kernels={} outcomes={}", u.kernels, u.outcomes);
        }},
   };
   return all;

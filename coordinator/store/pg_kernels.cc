@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/kernel/built_kernel.h"
+#include "common/ktap/words.h"
 #include "coordinator/store/pg_rows.h"
 #include "coordinator/store/pg_util.h"
 #include "coordinator/store/report_acceptance.h"
@@ -17,9 +18,10 @@ v1::Kernel store_kernel(pqxx::work& txn, const char* statement, const v1::Kernel
                         TimePoint now) {
   v1::Kernel added = k;
   set_timestamp(added.mutable_added_at(), us(now));
-  if (added.status().empty()) added.set_status("ready");
+  if (added.status() == v1::KERNEL_STATUS_UNSPECIFIED) added.set_status(v1::KERNEL_STATUS_READY);
   auto r = txn.exec_prepared(statement, clean(k.label()), clean(k.version()), clean(k.sha256()),
-                             clean(k.source()), us(now), clean(added.status()), bytes(added));
+                             clean(k.source()), us(now), ktap::kernel_status_word(added.status()),
+                             bytes(added));
   if (r.empty()) throw StoreError("kernel '" + k.label() + "' exists", false);
   return added;
 }

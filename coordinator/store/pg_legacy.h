@@ -1,5 +1,5 @@
 #pragma once
-// Migration 18: what older coordinators stored in the shape outcomes had
+// Migrations 18 and 19. Migration 18: what older coordinators stored in the shape outcomes had
 // before every part was typed, converted once (common/outcome/legacy.h is
 // the one reader of that shape):
 //   - outcome values with their JSON (old Outcome field 14) get Outcome.run
@@ -26,5 +26,31 @@ struct LegacyUpgrade {
 // Migration 18's `then`: converts every stored value of the old shape, a
 // page at a time by key. Idempotent: a second run finds nothing to do.
 LegacyUpgrade upgrade_legacy_rows(pqxx::work& txn);
+
+// Migration 19: words older coordinators stored where the protos now have
+// enums, converted once, a page at a time by id:
+//   - bisect actions' steps (old BisectStep field 2: "bad", ...);
+//   - events' issue kinds and cell verdicts (old Event field 8,
+//     EventCell field 4: "crash", "violation", ...);
+//   - subscriptions' issue kind filters (old SubscriptionFilter field 4).
+struct WordUpgrade {
+  int bisects = 0;        // bisect actions rewritten
+  int events = 0;         // events rewritten
+  int subscriptions = 0;  // subscriptions rewritten
+};
+
+// Migration 19's `then`. Idempotent: a second run finds nothing to do.
+WordUpgrade upgrade_stored_words(pqxx::work& txn);
+
+// Migration 20: build times older coordinators stored as doubles of seconds
+// become Durations: kernels' details (old Kernel field 13) and build jobs'
+// outcomes (old KernelBuildResult field 7 in Outcome.build).
+struct BuildTimeUpgrade {
+  int kernels = 0;   // kernel rows rewritten
+  int outcomes = 0;  // build jobs' outcome values rewritten
+};
+
+// Migration 20's `then`. Idempotent: a second run finds nothing to do.
+BuildTimeUpgrade upgrade_build_times(pqxx::work& txn);
 
 }  // namespace leapfrog::coord

@@ -1,9 +1,12 @@
-// Migration 18 against a real PostgreSQL: rows written in the shape older
+// Migrations 18 and 19 against a real PostgreSQL. 18: rows written in the shape older
 // coordinators stored (an outcome's JSON as field 14 of its value, a
 // violation's detail as JSON text in its row, an issue's example violation
 // with a string kind and a JSON detail) read back, once migrated, exactly as
 // the typed rows the current store writes; before the migration they do not
 // (the positive control: no reader falls back on the old shape any more).
+// 19: a bisect action whose steps carry their verdicts as words (old
+// BisectStep field 2), an event with its issue kind and cell verdict as
+// words, and a subscription filtering on a word read back typed.
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -19,10 +22,13 @@
 #include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
+#include "common/proto_time.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/pg_legacy.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/store/pg_util.h"
+#include "leapfrog/v1/notify.pb.h"
+#include "leapfrog/v1/triage.pb.h"
 #include "scenarios/outcome.h"
 
 namespace leapfrog::coord {
@@ -287,6 +293,197 @@ TEST_F(PgLegacyTest, OldOutcomeJsonViolationDetailsAndKindsMigrateToTheTypedFiel
     EXPECT_EQ(again.violations, 0);
     EXPECT_EQ(again.examples, 0);
   }
+}
+
+TEST_F(PgLegacyTest, OldWordsOfBisectsEventsAndSubscriptionsMigrateToTheEnums) {
+  const std::vector<std::string> words = {"measure", "bad", "good", "skipped"};
+  v1::Action old;
+  old.set_kind(v1::ACTION_KIND_BISECT);
+  old.set_state(v1::ACTION_STATE_DONE);
+  old.mutable_bisect()->set_first_bad("k3");
+  for (size_t i = 0; i < words.size(); ++i) {
+    v1::BisectStep base;
+    base.set_kernel_label("k" + std::to_string(i));
+    base.set_runs(10);
+    base.set_reproduced(i == 1 ? 4 : 0);
+    ASSERT_TRUE(
+        old.mutable_bisect()->add_steps()->ParseFromString(with_old_field(base, 2, words[i])));
+  }
+  v1::Action replay;  // not a bisect: left alone
+  replay.set_kind(v1::ACTION_KIND_REPLAY);
+  v1::Event event;
+  event.set_kind(v1::EVENT_KIND_NIGHTLY_FAILED);
+  event.set_issue_id(3);
+  v1::EventCell cell;
+  cell.set_scenario("setattr-lookup");
+  cell.set_failed_jobs(2);
+  ASSERT_TRUE(event.add_cells()->ParseFromString(with_old_field(cell, 4, "kernel-crash")));
+  ASSERT_TRUE(event.ParseFromString(with_old_field(event, 8, "crash")));
+  v1::Subscription sub, typo;
+  sub.set_name("crashes");
+  sub.mutable_filter()->set_kernel("6.*");
+  ASSERT_TRUE(
+      sub.ParseFromString(with_old_field(sub, 3, with_old_field(sub.filter(), 4, "crash"))));
+  typo.set_name("typo");
+  ASSERT_TRUE(
+      typo.ParseFromString(with_old_field(typo, 3, with_old_field(typo.filter(), 4, "crashes"))));
+  {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    txn.exec_params(
+        "INSERT INTO notify_events (key, kind, event, created_at) VALUES ('e', $1, $2, now())",
+        static_cast<int>(event.kind()), pqxx::binarystring(event.SerializeAsString()));
+    for (const auto* s : {&sub, &typo})
+      txn.exec_params(
+          "INSERT INTO subscriptions (name, subscription, created_at) VALUES ($1, $2, now())",
+          s->name(), pqxx::binarystring(s->SerializeAsString()));
+    for (const auto* a : {&old, &replay})
+      txn.exec_params(
+          "INSERT INTO triage_actions (kind, issue_id, state, action, machine, created_at,"
+          " updated_at) VALUES ($1, 1, $2, $3, '{}', now(), now())",
+          static_cast<int>(a->kind()), static_cast<int>(a->state()),
+          pqxx::binarystring(a->SerializeAsString()));
+    txn.commit();
+  }
+  auto stored = [this] {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    return parse<v1::Action>(txn.exec1("SELECT action FROM triage_actions WHERE kind = " +
+                                       std::to_string(static_cast<int>(v1::ACTION_KIND_BISECT)))[0],
+                             "action");
+  };
+  auto stored_event = [this] {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    return parse<v1::Event>(txn.exec1("SELECT event FROM notify_events")[0], "event");
+  };
+  auto stored_filters = [this] {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    std::vector<v1::SubscriptionFilter> out;
+    for (const auto& r : txn.exec("SELECT subscription FROM subscriptions ORDER BY id"))
+      out.push_back(parse<v1::Subscription>(r[0], "subscription").filter());
+    return out;
+  };
+  // Positive control: unmigrated, no reader sees a verdict or a kind.
+  const v1::Action unmigrated = stored();  // a range over a temporary's member would dangle
+  ASSERT_EQ(unmigrated.bisect().steps_size(), 4);
+  for (const auto& s : unmigrated.bisect().steps())
+    EXPECT_EQ(s.verdict(), v1::BISECT_STEP_UNSPECIFIED) << s.kernel_label();
+  EXPECT_EQ(stored_event().issue_kind(), v1::ISSUE_KIND_UNSPECIFIED);
+  EXPECT_EQ(stored_event().cells(0).verdict(), v1::VERDICT_UNSPECIFIED);
+  EXPECT_EQ(stored_filters()[0].issue_kind(), v1::ISSUE_KIND_UNSPECIFIED);
+
+  {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    txn.exec("DELETE FROM schema_migrations WHERE version = 19");
+    txn.commit();
+  }
+  store_ = std::make_unique<PgStore>(url_);  // applies 19
+  EXPECT_EQ(one("SELECT count(*) FROM schema_migrations WHERE version = 19"), "1");
+  const v1::Action migrated = stored();
+  ASSERT_EQ(migrated.bisect().steps_size(), 4);
+  const v1::BisectStepVerdict want[] = {v1::BISECT_STEP_MEASURE, v1::BISECT_STEP_BAD,
+                                        v1::BISECT_STEP_GOOD, v1::BISECT_STEP_SKIPPED};
+  for (int i = 0; i < 4; ++i) {
+    const auto& s = migrated.bisect().steps(i);
+    EXPECT_EQ(s.verdict(), want[i]) << s.kernel_label();
+    EXPECT_EQ(ktap::bisect_step_word(s.verdict()), words[i]);
+    EXPECT_EQ(s.GetReflection()->GetUnknownFields(s).field_count(), 0);
+    EXPECT_EQ(s.kernel_label(), "k" + std::to_string(i));
+  }
+  EXPECT_EQ(migrated.bisect().steps(1).reproduced(), 4u);
+  EXPECT_EQ(migrated.bisect().first_bad(), "k3");
+  const v1::Event e = stored_event();
+  EXPECT_EQ(e.issue_kind(), v1::ISSUE_KIND_CRASH);
+  EXPECT_EQ(e.cells(0).verdict(), v1::VERDICT_KERNEL_CRASH);
+  EXPECT_EQ(e.cells(0).failed_jobs(), 2u);
+  EXPECT_EQ(e.GetReflection()->GetUnknownFields(e).field_count(), 0);
+  const auto filters = stored_filters();
+  ASSERT_EQ(filters.size(), 2u);
+  EXPECT_EQ(filters[0].issue_kind(), v1::ISSUE_KIND_CRASH);
+  EXPECT_EQ(filters[0].kernel(), "6.*");
+  EXPECT_EQ(filters[1].issue_kind(), v1::ISSUE_KIND_UNSPECIFIED) << "a word no kind has";
+  EXPECT_EQ(filters[1].GetReflection()->GetUnknownFields(filters[1]).field_count(), 0);
+  pqxx::connection c(url_);
+  pqxx::work txn(c);
+  const WordUpgrade again = upgrade_stored_words(txn);
+  EXPECT_EQ(again.bisects + again.events + again.subscriptions, 0) << "idempotent";
+}
+
+// Migration 20: a kernel's build time and a build job's outcome's, stored as
+// doubles of seconds (old Kernel field 13, KernelBuildResult field 7), read
+// back as Durations once migrated, and not before (the positive control).
+TEST_F(PgLegacyTest, OldBuildSecondsMigrateToDurations) {
+  NewJob build;
+  build.kernel_label = "nightly";
+  build.spec.set_scenario("kernel-build");
+  build.spec.set_fs("kernel-build");
+  v1::KernelBuild b;
+  b.set_label("nightly");
+  b.set_source("/src/linux");
+  build.build = b;
+  NewJob plain;  // an ordinary job's outcome is not read
+  plain.kernel_label = "host";
+  plain.spec.set_scenario("setattr-lookup");
+  plain.spec.set_fs("tmpfs");
+  v1::CampaignSpec spec;
+  spec.set_name("built");
+  store_->create_campaign(spec, {build, plain}, 0, kT0);
+  const auto job = store_->lease_build_job("b", kT0, 30s);
+  ASSERT_TRUE(job);
+  v1::Outcome o;
+  o.set_verdict(v1::VERDICT_PASS);
+  v1::KernelBuildResult* r = o.mutable_build();
+  r->set_ok(true);
+  r->set_release("6.1.0-lfabcdef12");
+  r->set_vmlinux_sha256(std::string(64, 'a'));
+  r->set_version("6.1.0-lfabcdef12 #1");
+  ASSERT_EQ(store_->report_outcome("b", job->job_id(), job->attempt(), o, kT0 + 1s),
+            ReportResult::Stored);
+  {
+    // What an older coordinator stored: the seconds as doubles.
+    v1::Outcome old = o;
+    ASSERT_TRUE(old.mutable_build()->ParseFromString(with_old_double(o.build(), 7, 812.5)));
+    const v1::Kernel k = store_->list_kernels().at(0);
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    txn.exec_params("UPDATE outcomes SET outcome = $2 WHERE job_id = $1", job->job_id(),
+                    pqxx::binarystring(pack_outcome(old.SerializeAsString())));
+    txn.exec_params("UPDATE kernels SET details = $1 WHERE label = 'nightly'",
+                    pqxx::binarystring(with_old_double(k, 13, 812.5)));
+    txn.commit();
+  }
+  auto kernel = [this] { return store_->list_kernels().at(0); };
+  auto outcome = [this, &job] {
+    for (const auto& rec : store_->find_outcomes({.limit = 10}))
+      if (rec.job_id() == job->job_id()) return rec.outcome();
+    return v1::Outcome();
+  };
+  EXPECT_FALSE(kernel().has_build_time()) << "no reader takes the old double";
+  EXPECT_FALSE(outcome().build().has_build_time());
+  ASSERT_TRUE(outcome().build().ok());
+  {
+    pqxx::connection c(url_);
+    pqxx::work txn(c);
+    txn.exec("DELETE FROM schema_migrations WHERE version = 20");
+    txn.commit();
+  }
+  store_ = std::make_unique<PgStore>(url_);  // applies 20
+  EXPECT_EQ(one("SELECT count(*) FROM schema_migrations WHERE version = 20"), "1");
+  const v1::Kernel k = kernel();
+  EXPECT_EQ(ns_of(k.build_time()), 812'500'000'000);
+  EXPECT_EQ(k.GetReflection()->GetUnknownFields(k).field_count(), 0);
+  EXPECT_EQ(k.release(), "6.1.0-lfabcdef12");
+  const v1::Outcome migrated = outcome();
+  EXPECT_EQ(ns_of(migrated.build().build_time()), 812'500'000'000);
+  EXPECT_EQ(migrated.build().GetReflection()->GetUnknownFields(migrated.build()).field_count(), 0);
+  EXPECT_EQ(migrated.build().release(), "6.1.0-lfabcdef12");
+  pqxx::connection c(url_);
+  pqxx::work txn(c);
+  const BuildTimeUpgrade again = upgrade_build_times(txn);
+  EXPECT_EQ(again.kernels + again.outcomes, 0) << "idempotent";
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ v1::Job job_from_row(const pqxx::row& r) {
 v1::Kernel kernel_from_row(const pqxx::row& r) {
   v1::Kernel k;
   if (!r[6].is_null()) k = parse<v1::Kernel>(r[6], "kernel");
-  k.set_status(r[5].as<std::string>());
+  k.set_status(ktap::kernel_status_from(r[5].as<std::string>()));
   k.set_label(r[0].as<std::string>());
   k.set_version(r[1].as<std::string>());
   k.set_sha256(r[2].as<std::string>());

@@ -256,12 +256,13 @@ TEST_F(PgStoreTest, BuiltKernelsKeepTheirPatchesAndCanBeReplaced) {
   store_->add_kernel(k, kT0);
   auto all = store_->list_kernels();
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(all[0].status(), "ready") << "an added kernel is ready unless it says otherwise";
+  EXPECT_EQ(all[0].status(), v1::KERNEL_STATUS_READY)
+      << "an added kernel is ready unless it says otherwise";
   EXPECT_EQ(all[0].cmdline(), "leapfrog_planted=1");
   ASSERT_EQ(all[0].patches_size(), 1);
   EXPECT_EQ(all[0].patches(0).subject(), "[PATCH] namei: planted");
 
-  k.set_status("build-failure");
+  k.set_status(v1::KERNEL_STATUS_BUILD_FAILURE);
   k.set_build_log_tail("fs/namei.c:1: error: oops");
   k.clear_patches();
   EXPECT_THROW(store_->add_kernel(k, kT0 + 1s), StoreError);
@@ -269,7 +270,7 @@ TEST_F(PgStoreTest, BuiltKernelsKeepTheirPatchesAndCanBeReplaced) {
   EXPECT_EQ(us_of(replaced.added_at()), us_of(kT0 + 2s));
   all = store_->list_kernels();
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(all[0].status(), "build-failure");
+  EXPECT_EQ(all[0].status(), v1::KERNEL_STATUS_BUILD_FAILURE);
   EXPECT_EQ(all[0].build_log_tail(), "fs/namei.c:1: error: oops");
   EXPECT_EQ(all[0].patches_size(), 0);
   EXPECT_EQ(us_of(all[0].added_at()), us_of(kT0 + 2s));
@@ -1184,7 +1185,7 @@ TEST_F(PgStoreTest, BuildJobQueuesItsWaitingJobsForTheBuiltRelease) {
   const auto kernels = store_->list_kernels();
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_EQ(kernels[0].label(), "nightly");
-  EXPECT_EQ(kernels[0].status(), "ready");
+  EXPECT_EQ(kernels[0].status(), v1::KERNEL_STATUS_READY);
   EXPECT_EQ(kernels[0].release(), "6.1.0-lfabcdef12");
   EXPECT_EQ(kernels[0].source(), "build of /src/linux + 0001-fix.patch");
 

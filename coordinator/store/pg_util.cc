@@ -103,14 +103,16 @@ v1::Outcome parse_outcome(const pqxx::field& f) {
 
 int rewrite_outcome_values(
     pqxx::work& txn,
-    const std::function<std::optional<std::string>(const std::string& stored)>& rewrite) {
+    const std::function<std::optional<std::string>(const std::string& stored)>& rewrite,
+    const std::string& scope) {
   int rewritten = 0;
   int64_t after_job = -1;
   int64_t after_attempt = -1;
   for (;;) {
     const auto rows = txn.exec_params(
-        "SELECT job_id, attempt, outcome FROM outcomes WHERE (job_id, attempt) > ($1, $2)"
-        " ORDER BY job_id, attempt LIMIT 1000",
+        "SELECT job_id, attempt, outcome FROM outcomes WHERE (job_id, attempt) > ($1, $2)" +
+            (scope.empty() ? std::string() : " AND (" + scope + ")") +
+            " ORDER BY job_id, attempt LIMIT 1000",
         after_job, after_attempt);
     if (rows.empty()) return rewritten;
     std::vector<int64_t> jobs, attempts;

@@ -83,10 +83,12 @@ v1::Outcome parse_outcome(const std::string& stored);
 // For migrations: rewrites every stored outcome value, a page of 1,000 rows
 // at a time by key (at 10⁷ outcomes the values do not fit in memory at once).
 // `rewrite` gets a value as stored and returns its replacement, or nullopt
-// to leave it. Returns how many values it replaced.
+// to leave it. `scope`, if not empty, is an SQL condition on the outcomes
+// row that limits the values read. Returns how many values it replaced.
 int rewrite_outcome_values(
     pqxx::work& txn,
-    const std::function<std::optional<std::string>(const std::string& stored)>& rewrite);
+    const std::function<std::optional<std::string>(const std::string& stored)>& rewrite,
+    const std::string& scope = "");
 v1::Outcome parse_outcome(const pqxx::field& f);
 
 // A proto message stored as bytea; StoreError naming `what` if it does not parse.

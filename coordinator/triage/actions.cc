@@ -183,7 +183,7 @@ void step_bisect(const ActionContext& ctx, v1::Action& a, json& m) {
   if (issue_of(ctx, a, m) != 0)
     ctx.triage.put_rate(a.issue_id(), make_rate(a.kernels(kernel), t, a.id(), ctx.clock.now()));
   if (phase == "measure") {
-    s->set_verdict("measure");
+    s->set_verdict(v1::BISECT_STEP_MEASURE);
     if (t.reproduced == 0) {
       fail(a, "the issue did not reproduce on the last bad kernel \"" + a.kernels(last) + "\" (" +
                   describe(t) + "): cannot size the steps");
@@ -194,15 +194,15 @@ void step_bisect(const ActionContext& ctx, v1::Action& a, json& m) {
     r->set_runs_per_step(runs_for_confidence(sizing_rate(t), kConfidence, a.runs()));
     m["phase"] = "step";
   } else if (t.reproduced > 0) {
-    s->set_verdict("bad");
+    s->set_verdict(v1::BISECT_STEP_BAD);
     m["hi"] = kernel;
   } else if (t.clean == t.runs) {
-    s->set_verdict("good");
+    s->set_verdict(v1::BISECT_STEP_GOOD);
     m["lo"] = kernel;
   } else {
     // Failed some other way (another signature, a crash, no boot): neither
     // good nor bad.
-    s->set_verdict("skipped");
+    s->set_verdict(v1::BISECT_STEP_SKIPPED);
     auto skipped = m.value("skipped", std::vector<int>{});
     skipped.push_back(kernel);
     m["skipped"] = skipped;

@@ -122,7 +122,7 @@ void publish_issue_event(pqxx::work& txn, bool created, int64_t id, uint32_t reg
             (created ? "" : ":" + std::to_string(regressions)));
   e.set_issue_id(id);
   e.set_issue_title(clean(sig.title));
-  e.set_issue_kind(sig.kind);
+  e.set_issue_kind(ktap::issue_kind_from(sig.kind));
   e.set_scenario(clean(sig.scenario.empty() ? scenario : sig.scenario));
   e.set_kernel_label(clean(kernel));
   e.set_campaign_id(where.campaign_id);
@@ -219,7 +219,7 @@ void publish_action_event(pqxx::work& txn, const v1::Action& a) {
         txn.exec_params("SELECT title, kind, scenario FROM issues WHERE id = $1", a.issue_id());
     if (!i.empty()) {
       e.set_issue_title(i[0][0].as<std::string>());
-      e.set_issue_kind(i[0][1].as<std::string>());
+      e.set_issue_kind(ktap::issue_kind_from(i[0][1].as<std::string>()));
       if (e.scenario().empty()) e.set_scenario(i[0][2].as<std::string>());
     }
   }

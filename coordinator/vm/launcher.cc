@@ -16,6 +16,7 @@
 
 #include "common/console/console_parser.h"
 #include "common/kernel/kernel_image.h"
+#include "common/ktap/words.h"
 #include "common/process.h"
 #include "coordinator/vm/coordinator_client.h"
 #include "coordinator/vm/qemu_backend.h"
@@ -184,9 +185,9 @@ class Launcher {
       }
       if (!k) return false;
     }
-    if (!k->status().empty() && k->status() != "ready") {
+    if (k->status() == v1::KERNEL_STATUS_BUILD_FAILURE) {
       throw std::runtime_error("kernel \"" + opts_.kernel_label + "\" cannot boot: it is a " +
-                               k->status() + " (" + k->version() + ")");
+                               ktap::kernel_status_word(k->status()) + " (" + k->version() + ")");
     }
     use_kernel(*k);
     const auto colon = opts_.coordinator.rfind(':');
@@ -238,9 +239,9 @@ class Launcher {
       return;
     }
     if (!k || k->sha256() == image_.sha256 || k->sha256() == ignored_sha256_) return;
-    if (!k->status().empty() && k->status() != "ready") {
+    if (k->status() == v1::KERNEL_STATUS_BUILD_FAILURE) {
       spdlog::warn("vm.kernel_replacement_ignored kernel={} status={} version=\"{}\"",
-                   opts_.kernel_label, k->status(), k->version());
+                   opts_.kernel_label, ktap::kernel_status_word(k->status()), k->version());
       ignored_sha256_ = k->sha256();
       return;
     }

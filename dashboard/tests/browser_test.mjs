@@ -126,7 +126,7 @@ try {
     const byLabel = Object.fromEntries(body.kernels.map((k) => [k.label, k]));
     const good = byLabel[PATCHED], bad = byLabel[BROKEN];
     assert(good && bad, `kernels listed: ${Object.keys(byLabel)}`);
-    assert(good.status === 'ready' && bad.status === 'build-failure', `statuses ${good.status} ${bad.status}`);
+    assert(good.status === 'KERNEL_STATUS_READY' && bad.status === 'KERNEL_STATUS_BUILD_FAILURE', `statuses ${good.status} ${bad.status}`);
     for (const [k, series] of [[good, goodSeries], [bad, badSeries]]) {
       assert(k.patches.length === series.length, `${k.label}: ${k.patches.length} patches`);
       k.patches.forEach((p, i) => {
@@ -135,7 +135,7 @@ try {
         assert(fs.readFileSync(series[i], 'utf8').includes(`Subject: ${p.subject}\n`) && p.subject, `${k.label} patch ${i}: subject ${p.subject}`);
       });
     }
-    assert(/^6\.1\.0-lf[0-9a-f]{8}$/.test(good.release) && good.build_seconds > 0 && good.sha256 && good.cmdline === 'lf.toy=1', `ready kernel ${JSON.stringify(good)}`);
+    assert(/^6\.1\.0-lf[0-9a-f]{8}$/.test(good.release) && parseFloat(good.build_time) > 0 && good.sha256 && good.cmdline === 'lf.toy=1', `ready kernel ${JSON.stringify(good)}`);
     assert(bad.build_log_tail.includes("error: 'BREAK_BUILD' undeclared"), `failure tail ${JSON.stringify(bad.build_log_tail)}`);
     const one = await lf.api('GET', `/api/kernels/${BROKEN}`);
     assert(one.status === 200 && one.body.kernel.label === BROKEN, `GET /api/kernels/${BROKEN}: ${one.status}`);

@@ -34,7 +34,7 @@ function actionView(a: Action, issueId: string): HTMLElement {
     if (b.first_bad) box.append(h('div', { class: 'first-bad' }, `first bad kernel: ${b.first_bad} (last good ${b.last_good || '—'}, rate ${pct(b.rate)}, ${b.runs_per_step} runs per step)`));
     if (b.skipped.length) box.append(h('div', {}, `skipped: ${b.skipped.join(', ')}`));
     if (b.steps.length)
-      box.append(table(['kernel', 'verdict', 'runs', 'reproduced', 'other failures'], b.steps.map((s) => [s.kernel_label, s.verdict, s.runs, s.reproduced, s.other_failures])));
+      box.append(table(['kernel', 'verdict', 'runs', 'reproduced', 'other failures'], b.steps.map((s) => [s.kernel_label, enumText(s.verdict), s.runs, s.reproduced, s.other_failures])));
   }
   if (kind === 'minimize' && a.minimize) {
     const m = a.minimize;

@@ -1,22 +1,26 @@
 // Kernels: the registered kernels with their build status, one kernel's patch
 // series, build record and log, and the card that finding views show for the
 // kernel a finding was made on.
-import { enumText, get, getPages, type Kernel, type KernelPage, type OutcomesPage } from '../api';
+import { enumText, get, getPages, seconds, type Kernel, type KernelPage, type OutcomesPage } from '../api';
 import { h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 
 export const kernelHref = (label: string) => `#/kernels/${encodeURIComponent(label)}`;
 
+// "ready" or "build-failure" (a kernel registered before builds had no status: ready).
+export const kernelStatus = (k: Kernel): string => enumText(k.status) || 'ready';
+
 export function kernelStatusBadge(k: Kernel): HTMLElement {
-  return h('span', { class: `badge k-${k.status}`, 'data-status': k.status }, k.status);
+  return h('span', { class: `badge k-${kernelStatus(k)}`, 'data-status': kernelStatus(k) }, kernelStatus(k));
 }
 
 // "4 min 12 s"; a build from the cache took 0 s; a plain image was never built here.
 function buildTime(k: Kernel): string {
-  if (!k.inputs_hash && !k.build_seconds) return k.status === 'build-failure' ? '—' : 'not built here';
-  if (!k.build_seconds) return k.status === 'build-failure' ? '—' : 'from the build cache';
-  const s = Math.round(k.build_seconds);
-  return s < 60 ? `${k.build_seconds.toFixed(1)} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+  const took = seconds(k.build_time);
+  if (!k.inputs_hash && !took) return kernelStatus(k) === 'build-failure' ? '—' : 'not built here';
+  if (!took) return kernelStatus(k) === 'build-failure' ? '—' : 'from the build cache';
+  const s = Math.round(took);
+  return s < 60 ? `${took.toFixed(1)} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
 // A build log as text, lines that say what went wrong marked so the eye lands on them.
@@ -51,7 +55,7 @@ export function kernelCard(label: string, k: Kernel | null): HTMLElement {
     );
   return h(
     'div',
-    { class: `kernel-card k-${k.status}`, 'data-kernel': label, 'data-registered': 'true' },
+    { class: `kernel-card k-${kernelStatus(k)}`, 'data-kernel': label, 'data-registered': 'true' },
     h('div', { class: 'kernel-card-head' }, h('b', {}, 'kernel '), link(kernelHref(label), label), ' ', kernelStatusBadge(k), k.release ? h('span', { class: 'muted' }, ` ${k.release}`) : '', k.cmdline ? h('span', { class: 'muted' }, ` · cmdline ${k.cmdline}`) : ''),
     k.patches.length ? h('div', { class: 'muted' }, `patch series (${k.patches.length}):`) : '',
     patchTable(k),
@@ -72,7 +76,7 @@ export const kernelsPage: Page = async (root, _p, query) => {
 };
 
 function kernelList(kernels: Kernel[], more: boolean): HTMLElement[] {
-  const failed = kernels.filter((k) => k.status === 'build-failure').length;
+  const failed = kernels.filter((k) => kernelStatus(k) === 'build-failure').length;
   return [
     h('p', {}, `${kernels.length}${more ? ' shown' : ' registered'}, ${failed} failed to build. Register with `, h('code', {}, 'leapfrog kernel add'), ' or build with ', h('code', {}, 'leapfrog kernel build LABEL --source DIR --patch F…')),
     kernels.length
@@ -81,7 +85,7 @@ function kernelList(kernels: Kernel[], more: boolean): HTMLElement[] {
           kernels.map((k) => [
             link(kernelHref(k.label), k.label),
             kernelStatusBadge(k),
-            k.release || (k.status === 'ready' ? k.version.split(' ')[0] : '') || '—',
+            k.release || (kernelStatus(k) === 'ready' ? k.version.split(' ')[0] : '') || '—',
             h('span', { class: 'num' }, k.patches.length),
             buildTime(k),
             h('span', { class: 'source' }, k.source || '—'),
@@ -103,7 +107,7 @@ export const kernelPage: Page = async (root, [raw], query) => {
   const facts: [string, Node | string][] = [
     ['status', kernelStatusBadge(k)],
     ['release', k.release || '—'],
-    k.status === 'build-failure' ? ['failure', h('span', { class: 'error-text' }, k.version || '—')] : ['version', k.version || '—'],
+    kernelStatus(k) === 'build-failure' ? ['failure', h('span', { class: 'error-text' }, k.version || '—')] : ['version', k.version || '—'],
     ['boot cmdline', k.cmdline ? h('code', {}, k.cmdline) : '—'],
     ['source', k.source || '—'],
     ['build time', buildTime(k)],
@@ -118,7 +122,7 @@ export const kernelPage: Page = async (root, [raw], query) => {
     h('h2', {}, `Patch series (${k.patches.length})`),
     patchTable(k, 'patches'),
   );
-  if (k.status === 'build-failure') {
+  if (kernelStatus(k) === 'build-failure') {
     root.append(
       h('h2', {}, 'Why the build failed'),
       h('p', { class: 'error-text', id: 'build-failure-reason' }, k.version || 'the build failed', k.build_log_tail ? ' — the end of the build log:' : ''),
@@ -163,7 +167,7 @@ export const kernelPage: Page = async (root, [raw], query) => {
             rows.map((o) => [link(`#/jobs/${o.job_id}`, `#${o.job_id}`), link(`#/campaigns/${o.campaign_id}`, `#${o.campaign_id}`), o.scenario, o.fs, o.seed, verdictBadge(o.verdict), o.violation_count, when(o.reported_at)]),
             { id: 'kernel-outcomes' },
           )
-        : h('p', { class: 'muted' }, k.status === 'build-failure' ? 'None: campaigns cannot run on a kernel that did not build.' : 'None yet.'),
+        : h('p', { class: 'muted' }, kernelStatus(k) === 'build-failure' ? 'None: campaigns cannot run on a kernel that did not build.' : 'None yet.'),
       ...(next
         ? [h('button', {
             id: 'kernel-outcomes-more',

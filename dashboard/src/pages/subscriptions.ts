@@ -17,7 +17,7 @@ function filterText(s: Subscription): string {
   const parts = [f.events.length ? f.events.map(enumText).join(', ') : 'every event'];
   if (f.kernel) parts.push(`kernel ${f.kernel}`);
   if (f.scenario) parts.push(`scenario ${f.scenario}`);
-  if (f.issue_kind) parts.push(`issue kind ${f.issue_kind}`);
+  if (enumText(f.issue_kind)) parts.push(`issue kind ${enumText(f.issue_kind)}`);
   if (f.schedule_id !== '0') parts.push(`schedule ${f.schedule_id}`);
   return parts.join('; ');
 }
