@@ -464,7 +464,8 @@ TEST_F(FaultsE2E, ARunKilledBySignalNineIsSaidToBe) {
   ASSERT_TRUE(poll_until(
       [&] {
         for (const auto& [p, parent] : live_processes())
-          if (parent == agent->pid() && cmdline_of(p).find(" run --json ") != std::string::npos)
+          if (parent == agent->pid() &&
+              cmdline_of(p).find(" run --format proto") != std::string::npos)
             run = p;
         return run > 0;
       },

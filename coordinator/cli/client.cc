@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "common/duration.h"
+#include "common/ktap/words.h"
+#include "common/proto_time.h"
 
 namespace leapfrog::cli {
 
@@ -511,7 +513,16 @@ int Client::kernels(bool json_out) {
     req.set_page_token(page.next_page_token());
   } while (!req.page_token().empty());
   if (json_out) {
-    std::cout << to_json(resp)["kernels"].dump(2) << std::endl;
+    // The CLI keeps its words: "status": "ready", "build_seconds": 812.5.
+    nlohmann::json out = to_json(resp)["kernels"];
+    for (int i = 0; i < resp.kernels_size(); ++i) {
+      const v1::Kernel& k = resp.kernels(i);
+      out[i]["status"] = ktap::kernel_status_word(k.status());
+      out[i].erase("buildTime");
+      out[i].erase("build_time");
+      out[i]["build_seconds"] = seconds_of(k.build_time());
+    }
+    std::cout << out.dump(2) << std::endl;
     return 0;
   }
   std::printf("%-16s %-30s %-16s %s\n", "label", "version", "sha256", "source");
