@@ -154,6 +154,7 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     }
     if (!ended) widen::end(flags.widen_dir, widening);
     o.widening = widening;
+    for (auto& n : widen::short_delays(widening)) o.notes.push_back(std::move(n));
     o.strategy.widening = summary(widening);
     spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
     if (ktap_out) return print_ktap(o);

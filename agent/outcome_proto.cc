@@ -10,6 +10,7 @@
 #include "common/outcome/run_proto.h"
 #include "common/outcome/scale_proto.h"
 #include "common/outcome/violation_proto.h"
+#include "common/proto_time.h"
 
 namespace leapfrog {
 
@@ -90,6 +91,8 @@ v1::Outcome outcome_from_json(const std::string& text) {
       pp->set_delay_ns(p.value("delay_ns", 0u));
       pp->set_uid(p.value("uid", ""));
       pp->set_hits(p.value("hits", uint64_t{0}));
+      if (p.contains("spent_ns"))
+        *pp->mutable_spent() = duration_of_ns(p.at("spent_ns").get<int64_t>());
     }
     for (const auto& c : w.value("control_checks", json::array()))
       pw->add_control_checks(c.get<std::string>());

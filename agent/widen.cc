@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -181,8 +182,31 @@ void end(const std::string& dir_text, Widening& w) {
   for (auto& p : w.points) {
     const std::string hits = read_text(dir / p.name / "hits");
     p.hits = hits.empty() ? 0 : std::stoull(hits);
+    // Kernels that count their delays' length have spent_ns (0001 core).
+    const std::string spent = read_text(dir / p.name / "spent_ns");
+    if (!spent.empty()) p.spent_ns = std::stoull(spent);
   }
   write_text(dir / "control", "off");
+}
+
+std::vector<std::string> short_delays(const Widening& w) {
+  std::vector<std::string> notes;
+  for (const auto& p : w.points) {
+    if (!p.spent_ns || p.hits == 0) continue;
+    const long double asked = static_cast<long double>(p.hits) * p.delay_ns;
+    if (static_cast<long double>(*p.spent_ns) >= 0.9L * asked) continue;
+    char buf[320];
+    std::snprintf(
+        buf, sizeof buf,
+        "widening: %s's %llu delays took %.0f ns on average, not the %u ns asked (%.0f%%): "
+        "the kernel's busy-wait falls short (a miscalibrated delay loop?), so this run's "
+        "windows were narrower than its seed says",
+        p.name.c_str(), static_cast<unsigned long long>(p.hits),
+        static_cast<double>(*p.spent_ns) / static_cast<double>(p.hits), p.delay_ns,
+        100.0 * static_cast<double>(*p.spent_ns / asked));
+    notes.emplace_back(buf);
+  }
+  return notes;
 }
 
 }  // namespace leapfrog::widen

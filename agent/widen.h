@@ -49,7 +49,13 @@ std::vector<WidenPoint> choose(uint64_t seed, std::vector<std::string> offered,
 Widening begin(const std::string& dir, const Request& request, uint64_t seed, uint32_t observer_uid,
                const std::string& kprobe_status = kKprobeStatusFile);
 
-// Reads the hits of w's points and turns every point off. No-op when off.
+// Reads the hits of w's points (and their length on the clock, where the
+// kernel counts it) and turns every point off. No-op when off.
 void end(const std::string& dir, Widening& w);
+
+// One note per point whose delays took less than 90 % of hits × delay_ns
+// on the kernel's clock: its windows were narrower than the seed asked, so a
+// clean run says less than it seems. None when the kernel does not count.
+std::vector<std::string> short_delays(const Widening& w);
 
 }  // namespace leapfrog::widen

@@ -136,5 +136,49 @@ TEST_F(WidenBegin, ControlsThatAcceptBadValuesAreNotTrusted) {
   EXPECT_NE(w.control_checks[0].find("accepted"), std::string::npos) << w.control_checks[0];
 }
 
+// end() reads each point's hits and, where the kernel counts it, the time
+// its delays took (spent_ns); a kernel without the count leaves it unset.
+TEST_F(WidenBegin, EndReadsHitsAndTheDelaysLengthWhereTheKernelCountsIt) {
+  std::ofstream(dir_ / "control");
+  for (const char* p : {"step_into", "d_move"}) sfs::create_directories(dir_ / p);
+  std::ofstream(dir_ / "step_into" / "hits") << "40\n";
+  std::ofstream(dir_ / "step_into" / "spent_ns") << "4123456\n";
+  std::ofstream(dir_ / "d_move" / "hits") << "3\n";
+  Widening w;
+  w.on = true;
+  w.points = {{"step_into", 100000, 100000, "65534", 0, {}}, {"d_move", 100000, 5000, "0", 0, {}}};
+  end(dir_.string(), w);
+  EXPECT_EQ(w.points[0].hits, 40u);
+  ASSERT_TRUE(w.points[0].spent_ns.has_value());
+  EXPECT_EQ(*w.points[0].spent_ns, 4123456u);
+  EXPECT_EQ(w.points[1].hits, 3u);
+  EXPECT_FALSE(w.points[1].spent_ns.has_value());
+  std::ifstream control(dir_ / "control");
+  std::string line;
+  std::getline(control, line);
+  EXPECT_EQ(line, "off");
+}
+
+// A point whose delays fell short of hits × delay_ns (udelay on a CPU whose
+// loops_per_jiffy is miscalibrated) gets a note naming it and the ratio;
+// delays of the asked length, or no count at all, get none.
+TEST(WidenShortDelays, ANoteForEachPointWhoseDelaysFellShort) {
+  Widening w;
+  w.on = true;
+  w.points = {{"step_validated", 200000, 100000, "65534", 50, 1'000'000},  // 20 %
+              {"d_move", 100000, 10000, "0", 10, 100'000},                 // as asked
+              {"dotdot", 100000, 10000, "65534", 10, 95'000},              // 95 %: timer noise
+              {"step_into", 100000, 10000, "65534", 10, {}},               // not counted
+              {"lookup_found", 100000, 10000, "65534", 0, 0}};             // never fired
+  const auto notes = short_delays(w);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("step_validated's 50 delays took 20000 ns on average, not the 100000 ns "
+                          "asked (20%)"),
+            std::string::npos)
+      << notes[0];
+  w.points[0].spent_ns = 5'000'000;
+  EXPECT_TRUE(short_delays(w).empty());
+}
+
 }  // namespace
 }  // namespace leapfrog::widen

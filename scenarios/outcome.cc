@@ -54,12 +54,14 @@ json to_json(const Violation& v) {
 
 json to_json(const Widening& w) {
   json points = json::array();
-  for (const auto& p : w.points)
+  for (const auto& p : w.points) {
     points.push_back({{"name", p.name},
                       {"probability_ppm", p.probability_ppm},
                       {"delay_ns", p.delay_ns},
                       {"uid", p.uid},
                       {"hits", p.hits}});
+    if (p.spent_ns) points.back()["spent_ns"] = *p.spent_ns;
+  }
   return json{
       {"on", w.on}, {"reason", w.reason}, {"points", points}, {"control_checks", w.control_checks}};
 }
@@ -288,7 +290,8 @@ std::string to_text(const Outcome& o) {
     s << "  widening: on (" << o.widening.reason << "):";
     for (const auto& p : o.widening.points)
       s << ' ' << p.name << " p=" << p.probability_ppm << "ppm d=" << p.delay_ns
-        << "ns uid=" << p.uid << " hits=" << p.hits;
+        << "ns uid=" << p.uid << " hits=" << p.hits
+        << (p.spent_ns ? " spent=" + std::to_string(*p.spent_ns) + "ns" : "");
     s << '\n';
   }
   return s.str();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ struct WidenPoint {
   uint32_t delay_ns = 0;
   std::string uid = "any";  // fsuid filter: "any" or a number
   uint64_t hits = 0;        // delays the kernel took during the run
+  // What those delays took on the kernel's clock; unset when the kernel
+  // does not say (a build from before the count, or the kprobe module).
+  std::optional<uint64_t> spent_ns;
 };
 
 // The window widening of a run: on with the points it set, or off and why.

@@ -267,8 +267,15 @@ TEST_F(KernelE2E, AWidenBuildWithThePointsOffBehavesAsTheUnpatchedKernel) {
 // the kernel refuses each with EINVAL and a warning naming what it wants;
 // then the agent sets the points the seed chooses, the kernel takes delays
 // at them, and the outcome records exactly the seed's choice with its hits.
+//
+// The kernel boots with lpj=100000, a delay loop calibrated 100 times too
+// short, as a secondary CPU of a busy TCG guest can calibrate its own: the
+// points wait on the clock, so their delays still take what was asked
+// (spent ≥ hits × delay_ns), where udelay() would give 1 %. A CI run once
+// missed the negative-dentry race (0 of 5 seeds, 5 of 5 here) on a guest
+// whose PIT calibration had failed.
 TEST_F(KernelE2E, WidenControlsRefuseBadValuesAndTheSeedSetsThePoints) {
-  const json k = build("widen", {kHarmless, kBug}, {"--widen"});
+  const json k = build("widen", {kHarmless, kBug}, {"--widen", "--cmdline", "lpj=100000"});
   ASSERT_EQ(k["status"], "ready") << k.dump();
   // A seed whose choice includes a point every lookup passes.
   uint64_t seed = 7;
@@ -323,8 +330,22 @@ TEST_F(KernelE2E, WidenControlsRefuseBadValuesAndTheSeedSetsThePoints) {
     EXPECT_EQ(points[i].value("uid", ""), want[i].uid);
     const uint64_t hits = std::stoull(points[i].value("hits", std::string("0")));
     if (want[i].uid == "65534") lookup_hits += hits;
+    // Duration's JSON: decimal seconds with an "s".
+    const std::string spent = points[i].value("spent", std::string());
+    ASSERT_FALSE(spent.empty()) << "the kernel does not count its delays' length: " << w.dump();
+    ASSERT_EQ(spent.back(), 's') << spent;
+    const double spent_ns = std::stod(spent.substr(0, spent.size() - 1)) * 1e9;
+    EXPECT_GE(spent_ns, 0.999 * static_cast<double>(hits) * want[i].delay_ns)
+        << want[i].name << ": " << hits << " delays of " << want[i].delay_ns << " ns took "
+        << spent;
   }
   EXPECT_GT(lookup_hits, 0u) << w.dump();  // the kernel delayed the observers' lookups
+  // And the agent's short-delay note (agent/widen.h) stays quiet.
+  const json outs =
+      cli_json({"outcomes", "--campaign", std::to_string(c.at("campaign").get<int64_t>())});
+  ASSERT_EQ(outs.size(), 1u);
+  for (const auto& n : outs[0]["outcome"].value("notes", json::array()))
+    EXPECT_EQ(n.get<std::string>().find("delays took"), std::string::npos) << n;
 }
 
 }  // namespace

@@ -827,8 +827,14 @@ TEST_F(VmE2E, TheKprobeModuleWidensTheStockKernelAndItsAbsenceSaysWhy) {
     EXPECT_EQ(points[i].value("probability_ppm", 0u), want[i].probability_ppm);
     EXPECT_EQ(points[i].value("delay_ns", 0u), want[i].delay_ns);
     EXPECT_EQ(points[i].value("uid", ""), want[i].uid);
-    if (want[i].uid == "65534")
-      lookup_hits += std::stoull(points[i].value("hits", std::string("0")));
+    const uint64_t hits = std::stoull(points[i].value("hits", std::string("0")));
+    if (want[i].uid == "65534") lookup_hits += hits;
+    // The module waits on the clock too: its delays took what was asked.
+    const std::string spent = points[i].value("spent", std::string());
+    ASSERT_TRUE(!spent.empty() && spent.back() == 's') << w.dump();
+    EXPECT_GE(std::stod(spent.substr(0, spent.size() - 1)) * 1e9,
+              0.999 * static_cast<double>(hits) * want[i].delay_ns)
+        << want[i].name << ": " << hits << " delays took " << spent;
   }
   EXPECT_GT(lookup_hits, 0u) << w.dump();  // the kernel delayed the observers' lookups
   launcher_->stop(30s);

@@ -10,6 +10,7 @@
  *   <point>/uid          "any", or the fsuid (initial user namespace) of the
  *                        tasks the point delays
  *   <point>/hits         delays taken (read only)
+ *   <point>/spent_ns     their length on the clock (read only)
  *   locked               1 when loaded with locked=1 (the VM's /init passes it
  *                        for leapfrog_widen=off on the kernel command line):
  *                        every point stays off, writes fail with -EPERM
@@ -68,7 +69,7 @@
 #define pr_fmt(fmt) "leapfrog_widen_kprobe: " fmt
 
 #include <linux/cred.h>
-#include <linux/delay.h>
+#include <linux/timekeeping.h>
 #include <linux/fs.h>
 #include <linux/kallsyms.h>
 #include <linux/kernel.h>
@@ -103,6 +104,7 @@ struct lf_point {
 	u32 delay_ns;
 	u32 uid;
 	atomic_long_t hits;
+	atomic_long_t spent_ns;
 
 	bool offered, armed;
 	unsigned long caller_start, caller_end;
@@ -192,17 +194,23 @@ static void lf_delay(struct lf_point *p)
 {
 	u32 probability = READ_ONCE(p->probability);
 	u32 delay = READ_ONCE(p->delay_ns);
+	u64 start, now;
 
 	if (!probability || !delay)
 		return;
 	if (probability < LF_PPM && get_random_u32_below(LF_PPM) >= probability)
 		return;
 	atomic_long_inc(&p->hits);
-	/* Busy-wait: RCU-walk and spinlock holders may not sleep. */
-	if (delay >= 1000)
-		udelay(delay / 1000);
-	if (delay % 1000)
-		ndelay(delay % 1000);
+	/*
+	 * Busy-wait (RCU-walk and spinlock holders may not sleep) on the
+	 * clock, not with udelay(), whose per-CPU loops_per_jiffy a busy
+	 * guest can calibrate several times too small.
+	 */
+	start = ktime_get_mono_fast_ns();
+	do
+		cpu_relax();
+	while ((now = ktime_get_mono_fast_ns()) - start < delay);
+	atomic_long_add(now - start, &p->spent_ns);
 }
 
 static int lf_pre(struct kprobe *kp, struct pt_regs *regs)
@@ -420,14 +428,21 @@ static ssize_t hits_show(struct kobject *kobj, struct kobj_attribute *attr, char
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&lf_point_of(kobj)->hits));
 }
 
+static ssize_t spent_ns_show(struct kobject *kobj, struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&lf_point_of(kobj)->spent_ns));
+}
+
 static struct kobj_attribute lf_probability_attr =
 	__ATTR(probability, 0644, lf_field_show, lf_field_store);
 static struct kobj_attribute lf_delay_attr = __ATTR(delay_ns, 0644, lf_field_show, lf_field_store);
 static struct kobj_attribute lf_uid_attr = __ATTR(uid, 0644, lf_field_show, lf_field_store);
 static struct kobj_attribute lf_hits_attr = __ATTR_RO(hits);
+static struct kobj_attribute lf_spent_ns_attr = __ATTR_RO(spent_ns);
 
 static struct attribute *lf_point_attrs[] = {
-	&lf_probability_attr.attr, &lf_delay_attr.attr, &lf_uid_attr.attr, &lf_hits_attr.attr, NULL,
+	&lf_probability_attr.attr, &lf_delay_attr.attr, &lf_uid_attr.attr, &lf_hits_attr.attr,
+	&lf_spent_ns_attr.attr, NULL,
 };
 static const struct attribute_group lf_point_group = { .attrs = lf_point_attrs };
 
@@ -474,6 +489,7 @@ static ssize_t control_store(struct kobject *kobj, struct kobj_attribute *attr, 
 			WRITE_ONCE(lf_points[i].delay_ns, 0);
 			WRITE_ONCE(lf_points[i].uid, LF_ANY_UID);
 			atomic_long_set(&lf_points[i].hits, 0);
+			atomic_long_set(&lf_points[i].spent_ns, 0);
 		}
 		err = lf_update_probes();
 		mutex_unlock(&lf_lock);
