@@ -63,7 +63,7 @@ struct WidenPoint {
   std::string uid = "any";  // fsuid filter: "any" or a number
   uint64_t hits = 0;        // delays the kernel took during the run
   // What those delays took on the kernel's clock; unset when the kernel
-  // does not say (a build from before the count, or the kprobe module).
+  // does not say (a widen build or kprobe module from before the count).
   std::optional<uint64_t> spent_ns;
 };
 

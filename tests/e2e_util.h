@@ -3,6 +3,7 @@
 // and a token file, a PostgreSQL of their own, the address `leapfrog serve`
 // writes, and the logs printed when a test fails.
 
+#include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/proto_time.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_dir.h"
 #include "tests/process_util.h"
@@ -32,6 +34,13 @@ using nlohmann::json;
 namespace stdfs = std::filesystem;
 
 // 32 random hex digits: a token for the coordinator and its clients.
+// A Duration as protobuf's JSON mapping prints it ("0.004153980s"), in ns;
+// -1 when `text` is not one (empty: the field was unset).
+inline int64_t ns_of_duration_json(const std::string& text) {
+  google::protobuf::Duration d;
+  return google::protobuf::util::TimeUtil::FromString(text, &d) ? leapfrog::ns_of(d) : -1;
+}
+
 inline std::string random_token() {
   std::random_device rd;
   std::string t;
