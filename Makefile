@@ -2,6 +2,20 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
+# Compiles go through ccache (a Debian package), whose cache lives outside the
+# checkout beside the kernel builds, so a fresh clone (CI's) rebuilds only what
+# changed. CMake reads the launchers when it first configures a build folder,
+# this one and fuzz/ci.sh's. Paths under the checkout are hashed relative to
+# it (CCACHE_BASEDIR) and without the working folder (CCACHE_NOHASHDIR), so two
+# clones share the cache; a hit's debug info names the first clone's folders.
+# CCACHE_DISABLE=1 turns it off.
+export CMAKE_C_COMPILER_LAUNCHER ?= ccache
+export CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
+export CCACHE_DIR ?= $(or $(LEAPFROG_CACHE),/var/cache/leapfrog)/ccache
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
+export CCACHE_MAXSIZE ?= 8G
+
 .PHONY: deps configure build test bench demo deb clean format fuzz
 
 deps:
