@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
+#include <tuple>
 
 #include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_pool.h"
@@ -105,7 +107,25 @@ struct FailureContext {
   std::string schedule_name;
 };
 
-// One failure counted into its issue: returns (issue id, created, reopened).
+// One failure: an outcome found with one signature.
+struct Failure {
+  int64_t job = 0;
+  uint32_t attempt = 0;
+  std::string kernel;
+  int64_t reported_us = 0;
+  FailureContext where;
+};
+
+// A batch's failures of one signature, in report order. The first one is the
+// issue's example if the batch creates it.
+struct SignatureGroup {
+  Signature sig;
+  v1::ScenarioSpec spec;  // the first failure's, as it ran
+  v1::Violation example;  // the first failure's violation with this key
+  std::vector<Failure> failures;
+};
+
+// What counting a group did.
 struct Counted {
   bool created = false;
   bool reopened = false;
@@ -114,8 +134,7 @@ struct Counted {
 // The notification of a new or reopened issue (coordinator/notify/), stored
 // in the transaction that counted the failure.
 void publish_issue_event(pqxx::work& txn, bool created, int64_t id, uint32_t regressions,
-                         const Signature& sig, const std::string& scenario,
-                         const std::string& kernel, int64_t job, const FailureContext& where) {
+                         const Signature& sig, const std::string& scenario, const Failure& f) {
   v1::Event e;
   e.set_kind(created ? v1::EVENT_KIND_NEW_ISSUE : v1::EVENT_KIND_REGRESSION);
   e.set_key((created ? "issue-new:" : "issue-regression:") + std::to_string(id) +
@@ -124,59 +143,96 @@ void publish_issue_event(pqxx::work& txn, bool created, int64_t id, uint32_t reg
   e.set_issue_title(clean(sig.title));
   e.set_issue_kind(ktap::issue_kind_from(sig.kind));
   e.set_scenario(clean(sig.scenario.empty() ? scenario : sig.scenario));
-  e.set_kernel_label(clean(kernel));
-  e.set_campaign_id(where.campaign_id);
-  e.set_schedule_id(where.schedule_id);
-  e.set_schedule_name(clean(where.schedule_name));
+  e.set_kernel_label(clean(f.kernel));
+  e.set_campaign_id(f.where.campaign_id);
+  e.set_schedule_id(f.where.schedule_id);
+  e.set_schedule_name(clean(f.where.schedule_name));
   e.set_summary((created ? "new issue #" : "regression of issue #") + std::to_string(id) + " on " +
-                clean(kernel) + ": " + clean(sig.title) + " (job " + std::to_string(job) + ")");
+                clean(f.kernel) + ": " + clean(sig.title) + " (job " + std::to_string(f.job) + ")");
   notify::publish(txn, e);
 }
 
-Counted count_failure(pqxx::work& txn, const Signature& sig, const v1::ScenarioSpec& spec,
-                      const v1::Outcome& outcome, int64_t job, uint32_t attempt,
-                      const std::string& kernel, int64_t reported_us, const FailureContext& where) {
-  v1::Violation example;
-  if (sig.violation_index >= 0 && sig.violation_index < outcome.violations_size())
-    example = outcome.violations(sig.violation_index);
+// Counts a group's failures into its issue with one upsert of the issue and
+// one per kernel, as counting them one by one would: the first failure
+// creates the issue (its example, first_seen and notification), every one
+// adds to the counts, last_seen is the latest. A FIXED issue is reopened by
+// the first failure (in report order) on a kernel newer than the fix; the
+// ones after it find it reopened. (One row per failure made each batch
+// update the same few issue rows hundreds of times in one transaction.)
+Counted count_group(pqxx::work& txn, const SignatureGroup& g,
+                    std::map<std::string, std::optional<int64_t>>& kernel_added) {
+  const Failure& first = g.failures.front();
+  int64_t latest = first.reported_us;
+  for (const auto& f : g.failures) latest = std::max(latest, f.reported_us);
   const auto r = txn.exec_params1(
       "INSERT INTO issues (signature, kind, scenario, title, status, first_seen, last_seen, count,"
       "  example_job, example_attempt, example_kernel, example_spec, example_violation)"
-      " VALUES ($1, $2, $3, $4, $5, lf_ts($6), lf_ts($6), 1, $7, $8, $9, $10, $11)"
-      " ON CONFLICT (signature) DO UPDATE SET count = issues.count + 1,"
+      " VALUES ($1, $2, $3, $4, $5, lf_ts($6), lf_ts($7), $8, $9, $10, $11, $12, $13)"
+      " ON CONFLICT (signature) DO UPDATE SET count = issues.count + EXCLUDED.count,"
       "  last_seen = greatest(issues.last_seen, EXCLUDED.last_seen)"
       " RETURNING id, status, lf_us(fixed_at), xmax = 0",
-      clean(sig.key), sig.kind, clean(sig.scenario), clean(sig.title),
-      static_cast<int>(v1::ISSUE_STATUS_NEW), reported_us, job, attempt, clean(kernel), bytes(spec),
-      bytes(example));
+      clean(g.sig.key), g.sig.kind, clean(g.sig.scenario), clean(g.sig.title),
+      static_cast<int>(v1::ISSUE_STATUS_NEW), first.reported_us, latest,
+      static_cast<int64_t>(g.failures.size()), first.job, first.attempt, clean(first.kernel),
+      bytes(g.spec), bytes(g.example));
   const int64_t id = r[0].as<int64_t>();
   Counted c;
   c.created = r[3].as<bool>();
-  if (c.created) publish_issue_event(txn, true, id, 0, sig, spec.scenario(), kernel, job, where);
-  txn.exec_params(
-      "INSERT INTO issue_kernels (issue_id, kernel_label, count, first_seen, last_seen)"
-      " VALUES ($1, $2, 1, lf_ts($3), lf_ts($3)) ON CONFLICT (issue_id, kernel_label) DO UPDATE"
-      " SET count = issue_kernels.count + 1,"
-      "  last_seen = greatest(issue_kernels.last_seen, EXCLUDED.last_seen)",
-      id, clean(kernel), reported_us);
+  if (c.created) publish_issue_event(txn, true, id, 0, g.sig, g.spec.scenario(), first);
+  // Per kernel, in order of first appearance: its count, first and last time.
+  std::vector<std::string> order;
+  std::map<std::string, std::tuple<int64_t, int64_t, int64_t>> per_kernel;
+  for (const auto& f : g.failures) {
+    const std::string k = clean(f.kernel);
+    auto [it, fresh] = per_kernel.try_emplace(k, 0, f.reported_us, f.reported_us);
+    if (fresh) order.push_back(k);
+    auto& [count, first_us, last_us] = it->second;
+    ++count;
+    last_us = std::max(last_us, f.reported_us);
+  }
+  for (const auto& k : order) {
+    const auto& [count, first_us, last_us] = per_kernel.at(k);
+    txn.exec_params(
+        "INSERT INTO issue_kernels (issue_id, kernel_label, count, first_seen, last_seen)"
+        " VALUES ($1, $2, $3, lf_ts($4), lf_ts($5)) ON CONFLICT (issue_id, kernel_label) DO UPDATE"
+        " SET count = issue_kernels.count + EXCLUDED.count,"
+        "  last_seen = greatest(issue_kernels.last_seen, EXCLUDED.last_seen)",
+        id, k, count, first_us, last_us);
+  }
   if (r[1].as<int>() != v1::ISSUE_STATUS_FIXED || r[2].is_null()) return c;
   const int64_t fixed_us = r[2].as<int64_t>();
   // A kernel registered after the fix is newer than the fix; a label never
   // registered (e.g. "host") has no age, so the failure's time decides.
-  const auto k = txn.exec_params("SELECT lf_us(added_at) FROM kernels WHERE label = $1", kernel);
-  const bool newer = k.empty() ? reported_us > fixed_us : k[0][0].as<int64_t>() > fixed_us;
-  if (!newer) return c;
+  const Failure* reopener = nullptr;
+  for (const auto& f : g.failures) {
+    auto it = kernel_added.find(f.kernel);
+    if (it == kernel_added.end()) {
+      const auto k =
+          txn.exec_params("SELECT lf_us(added_at) FROM kernels WHERE label = $1", f.kernel);
+      it = kernel_added
+               .emplace(f.kernel,
+                        k.empty() ? std::nullopt : std::optional<int64_t>(k[0][0].as<int64_t>()))
+               .first;
+    }
+    if (it->second ? *it->second > fixed_us : f.reported_us > fixed_us) {
+      reopener = &f;
+      break;
+    }
+  }
+  if (!reopener) return c;
   const auto reopened = txn.exec_params1(
       "UPDATE issues SET status = $2, regressions = regressions + 1 WHERE id = $1"
       " RETURNING regressions",
       id, static_cast<int>(v1::ISSUE_STATUS_REGRESSION));
-  publish_issue_event(txn, false, id, reopened[0].as<uint32_t>(), sig, spec.scenario(), kernel, job,
-                      where);
-  txn.exec_params(
-      "INSERT INTO issue_notes (issue_id, at, text) VALUES ($1, lf_ts($2), $3)", id, reported_us,
-      "reopened as a regression: failed again on kernel \"" + clean(kernel) + "\" (outcome " +
-          std::to_string(job) + "." + std::to_string(attempt) + ") after it was marked fixed");
-  spdlog::warn("triage.regression issue={} kernel={} job={} attempt={}", id, kernel, job, attempt);
+  publish_issue_event(txn, false, id, reopened[0].as<uint32_t>(), g.sig, g.spec.scenario(),
+                      *reopener);
+  txn.exec_params("INSERT INTO issue_notes (issue_id, at, text) VALUES ($1, lf_ts($2), $3)", id,
+                  reopener->reported_us,
+                  "reopened as a regression: failed again on kernel \"" + clean(reopener->kernel) +
+                      "\" (outcome " + std::to_string(reopener->job) + "." +
+                      std::to_string(reopener->attempt) + ") after it was marked fixed");
+  spdlog::warn("triage.regression issue={} kernel={} job={} attempt={}", id, reopener->kernel,
+               reopener->job, reopener->attempt);
   c.reopened = true;
   return c;
 }
@@ -265,6 +321,9 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
           "  LEFT JOIN schedules s ON s.id = c.schedule_id"
           " WHERE o.verdict <> 1 AND o.seq > $1 AND o.seq <= $2 ORDER BY o.seq LIMIT $3",
           watermark, horizon, batch);
+      // The batch's failures grouped by signature, each group counted at once.
+      std::vector<SignatureGroup> groups;
+      std::map<std::string, size_t> group_of;
       for (const auto& r : rows) {
         last = r[0].as<int64_t>();
         ++res.outcomes;
@@ -274,16 +333,29 @@ IngestResult PgTriageStore::ingest_failures(const SignatureFn& signatures, uint3
         const auto spec = parse<v1::ScenarioSpec>(r[3], "scenario spec");
         auto outcome = parse_outcome(r[5]);
         add_violations(txn, job, attempt, outcome);
-        const FailureContext where{r[8].as<int64_t>(), r[9].as<int64_t>(), r[10].as<std::string>()};
-        for (const auto& sig : signatures(spec, outcome)) {
-          // The example replays as it raced (spec_as_run).
-          const Counted c =
-              count_failure(txn, sig, spec_as_run(spec, outcome), outcome, job, attempt,
-                            r[4].as<std::string>(), r[6].as<int64_t>(), where);
+        const Failure f{
+            job, attempt, r[4].as<std::string>(), r[6].as<int64_t>(),
+            FailureContext{r[8].as<int64_t>(), r[9].as<int64_t>(), r[10].as<std::string>()}};
+        for (auto& sig : signatures(spec, outcome)) {
+          auto [it, fresh] = group_of.try_emplace(sig.key, groups.size());
+          if (fresh) {
+            SignatureGroup g;
+            // The example replays as it raced (spec_as_run).
+            g.spec = spec_as_run(spec, outcome);
+            if (sig.violation_index >= 0 && sig.violation_index < outcome.violations_size())
+              g.example = outcome.violations(sig.violation_index);
+            g.sig = std::move(sig);
+            groups.push_back(std::move(g));
+          }
+          groups[it->second].failures.push_back(f);
           ++res.failures;
-          res.new_issues += c.created;
-          res.regressions += c.reopened;
         }
+      }
+      std::map<std::string, std::optional<int64_t>> kernel_added;
+      for (const auto& g : groups) {
+        const Counted c = count_group(txn, g, kernel_added);
+        res.new_issues += c.created;
+        res.regressions += c.reopened;
       }
       // A short batch read everything up to the horizon.
       if (rows.size() < batch) last = horizon;

@@ -1,18 +1,15 @@
 #include "coordinator/triage/signature.h"
 
 #include "common/ktap/words.h"
-#include "common/outcome/violation_proto.h"
+#include "scenarios/model.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 
 namespace leapfrog::coord::triage {
 
 namespace {
-
-using nlohmann::json;
 
 // "mode=0700 uid=0 gid=0 user:65534:r-x" -> its fields.
 struct AttrText {
@@ -38,34 +35,18 @@ AttrText split_attr(const std::string& value) {
   return a;
 }
 
+using Versions = google::protobuf::RepeatedPtrField<v1::PossibleVersion>;
+
+// A version that began or ended inside the checked window: the oracle stores
+// an open bound (the start or the end of the run) as an unset field, or as a
+// value at or past kTimeMin / kTimeMax.
+bool bounded(const v1::PossibleVersion& v) {
+  return (v.has_from_ns() && v.from_ns() > kTimeMin) || (v.has_to_ns() && v.to_ns() < kTimeMax);
+}
+
 // What the mutator did to the object, from the object's kind and how its
 // possible versions differ.
-std::string mutator_op(const std::string& object, const json& versions,
-                       const std::string& scenario);
-
-// The attribute a permission error at an entry's step comes from: the first
-// step's attr(...) whose versions the mutator changed in the window (a
-// version with an end or a start), else "".
-std::string changed_attr_op(const json& detail, const std::string& scenario) {
-  if (!detail.contains("steps") || !detail["steps"].is_array()) return "";
-  for (const auto& st : detail["steps"]) {
-    if (!st.is_object() || !st.contains("object") || !st["object"].is_string()) continue;
-    const std::string obj = st["object"].get<std::string>();
-    if (obj.rfind("attr(", 0) != 0 || !st.contains("versions") || !st["versions"].is_array()) continue;
-    for (const auto& v : st["versions"]) {
-      const bool bounded = v.is_object() && ((v.contains("from") && !v["from"].is_null()) ||
-                                             (v.contains("to") && !v["to"].is_null()));
-      if (bounded) return mutator_op(obj, st["versions"], scenario);
-    }
-  }
-  return "";
-}
-
-bool permission_error(const std::string& outcome) {
-  return outcome.rfind("error EACCES", 0) == 0 || outcome.rfind("error EPERM", 0) == 0;
-}
-
-std::string mutator_op(const std::string& object, const json& versions,
+std::string mutator_op(const std::string& object, const Versions& versions,
                        const std::string& scenario) {
   if (object.rfind("entry(", 0) == 0) return "rename";
   if (object.rfind("parent(", 0) == 0) return "rename";
@@ -73,18 +54,15 @@ std::string mutator_op(const std::string& object, const json& versions,
   if (object.rfind("attr(", 0) != 0) return "unknown";
   bool mode = false, owner = false, acl = false;
   std::optional<AttrText> first;
-  if (versions.is_array()) {
-    for (const auto& v : versions) {
-      if (!v.is_object() || !v.contains("value") || !v["value"].is_string()) continue;
-      const AttrText a = split_attr(v["value"].get<std::string>());
-      if (!first) {
-        first = a;
-        continue;
-      }
-      mode = mode || a.mode != first->mode;
-      owner = owner || a.owner != first->owner;
-      acl = acl || a.acl != first->acl;
+  for (const auto& v : versions) {
+    const AttrText a = split_attr(v.value());
+    if (!first) {
+      first = a;
+      continue;
     }
+    mode = mode || a.mode != first->mode;
+    owner = owner || a.owner != first->owner;
+    acl = acl || a.acl != first->acl;
   }
   if (acl) return "setfacl";
   if (owner) return "chown";
@@ -98,9 +76,25 @@ std::string mutator_op(const std::string& object, const json& versions,
   return "setattr";
 }
 
+// The attribute a permission error at an entry's step comes from: the first
+// step's attr(...) whose versions the mutator changed in the window (a
+// version with an end or a start), else "".
+std::string changed_attr_op(const v1::ViolationDetail& detail, const std::string& scenario) {
+  for (const auto& st : detail.steps()) {
+    if (st.object().rfind("attr(", 0) != 0) continue;
+    for (const auto& v : st.versions())
+      if (bounded(v)) return mutator_op(st.object(), st.versions(), scenario);
+  }
+  return "";
+}
+
+bool permission_error(const std::string& outcome) {
+  return outcome.rfind("error EACCES", 0) == 0 || outcome.rfind("error EPERM", 0) == 0;
+}
+
 // How the lookup reached the stale step: "..", a symlink, a mount, a held
 // dirfd, or plain names.
-std::string path_via(const v1::Violation& v, const json& detail) {
+std::string path_via(const v1::Violation& v) {
   const std::string& path = v.path();
   if (path == ".." || path.rfind("../", 0) == 0 || path.find("/..") != std::string::npos) {
     return "dotdot";
@@ -112,13 +106,9 @@ std::string path_via(const v1::Violation& v, const json& detail) {
   for (char c : path) components += c == '/';
   // The walk's trace lists each step's objects (its directory's attributes,
   // the entry); a step number past the path's names means a link was followed.
-  if (detail.contains("steps") && detail["steps"].is_array()) {
-    int64_t steps = 0;
-    for (const auto& st : detail["steps"])
-      if (st.is_object() && st.contains("step") && st["step"].is_number_integer())
-        steps = std::max<int64_t>(steps, st["step"].get<int64_t>());
-    if (steps > static_cast<int64_t>(components)) return "symlink";
-  }
+  int64_t steps = 0;
+  for (const auto& st : v.detail().steps()) steps = std::max<int64_t>(steps, st.step());
+  if (steps > static_cast<int64_t>(components)) return "symlink";
   // The catalogue names lookups from a held dirfd after their *at syscall.
   static const char* const kAtOps[] = {"fstatat", "faccessat", "openat", "readlinkat"};
   for (const char* op : kAtOps)
@@ -129,17 +119,17 @@ std::string path_via(const v1::Violation& v, const json& detail) {
 }  // namespace
 
 Signature violation_signature(const std::string& scenario, const v1::Violation& v) {
-  json detail = violation_json(v);
-  if (!detail.is_object()) detail = json::object();
-  json versions = detail.contains("versions") ? detail["versions"] : json::array();
-  std::string mop = mutator_op(v.object(), versions, scenario);
+  // Read from the typed detail (a violation without one has no versions and
+  // no steps); its history excerpt plays no part.
+  const v1::ViolationDetail& detail = v.detail();
+  std::string mop = mutator_op(v.object(), detail.versions(), scenario);
   // A lookup refused (or let through) at an entry's step by a directory's
   // attributes: the mutator changed those, not the entry.
   if (mop == "rename" && (permission_error(v.observed()) || permission_error(v.expected()))) {
     const std::string attr = changed_attr_op(detail, scenario);
     if (!attr.empty()) mop = attr;
   }
-  const std::string via = path_via(v, detail);
+  const std::string via = path_via(v);
   const std::string pair = v.op() + "/" + mop;
   Signature s;
   s.kind = "violation";

@@ -165,6 +165,64 @@ TEST_F(TriageStoreTest, AFixedIssueReopensOnANewerKernelOnly) {
   EXPECT_NE(i.notes(0).text().find("k2"), std::string::npos);
 }
 
+// One grouping pass counts a batch's failures of one signature together: the
+// totals, the per-kernel counts and times, and the reopening must be what
+// counting them one at a time in report order gives.
+TEST_F(TriageStoreTest, ABatchCountsAsOneFailureAtATimeInReportOrder) {
+  v1::Kernel k;
+  k.set_label("k1");
+  store_->add_kernel(k, clock_.now());
+  night("k1", violation_outcome("stat"));
+  group();
+  const int64_t id = issues()[0].id();
+  clock_.advance(std::chrono::hours(1));
+  v1::SetIssueStatusRequest fix;
+  fix.set_id(id);
+  fix.set_status(v1::ISSUE_STATUS_FIXED);
+  engine_->set_issue_status(fix);
+  clock_.advance(std::chrono::hours(1));
+  k.set_label("k2");
+  store_->add_kernel(k, clock_.now());
+  // In one batch: the old kernel (no regression), then the new one twice
+  // (the first of those reopens), and another signature.
+  night("k1", violation_outcome("stat"));
+  clock_.advance(std::chrono::hours(1));
+  const int64_t reopening = night("k2", violation_outcome("stat"));
+  clock_.advance(std::chrono::hours(1));
+  const int64_t second_at =
+      std::chrono::duration_cast<std::chrono::seconds>(clock_.now().time_since_epoch()).count();
+  night("k2", violation_outcome("stat"));
+  night("k1", violation_outcome("open"));
+  group();
+  const v1::Issue i = engine_->get_issue(id);
+  EXPECT_EQ(i.count(), 4u);
+  EXPECT_EQ(i.status(), v1::ISSUE_STATUS_REGRESSION);
+  EXPECT_EQ(i.regressions(), 1u);
+  EXPECT_EQ(i.last_seen().seconds(), second_at);
+  ASSERT_EQ(i.kernels_size(), 2);
+  for (const auto& kc : i.kernels()) {
+    EXPECT_EQ(kc.count(), 2u) << kc.kernel_label();
+    if (kc.kernel_label() == "k2") {
+      EXPECT_EQ(kc.last_seen().seconds(), second_at);
+      EXPECT_EQ(kc.last_seen().seconds() - kc.first_seen().seconds(), 3600);
+    }
+  }
+  // The note names the first failure on the newer kernel.
+  pqxx::connection c(url_);
+  pqxx::work txn(c);
+  const auto job =
+      txn.exec_params1("SELECT id FROM jobs WHERE campaign_id = $1", reopening)[0].as<int64_t>();
+  ASSERT_EQ(i.notes_size(), 1);
+  EXPECT_NE(i.notes(0).text().find("\"k2\" (outcome " + std::to_string(job) + ".1)"),
+            std::string::npos)
+      << i.notes(0).text();
+  // The other signature is a new issue of one failure.
+  const auto all = issues();
+  ASSERT_EQ(all.size(), 2u);
+  for (const auto& other : all)
+    if (other.id() != id) EXPECT_EQ(other.count(), 1u);
+}
+
 TEST_F(TriageStoreTest, StatusNotesAndErrors) {
   night("k1", violation_outcome("stat"));
   night("k1", violation_outcome("open"));
