@@ -308,6 +308,12 @@ int main(int argc, char** argv) {
   leapfrog::bench::GrowthFiller filler(side->store, {}, side->clock.now());
   filler.setup();
   pqxx::connection admin(url);
+  uint64_t analyzed = 0;
+  filler.after_campaign = [&](uint64_t jobs) {
+    if (jobs < 2 * analyzed) return;
+    pqxx::nontransaction(admin).exec("ANALYZE jobs");
+    analyzed = jobs;
+  };
 
   std::printf("%-34s %9s %8s %8s %8s %8s %8s %8s %10s\n", "route", "outcomes", "seq p50", "p95",
               "p99", "20c p50", "p95", "p99", "bytes");

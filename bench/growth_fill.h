@@ -9,6 +9,7 @@
 // seed.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,15 @@ class GrowthFiller {
   // night); returns how many it added. Prints progress to stderr.
   uint64_t grow_to(uint64_t target);
   uint64_t outcomes() const { return outcomes_; }
+
+  // Runs after each night's jobs are created, before any is leased, with the
+  // number of jobs created so far. The bench refreshes the planner's
+  // statistics there whenever `jobs` has doubled, as autovacuum does on a
+  // server that has run for a while: a fresh database's statements are
+  // planned while `jobs` is nearly empty, and until its first automatic
+  // ANALYZE (over a minute in) their cached plans scan the whole table for
+  // every report batch.
+  std::function<void(uint64_t jobs)> after_campaign;
   int64_t schedule_id() const { return schedule_id_; }
 
  private:
@@ -52,6 +62,7 @@ class GrowthFiller {
   coord::TimePoint end_;
   int64_t schedule_id_ = 0;
   uint64_t outcomes_ = 0;
+  uint64_t jobs_ = 0;   // created so far
   uint64_t round_ = 0;  // how many grow_to calls so far (seeds differ per call)
 };
 
