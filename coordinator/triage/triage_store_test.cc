@@ -219,8 +219,11 @@ TEST_F(TriageStoreTest, ABatchCountsAsOneFailureAtATimeInReportOrder) {
   // The other signature is a new issue of one failure.
   const auto all = issues();
   ASSERT_EQ(all.size(), 2u);
-  for (const auto& other : all)
-    if (other.id() != id) EXPECT_EQ(other.count(), 1u);
+  for (const auto& other : all) {
+    if (other.id() != id) {
+      EXPECT_EQ(other.count(), 1u);
+    }
+  }
 }
 
 TEST_F(TriageStoreTest, StatusNotesAndErrors) {
