@@ -48,7 +48,7 @@ tmpfs_json=$(lf campaign run --name demo-tmpfs "${args[@]}" --fs tmpfs --duratio
   --param point_ms=50 --param warmup_ms=50 --param samples=3 --param mode=0 --param test=0 --wait --json) || exit 2
 echo "campaign 2: the positive control (fuse-cached) and its negative (fuse-direct)"
 control_json=$(lf campaign run --name demo-control --scenario setattr-lookup --scenario rename-lookup \
-  --fs fuse-cached --fs fuse-direct --duration 2s --wait --json) || exit 2
+  --fs fuse-cached --fs fuse-direct --duration 5s --wait --json) || exit 2
 echo
 
 tmpfs_id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["campaign"])' "$tmpfs_json")
