@@ -67,6 +67,27 @@ class TriageStoreTest : public coord::testing::PostgresSuite<TriageStoreTest> {
     return id;
   }
 
+  void add_kernel(const std::string& label) {
+    v1::Kernel k;
+    k.set_label(label);
+    store_->add_kernel(k, clock_.now());
+  }
+
+  // An issue of one failure on the registered kernel "k1", marked fixed an
+  // hour later; returns its id.
+  int64_t fixed_issue_on_k1() {
+    add_kernel("k1");
+    night("k1", violation_outcome("stat"));
+    group();
+    const int64_t id = issues()[0].id();
+    clock_.advance(std::chrono::hours(1));
+    v1::SetIssueStatusRequest fix;
+    fix.set_id(id);
+    fix.set_status(v1::ISSUE_STATUS_FIXED);
+    EXPECT_EQ(engine_->set_issue_status(fix).status(), v1::ISSUE_STATUS_FIXED);
+    return id;
+  }
+
   // Two ticks: the first takes the horizon, the second groups up to it.
   void group() {
     engine_->group_failures();
@@ -135,25 +156,14 @@ TEST_F(TriageStoreTest, ActionCampaignsAreNotCounted) {
 }
 
 TEST_F(TriageStoreTest, AFixedIssueReopensOnANewerKernelOnly) {
-  v1::Kernel k;
-  k.set_label("k1");
-  store_->add_kernel(k, clock_.now());
-  night("k1", violation_outcome("stat"));
-  group();
-  const int64_t id = issues()[0].id();
-  clock_.advance(std::chrono::hours(1));
-  v1::SetIssueStatusRequest fix;
-  fix.set_id(id);
-  fix.set_status(v1::ISSUE_STATUS_FIXED);
-  EXPECT_EQ(engine_->set_issue_status(fix).status(), v1::ISSUE_STATUS_FIXED);
+  const int64_t id = fixed_issue_on_k1();
   // The old kernel still fails: expected, not a regression.
   clock_.advance(std::chrono::hours(1));
   night("k1", violation_outcome("stat"));
   group();
   EXPECT_EQ(engine_->get_issue(id).status(), v1::ISSUE_STATUS_FIXED);
   // A kernel added after the fix fails: regression.
-  k.set_label("k2");
-  store_->add_kernel(k, clock_.now());
+  add_kernel("k2");
   night("k2", violation_outcome("stat"));
   group();
   const v1::Issue i = engine_->get_issue(id);
@@ -169,20 +179,9 @@ TEST_F(TriageStoreTest, AFixedIssueReopensOnANewerKernelOnly) {
 // totals, the per-kernel counts and times, and the reopening must be what
 // counting them one at a time in report order gives.
 TEST_F(TriageStoreTest, ABatchCountsAsOneFailureAtATimeInReportOrder) {
-  v1::Kernel k;
-  k.set_label("k1");
-  store_->add_kernel(k, clock_.now());
-  night("k1", violation_outcome("stat"));
-  group();
-  const int64_t id = issues()[0].id();
+  const int64_t id = fixed_issue_on_k1();
   clock_.advance(std::chrono::hours(1));
-  v1::SetIssueStatusRequest fix;
-  fix.set_id(id);
-  fix.set_status(v1::ISSUE_STATUS_FIXED);
-  engine_->set_issue_status(fix);
-  clock_.advance(std::chrono::hours(1));
-  k.set_label("k2");
-  store_->add_kernel(k, clock_.now());
+  add_kernel("k2");
   // In one batch: the old kernel (no regression), then the new one twice
   // (the first of those reopens), and another signature.
   night("k1", violation_outcome("stat"));
