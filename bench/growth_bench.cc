@@ -11,7 +11,14 @@
 // sequential scan of outcomes or violations is called out.
 //
 // Usage: leapfrog_growth_bench [--max-outcomes N] [--plans FILE]
-//        [--requests N] [--clients N] [--sizes-only]
+//        [--requests N] [--clients N] [--sizes-only] [--time-from N]
+// --time-from N fills straight through the sizes below N (10⁵ and 10⁶ for
+// --time-from 10000000), measuring only from N on. --lease-round N: leases
+// asked for at once per kernel (1: one at a time). --fill-buffers SIZE runs
+// the fill and the grouping with that shared_buffers (and max_wal_size 16GB,
+// checkpoint_timeout 1h), and restarts the server with PostgreSQL's defaults
+// before each size's routes are timed, so the read figures stay those of a
+// default server.
 // --sizes-only stops after the sizes of the first step (no routes, no plans):
 // every table and index with its bytes per outcome, and each big table's
 // average stored bytes per column.
@@ -56,6 +63,9 @@ struct Args {
   int clients = 20;   // concurrent clients
   int per_client = 3;
   bool sizes_only = false;  // the sizes of the first step, no routes or plans
+  uint64_t time_from = 0;   // sizes below this are passed through, not measured
+  size_t lease_round = 32;  // GrowthWorld::lease_round
+  std::string fill_buffers;  // shared_buffers while filling ("": the default throughout)
 };
 
 Args parse_args(int argc, char** argv) {
@@ -78,20 +88,33 @@ Args parse_args(int argc, char** argv) {
       a.clients = std::stoi(value());
     } else if (arg == "--sizes-only") {
       a.sizes_only = true;
+    } else if (arg == "--time-from") {
+      a.time_from = std::stoull(value());
+    } else if (arg == "--lease-round") {
+      a.lease_round = std::stoul(value());
+      if (a.lease_round < 1 || a.lease_round > 1000)
+        throw std::invalid_argument("bad --lease-round, want 1..1000");
+    } else if (arg == "--fill-buffers") {
+      a.fill_buffers = value();
+      if (a.fill_buffers.find_first_not_of("0123456789kMGB") != std::string::npos)
+        throw std::invalid_argument("bad --fill-buffers, want a size such as 4GB");
     } else {
       throw std::invalid_argument("unknown argument \"" + arg +
                                   "\"; want --max-outcomes N, --plans FILE, --requests N, "
-                                  "--clients N, --sizes-only");
+                                  "--clients N, --sizes-only, --time-from N, --lease-round N, "
+                                  "--fill-buffers SIZE");
     }
   }
   if (a.requests < 1 || a.clients < 1) throw std::invalid_argument("want positive counts");
   return a;
 }
 
-// The sizes measured: 10⁵, 10⁶, 10⁷ up to the maximum, and the maximum.
-std::vector<uint64_t> steps_to(uint64_t max) {
+// The sizes measured: 10⁵, 10⁶, 10⁷ up to the maximum, and the maximum;
+// none below `from` but the maximum.
+std::vector<uint64_t> steps_to(uint64_t max, uint64_t from) {
   std::vector<uint64_t> out;
-  for (uint64_t s = 100000; s < max; s *= 10) out.push_back(s);
+  for (uint64_t s = 100000; s < max; s *= 10)
+    if (s >= from) out.push_back(s);
   out.push_back(max);
   return out;
 }
@@ -305,19 +328,48 @@ int main(int argc, char** argv) {
   const std::string log_path = dir / "pg/leapfrog-postgres.log";
 
   auto side = std::make_unique<ReadSide>(url);
-  leapfrog::bench::GrowthFiller filler(side->store, {}, side->clock.now());
+  leapfrog::bench::GrowthWorld world;
+  world.lease_round = args.lease_round;
+  leapfrog::bench::GrowthFiller filler(side->store, world, side->clock.now());
   filler.setup();
-  pqxx::connection admin(url);
+  auto admin_conn = std::make_unique<pqxx::connection>(url);
   uint64_t analyzed = 0;
   filler.after_campaign = [&](uint64_t jobs) {
     if (jobs < 2 * analyzed) return;
-    pqxx::nontransaction(admin).exec("ANALYZE jobs");
+    pqxx::nontransaction(*admin_conn).exec("ANALYZE jobs");
     analyzed = jobs;
+  };
+  // The server's settings for the fill (`tuned`) or PostgreSQL's defaults:
+  // a restart, with the read side and the admin connection made again.
+  bool tuned = false;
+  auto tune = [&](bool on) {
+    if (args.fill_buffers.empty() || on == tuned) return;
+    {
+      pqxx::nontransaction n(*admin_conn);
+      if (on) {
+        n.exec("ALTER SYSTEM SET shared_buffers = '" + args.fill_buffers + "'");
+        n.exec("ALTER SYSTEM SET max_wal_size = '16GB'");
+        n.exec("ALTER SYSTEM SET checkpoint_timeout = '1h'");
+      } else {
+        n.exec("ALTER SYSTEM RESET ALL");
+      }
+    }
+    admin_conn.reset();
+    side.reset();
+    pg.restart();
+    side = std::make_unique<ReadSide>(url);
+    filler.use(side->store);
+    admin_conn = std::make_unique<pqxx::connection>(url);
+    tuned = on;
+    std::fprintf(stderr, "  server restarted with %s (shared_buffers %s)\n",
+                 on ? "the fill's settings" : "the defaults",
+                 one(*admin_conn, "SHOW shared_buffers").c_str());
   };
 
   std::printf("%-34s %9s %8s %8s %8s %8s %8s %8s %10s\n", "route", "outcomes", "seq p50", "p95",
               "p99", "20c p50", "p95", "p99", "bytes");
-  for (const uint64_t target : steps_to(args.max_outcomes)) {
+  for (const uint64_t target : steps_to(args.max_outcomes, args.time_from)) {
+    tune(true);
     const auto t0 = SteadyClock::now();
     filler.grow_to(target);
     const double fill_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
@@ -326,30 +378,33 @@ int main(int argc, char** argv) {
     // until passes in a row find nothing.
     for (int idle = 0; idle < 3;) idle = side->engine.group_failures().outcomes > 0 ? 0 : idle + 1;
     const double triage_s = std::chrono::duration<double>(SteadyClock::now() - t1).count();
-    pqxx::nontransaction(admin).exec("VACUUM ANALYZE");
+    pqxx::nontransaction(*admin_conn).exec("VACUUM ANALYZE");
     std::printf(
         "\n== %llu outcomes (fill %.0f s, triage %.0f s): database %s, outcomes %s,"
         " violations %s, %s violation rows, %s issues ==\n",
         static_cast<unsigned long long>(filler.outcomes()), fill_s, triage_s,
-        one(admin, "SELECT pg_size_pretty(pg_database_size(current_database()))").c_str(),
-        one(admin, "SELECT pg_size_pretty(pg_total_relation_size('outcomes'))").c_str(),
-        one(admin, "SELECT pg_size_pretty(pg_total_relation_size('violations'))").c_str(),
-        one(admin, "SELECT count(*) FROM violations").c_str(),
-        one(admin, "SELECT count(*) FROM issues").c_str());
+        one(*admin_conn, "SELECT pg_size_pretty(pg_database_size(current_database()))").c_str(),
+        one(*admin_conn, "SELECT pg_size_pretty(pg_total_relation_size('outcomes'))").c_str(),
+        one(*admin_conn, "SELECT pg_size_pretty(pg_total_relation_size('violations'))").c_str(),
+        one(*admin_conn, "SELECT count(*) FROM violations").c_str(),
+        one(*admin_conn, "SELECT count(*) FROM issues").c_str());
     // Where the bytes are: the largest tables (with their TOAST and indexes)
     // and, per table, the bytes per row.
-    for (const auto& row : pqxx::nontransaction(admin).exec(
-             "SELECT c.relname, pg_size_pretty(pg_total_relation_size(c.oid)),"
-             " pg_size_pretty(pg_indexes_size(c.oid)), c.reltuples::bigint,"
-             " CASE WHEN c.reltuples > 0 THEN (pg_total_relation_size(c.oid) / c.reltuples)::bigint"
-             " END FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-             " WHERE c.relkind = 'r' AND n.nspname = 'public'"
-             " ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 6"))
+    for (const auto& row :
+         pqxx::nontransaction(*admin_conn)
+             .exec("SELECT c.relname, pg_size_pretty(pg_total_relation_size(c.oid)),"
+                   " pg_size_pretty(pg_indexes_size(c.oid)), c.reltuples::bigint,"
+                   " CASE WHEN c.reltuples > 0 THEN (pg_total_relation_size(c.oid) / "
+                   "c.reltuples)::bigint"
+                   " END FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                   " WHERE c.relkind = 'r' AND n.nspname = 'public'"
+                   " ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 6"))
       std::printf("   %-18s %10s (indexes %s), %s rows, %s bytes/row\n", row[0].c_str(),
                   row[1].c_str(), row[2].c_str(), row[3].c_str(),
                   row[4].is_null() ? "-" : row[4].c_str());
-    print_sizes(admin, filler.outcomes());
+    print_sizes(*admin_conn, filler.outcomes());
     if (args.sizes_only) return 0;
+    tune(false);
     for (const auto& r : routes_of(url)) {
       const Timing s = sequential(side->http.port(), r.path, args.requests);
       const Timing c = concurrent(side->http.port(), r.path, args.clients, args.per_client);
@@ -364,7 +419,7 @@ int main(int argc, char** argv) {
   // Plans at the largest size: every statement each route runs, with
   // ANALYZE and BUFFERS, from auto_explain in the server log.
   {
-    pqxx::nontransaction n(admin);
+    pqxx::nontransaction n(*admin_conn);
     for (const char* s :
          {"session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0",
           "auto_explain.log_analyze = on", "auto_explain.log_buffers = on",
@@ -393,17 +448,18 @@ int main(int argc, char** argv) {
     }
   }
   {
-    pqxx::nontransaction n(admin);
+    pqxx::nontransaction n(*admin_conn);
     n.exec("ALTER DATABASE leapfrog RESET ALL");
   }
   // What each index of the big tables served over the whole run (fill,
   // triage, every route): one never scanned is one no statement needed.
   std::this_thread::sleep_for(1500ms);  // backends flush their counters when idle
   std::printf("\n== index scans over the run ==\n");
-  for (const auto& row : pqxx::nontransaction(admin).exec(
-           "SELECT relname, indexrelname, idx_scan FROM pg_stat_user_indexes"
-           " WHERE relname IN ('outcomes', 'jobs', 'violations', 'violation_details')"
-           " ORDER BY relname, indexrelname"))
+  for (const auto& row :
+       pqxx::nontransaction(*admin_conn)
+           .exec("SELECT relname, indexrelname, idx_scan FROM pg_stat_user_indexes"
+                 " WHERE relname IN ('outcomes', 'jobs', 'violations', 'violation_details')"
+                 " ORDER BY relname, indexrelname"))
     std::printf("   %-18s %-28s %s\n", row[0].c_str(), row[1].c_str(), row[2].c_str());
   side.reset();
   return 0;

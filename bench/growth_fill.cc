@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <latch>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -153,7 +154,7 @@ class Window {
 }  // namespace
 
 GrowthFiller::GrowthFiller(coord::Store& store, GrowthWorld world, coord::TimePoint end)
-    : store_(store), world_(std::move(world)), end_(end) {}
+    : store_(&store), world_(std::move(world)), end_(end) {}
 
 void GrowthFiller::setup() {
   const coord::TimePoint start = end_ - 24h * world_.days;
@@ -162,19 +163,19 @@ void GrowthFiller::setup() {
     kernel.set_label(k);
     kernel.set_version("Linux " + k);
     kernel.set_source("/srv/kernels/" + k + "/bzImage");
-    store_.add_kernel(kernel, start);
+    store_->add_kernel(kernel, start);
     v1::Capabilities caps;
     caps.set_kernel_label(k);
     for (const auto& fs : world_.filesystems) caps.add_filesystems(fs);
     for (int i = 0; i < world_.agents_per_kernel; ++i)
-      store_.register_agent("agent-" + k + "-" + std::to_string(i), caps, end_);
+      store_->register_agent("agent-" + k + "-" + std::to_string(i), caps, end_);
   }
   v1::CampaignSpec spec;
   spec.set_name("nightly");
   for (const auto& s : world_.scenarios) spec.add_scenarios(s);
   for (const auto& k : world_.kernels) spec.add_kernels(k);
   for (const auto& fs : world_.filesystems) spec.add_filesystems(fs);
-  schedule_id_ = store_.add_schedule("nightly", "0 2 * * *", spec, end_ + 24h).id();
+  schedule_id_ = store_->add_schedule("nightly", "0 2 * * *", spec, end_ + 24h).id();
 }
 
 uint64_t GrowthFiller::grow_to(uint64_t target) {
@@ -218,7 +219,7 @@ void GrowthFiller::night(int day, uint64_t jobs) {
   v1::CampaignSpec spec;
   spec.set_name("nightly");
   spec.set_max_attempts(1);
-  store_.create_campaign(spec, all, schedule_id_, at);
+  store_->create_campaign(spec, all, schedule_id_, at);
   jobs_ += jobs;
   if (after_campaign) after_campaign(jobs_);
 
@@ -226,47 +227,76 @@ void GrowthFiller::night(int day, uint64_t jobs) {
   std::vector<std::thread> threads;
   std::mutex error_mu;
   std::string error;
+  auto fail = [&](std::exception_ptr e, const char* what) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (!error.empty()) return;
+    try {
+      if (e) std::rethrow_exception(e);
+      error = what;
+    } catch (const std::exception& ex) {
+      error = ex.what();
+    }
+  };
   for (size_t k = 0; k < nk; ++k) {
     threads.emplace_back([&, k] {
       std::mt19937_64 rng(world_.seed * 1000003 + round_ * 10007 + day * 101 + k);
       std::bernoulli_distribution violation(world_.violation_share);
-      const std::string agent_name = "agent-" + world_.kernels[k] + "-0";
       v1::Capabilities caps;
       caps.set_kernel_label(world_.kernels[k]);
       for (const auto& fs : world_.filesystems) caps.add_filesystems(fs);
-      const std::string agent = store_.register_agent(agent_name, caps, at);
+      // The kernel's agents, each asked for leases in turn: a round of
+      // world_.lease_round asks goes out at once, so the store's group lease
+      // takes the round in one statement, as it does for a fleet of agents.
+      std::vector<std::string> agents;
+      for (int i = 0; i < world_.agents_per_kernel; ++i)
+        agents.push_back(store_->register_agent(
+            "agent-" + world_.kernels[k] + "-" + std::to_string(i), caps, at));
       Window window(kWindow);
       // Slower kernels scale worse: a year-long drop on "next" for the flag.
       const double base = 1e6 * (1.0 + 0.1 * static_cast<double>(k));
-      for (;;) {
-        auto job = store_.lease_job(agent, caps, at, 30s);
-        if (!job) break;
-        auto outcome = std::make_shared<v1::Outcome>();
-        if (job->spec().scenario() == kScale) {
-          outcome->set_verdict(v1::VERDICT_PASS);
-          outcome->set_ops(1000);
-          *outcome->mutable_scale() = *scale_run_from_json(json::parse(scale_json(rng, base)));
-        } else {
-          *outcome = race_outcome(rng, violation(rng));
+      for (bool more = true; more;) {
+        std::vector<std::optional<v1::Job>> round(world_.lease_round);
+        std::vector<size_t> by(world_.lease_round);
+        std::latch leased(static_cast<std::ptrdiff_t>(world_.lease_round));
+        for (size_t i = 0; i < round.size(); ++i) {
+          by[i] = i % agents.size();
+          store_->lease_job_async(agents[by[i]], caps, at, 30s,
+                                  [&, i](std::optional<v1::Job> job, std::exception_ptr e) {
+                                    if (e) fail(e, "a lease failed");
+                                    round[i] = std::move(job);
+                                    leased.count_down();
+                                  });
         }
-        window.acquire();
-        store_.report_outcome_async(agent, job->job_id(), job->attempt(), *outcome, at + 1s,
-                                    [&, outcome](coord::ReportResult r, std::exception_ptr e) {
-                                      if (e || r != coord::ReportResult::Stored) {
-                                        std::lock_guard<std::mutex> lock(error_mu);
-                                        if (error.empty()) {
-                                          try {
-                                            if (e) std::rethrow_exception(e);
-                                            error = "a report was not stored";
-                                          } catch (const std::exception& ex) {
-                                            error = ex.what();
-                                          }
-                                        }
-                                      } else {
-                                        ++stored;
-                                      }
-                                      window.release();
-                                    });
+        leased.wait();
+        for (size_t i = 0; i < round.size(); ++i) {
+          // A kernel's jobs are leased by this thread alone: an empty answer
+          // means none is left.
+          if (!round[i]) {
+            more = false;
+            continue;
+          }
+          const v1::Job& job = *round[i];
+          auto outcome = std::make_shared<v1::Outcome>();
+          if (job.spec().scenario() == kScale) {
+            outcome->set_verdict(v1::VERDICT_PASS);
+            outcome->set_ops(1000);
+            *outcome->mutable_scale() = *scale_run_from_json(json::parse(scale_json(rng, base)));
+          } else {
+            *outcome = race_outcome(rng, violation(rng));
+          }
+          window.acquire();
+          store_->report_outcome_async(agents[by[i]], job.job_id(), job.attempt(), *outcome,
+                                       at + 1s,
+                                       [&, outcome](coord::ReportResult r, std::exception_ptr e) {
+                                         if (e || r != coord::ReportResult::Stored)
+                                           fail(e, "a report was not stored");
+                                         else
+                                           ++stored;
+                                         window.release();
+                                       });
+        }
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error.empty()) more = false;
       }
       window.drain(kWindow);
     });

@@ -27,6 +27,10 @@ struct GrowthWorld {
   int days = 365;
   int agents_per_kernel = 4;
   double violation_share = 0.10;
+  // Leases each kernel's thread asks for at once, spread over its agents
+  // (the store's group lease takes them in one statement); 1 asks for one
+  // job at a time, as a single agent per kernel would.
+  size_t lease_round = 32;
   uint64_t seed = 1;
 };
 
@@ -34,6 +38,8 @@ class GrowthFiller {
  public:
   // `end` is the last night; nights go back `world.days` from it.
   GrowthFiller(coord::Store& store, GrowthWorld world, coord::TimePoint end);
+  // Writes through `store` from now on (the old one's server was restarted).
+  void use(coord::Store& store) { store_ = &store; }
 
   // Registers kernels, agents and the nightly schedule (once).
   void setup();
@@ -57,7 +63,7 @@ class GrowthFiller {
   // reported by one thread per kernel.
   void night(int day, uint64_t jobs);
 
-  coord::Store& store_;
+  coord::Store* store_;
   GrowthWorld world_;
   coord::TimePoint end_;
   int64_t schedule_id_ = 0;
