@@ -508,6 +508,13 @@ COMMENT ON COLUMN kernels.details IS
   'v1.Kernel; its build time is a Duration (build_time) since migration 20';
 )sql";
 
+// A campaign's jobs in id order: its job pages are walks of this index
+// (pg_statements.cc page_jobs).
+const char* const kJobsByCampaign = R"sql(
+CREATE INDEX jobs_campaign_id ON jobs (campaign_id, id);
+DROP INDEX jobs_campaign;
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -550,6 +557,7 @@ const std::vector<Migration>& schema_migrations() {
          const BuildTimeUpgrade u = upgrade_build_times(txn);
          spdlog::info("build_times_typed kernels={} outcomes={}", u.kernels, u.outcomes);
        }},
+      {21, "jobs indexed by (campaign_id, id) for the campaign's job pages", kJobsByCampaign},
   };
   return all;
 }

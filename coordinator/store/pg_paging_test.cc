@@ -262,6 +262,38 @@ TEST_F(PgPagingTest, JobsAndCampaignsPageByIdAndTokensOfAnotherListAreRefused) {
   EXPECT_THROW(store_->page_jobs(campaigns.back(), 0, "OFFSET 10"), BadPageToken);
 }
 
+// A nightly's jobs are one run of ids after every older campaign's. The
+// latest campaign's first page must be a walk of its own jobs: a plan that
+// walks the primary key and filters by campaign reads every older job first
+// (at 10^7 outcomes, 9.97 M rows and 5.7 s for a page of 200).
+TEST_F(PgPagingTest, TheLatestCampaignsJobPageReadsOnlyItsOwnJobs) {
+  store_->create_campaign(spec_named("older"), jobs_of(30000), 0, kT0);
+  const int64_t latest = store_->create_campaign(spec_named("latest"), jobs_of(30000), 0, kT0);
+  pqxx::connection conn(url_);
+  pqxx::nontransaction(conn).exec("ANALYZE jobs");
+  // The statement's plan, custom (the campaign known) and generic, as run.
+  for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
+    pqxx::work txn(conn);
+    txn.exec(std::string("SET LOCAL plan_cache_mode = ") + mode);
+    txn.exec("PREPARE page AS " + PgStore::statement_sql("page_jobs"));
+    std::string plan;
+    for (const auto& row : txn.exec("EXPLAIN (ANALYZE, COSTS OFF) EXECUTE page(" +
+                                    std::to_string(latest) + ", 0, 201)"))
+      plan += row[0].as<std::string>() + "\n";
+    txn.exec("DEALLOCATE page");
+    EXPECT_NE(plan.find("Index Scan using jobs_campaign_id"), std::string::npos) << mode << ":\n"
+                                                                                 << plan;
+    EXPECT_EQ(plan.find("Rows Removed by Filter"), std::string::npos) << mode << ":\n" << plan;
+  }
+  const auto page = store_->page_jobs(latest, 200, "");
+  ASSERT_EQ(page.items.size(), 200u);
+  const auto all = store_->list_jobs(latest);
+  for (size_t i = 0; i < page.items.size(); ++i) {
+    EXPECT_EQ(page.items[i].campaign_id(), latest);
+    EXPECT_EQ(page.items[i].job_id(), all[i].job_id());
+  }
+}
+
 TEST_F(PgPagingTest, CampaignFiltersApplyBeforeTheLimit) {
   // Three scheduled campaigns, then ten made by hand: the overview's nightly
   // is not among the latest ten.

@@ -307,10 +307,9 @@ Page<v1::JobInfo> PgStore::page_jobs(int64_t campaign_id, uint32_t limit,
   const auto after = parse_page_token("jobs", 1, page_token);
   return run_transaction(*pool_, "page_jobs", [&](pqxx::work& txn) {
     Page<v1::JobInfo> page;
-    for (const auto& r : txn.exec_params(
-             "SELECT " + std::string(kJobInfoColumns) +
-                 " FROM jobs WHERE campaign_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-             campaign_id, after.empty() ? int64_t{0} : after[0], static_cast<int64_t>(limit) + 1))
+    for (const auto& r :
+         txn.exec_prepared("page_jobs", campaign_id, after.empty() ? int64_t{0} : after[0],
+                           static_cast<int64_t>(limit) + 1))
       page.items.push_back(job_info_from_row(r));
     if (page.items.size() > limit) {
       page.items.resize(limit);
