@@ -18,7 +18,9 @@
 // the fill and the grouping with that shared_buffers (and max_wal_size 16GB,
 // checkpoint_timeout 1h), and restarts the server with PostgreSQL's defaults
 // before each size's routes are timed, so the read figures stay those of a
-// default server.
+// default server. --days N spreads the outcomes over N nights instead of
+// 365: fewer, larger nightlies (10⁶ over 30 days makes campaigns of ~33,000
+// jobs, the size of a nightly at 10⁷ over a year).
 // --sizes-only stops after the sizes of the first step (no routes, no plans):
 // every table and index with its bytes per outcome, and each big table's
 // average stored bytes per column.
@@ -65,6 +67,7 @@ struct Args {
   bool sizes_only = false;  // the sizes of the first step, no routes or plans
   uint64_t time_from = 0;   // sizes below this are passed through, not measured
   size_t lease_round = 32;  // GrowthWorld::lease_round
+  int days = 365;           // GrowthWorld::days
   std::string fill_buffers;  // shared_buffers while filling ("": the default throughout)
 };
 
@@ -94,6 +97,9 @@ Args parse_args(int argc, char** argv) {
       a.lease_round = std::stoul(value());
       if (a.lease_round < 1 || a.lease_round > 1000)
         throw std::invalid_argument("bad --lease-round, want 1..1000");
+    } else if (arg == "--days") {
+      a.days = std::stoi(value());
+      if (a.days < 1 || a.days > 3650) throw std::invalid_argument("bad --days, want 1..3650");
     } else if (arg == "--fill-buffers") {
       a.fill_buffers = value();
       if (a.fill_buffers.find_first_not_of("0123456789kMGB") != std::string::npos)
@@ -102,7 +108,7 @@ Args parse_args(int argc, char** argv) {
       throw std::invalid_argument("unknown argument \"" + arg +
                                   "\"; want --max-outcomes N, --plans FILE, --requests N, "
                                   "--clients N, --sizes-only, --time-from N, --lease-round N, "
-                                  "--fill-buffers SIZE");
+                                  "--fill-buffers SIZE, --days N");
     }
   }
   if (a.requests < 1 || a.clients < 1) throw std::invalid_argument("want positive counts");
@@ -330,6 +336,7 @@ int main(int argc, char** argv) {
   auto side = std::make_unique<ReadSide>(url);
   leapfrog::bench::GrowthWorld world;
   world.lease_round = args.lease_round;
+  world.days = args.days;
   leapfrog::bench::GrowthFiller filler(side->store, world, side->clock.now());
   filler.setup();
   auto admin_conn = std::make_unique<pqxx::connection>(url);
