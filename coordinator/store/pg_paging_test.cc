@@ -389,7 +389,9 @@ TEST_F(PgPagingTest, OutcomesCarryTheirJobsCellHoweverTheyAreStored) {
            {"setattr-lookup", "k1"}, {"rename-lookup", ""}, {"", "k2"}, {"setattr-lookup", "k2"}}) {
     const auto want = expected(scenario, kernel);
     EXPECT_EQ(walk(scenario, kernel), want) << scenario << "/" << kernel;
-    if (scenario == "setattr-lookup" && kernel == "k1") EXPECT_EQ(want.size(), 5u);
+    if (scenario == "setattr-lookup" && kernel == "k1") {
+      EXPECT_EQ(want.size(), 5u);
+    }
   }
   OutcomeFilter f;
   f.scenario = "rename-lookup";

@@ -273,7 +273,9 @@ TEST_P(PgRetentionLayoutTest, ATypedDetailLosesItsExcerptAndKeepsTheRest) {
     v->mutable_detail()->add_history()->set_value(std::string(4000, 'h'));
   }
   ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kOld), ReportResult::Stored);
-  if (in_rows) ASSERT_EQ(move_details_into_rows(url_, j->job_id(), j->attempt(), o), 1u);
+  if (in_rows) {
+    ASSERT_EQ(move_details_into_rows(url_, j->job_id(), j->attempt(), o), 1u);
+  }
   auto stored = [&] {
     return store_->find_outcomes({.limit = 1}).at(0).outcome().violations(1).detail();
   };
