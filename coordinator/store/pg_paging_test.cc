@@ -294,6 +294,53 @@ TEST_F(PgPagingTest, TheLatestCampaignsJobPageReadsOnlyItsOwnJobs) {
   }
 }
 
+// A kernel retired long ago: its outcomes are all older than every other
+// kernel's. Its list must walk its own outcomes (outcomes_kernel), not every
+// outcome in seq order filtered by kernel, which reads all the newer ones
+// first. Told by the heap rows that index scans of outcomes fetched.
+TEST_F(PgPagingTest, ARetiredKernelsOutcomeListReadsOnlyItsOwnOutcomes) {
+  store_->create_campaign(spec_named("retired"), jobs_of(20000, "setattr-lookup", "old"), 0, kT0);
+  store_->create_campaign(spec_named("current"), jobs_of(40000, "setattr-lookup", "k2"), 0, kT0);
+  pqxx::connection conn(url_);
+  // One passing outcome per job, in job order (the trigger adds the cell).
+  pqxx::nontransaction(conn).exec(
+      "INSERT INTO outcomes (job_id, attempt, campaign_id, agent_id, verdict, ops,"
+      " lookups_checked, offsets_checked, violation_count, race_window_hits, error, outcome,"
+      " reported_at) SELECT id, 1, campaign_id, 'a', 1, 1, 0, 0, 0, 0, '', '', now()"
+      " FROM jobs ORDER BY id");
+  pqxx::nontransaction(conn).exec("ANALYZE outcomes");
+  auto fetched = [&] {
+    pqxx::nontransaction n(conn);
+    n.exec("SELECT pg_stat_clear_snapshot()");
+    return n
+        .exec(
+            "SELECT coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables"
+            " WHERE relname = 'outcomes'")[0][0]
+        .as<int64_t>();
+  };
+  const int64_t before = fetched();
+  OutcomeQuery q;
+  q.kernel_label = "old";
+  q.limit = 50;
+  const auto page = store_->page_outcomes(q);
+  ASSERT_EQ(page.items.size(), 50u);
+  int64_t newest_old = 0;
+  for (const auto& r : pqxx::nontransaction(conn).exec(
+           "SELECT max(job_id) FROM outcomes WHERE kernel_label = 'old'"))
+    newest_old = r[0].as<int64_t>();
+  EXPECT_EQ(page.items[0].job_id(), newest_old);
+  for (size_t i = 1; i < page.items.size(); ++i)
+    EXPECT_EQ(page.items[i].job_id(), page.items[i - 1].job_id() - 1);
+  // The store's backend reports its counters when idle (within a second or two).
+  int64_t read = 0;
+  for (int i = 0; i < 100 && read < 51; ++i) {
+    std::this_thread::sleep_for(100ms);
+    read = fetched() - before;
+  }
+  EXPECT_GE(read, 51) << "the counters never arrived: nothing is told";
+  EXPECT_LT(read, 1000) << "the page read " << read << " outcomes for 51";
+}
+
 TEST_F(PgPagingTest, CampaignFiltersApplyBeforeTheLimit) {
   // Three scheduled campaigns, then ten made by hand: the overview's nightly
   // is not among the latest ten.
