@@ -477,23 +477,72 @@ std::optional<AgentJob> PgStore::agent_job(const std::string& agent_name, int64_
 
 // ---- outcomes ----
 
+namespace {
+
+// The outcomes that `q`'s filters select (its limit, page token and
+// with_violations aside), newest first: at most `limit` rows of
+// kOutcomeColumns and then o.seq, all below seq `before` unless it is 0.
+//
+// Not prepared: an unnamed statement is planned with its values, so the
+// filters left out fold away and each shape gets its own plan. Every filter
+// is in the WHERE clause, before the LIMIT.
+//
+// The walk is one of the (column, seq) index of the leading filter: the
+// campaign, else the kernel (with the scenario too for failures, the
+// outcomes_failed_cell index), else the scenario. The leading filter is
+// written as a range and leads the ORDER BY, so the planner cannot take it
+// for a constant and walk all outcomes in seq order, filtering: it assumes a
+// value's rows are spread over the table, and for a kernel retired months
+// ago that walk reads every newer outcome first (docs/bench.md, "At 10⁷
+// outcomes"). A range of one value keeps the order seq DESC.
+pqxx::result select_outcomes(pqxx::work& txn, const OutcomeQuery& q, int64_t limit,
+                             int64_t before) {
+  const std::string scenario = clean(q.scenario), kernel = clean(q.kernel_label);
+  std::string lead, order = "o.seq DESC";
+  auto range = [&](const std::string& column, const std::string& param) {
+    lead += " AND o." + column + " >= " + param + " AND o." + column + " <= " + param;
+    order = "o." + column + " DESC, " + order;
+  };
+  bool by_campaign = false, by_kernel = false, by_scenario = false;
+  if (q.job_id == 0) {
+    if (q.campaign_id != 0) {
+      by_campaign = true;
+    } else if (!kernel.empty()) {
+      by_kernel = true;
+      by_scenario = q.failed_only && !scenario.empty();
+    } else if (!scenario.empty()) {
+      by_scenario = true;
+    }
+  }
+  // Innermost first: order ends (..., scenario, seq) under the kernel.
+  if (by_scenario) range("scenario", "$4::text");
+  if (by_kernel) range("kernel_label", "$5::text");
+  if (by_campaign) range("campaign_id", "$2::bigint");
+  return txn.exec_params(
+      "SELECT " + std::string(kOutcomeColumns) +
+          ", o.seq FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE true" +
+          (by_campaign ? "" : " AND ($2::bigint = 0 OR o.campaign_id = $2::bigint)") +
+          "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)" +
+          (by_scenario ? "" : "  AND ($4::text = '' OR o.scenario = $4::text)") +
+          (by_kernel ? "" : "  AND ($5::text = '' OR o.kernel_label = $5::text)") +
+          "  AND (NOT $6::bool OR o.verdict <> " + std::to_string(kPassVerdict) +
+          ")"
+          "  AND ($7::bigint = 0 OR o.seq < $7::bigint)" +
+          lead + " ORDER BY " + order + " LIMIT $1",
+      limit, q.campaign_id, q.job_id, scenario, kernel, q.failed_only, before);
+}
+
+}  // namespace
+
 std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
   const uint32_t limit = f.limit ? f.limit : kDefaultOutcomeLimit;
   return run_transaction(*pool_, "find_outcomes", [&](pqxx::work& txn) {
-    // Not prepared: each filter gets its own plan. The casts keep campaign
-    // and job ids bigint (as list_outcomes' prepared statements had them).
-    pqxx::result rows =
-        txn.exec_params("SELECT " + std::string(kOutcomeColumns) +
-                            " FROM outcomes o JOIN jobs j ON j.id = o.job_id"
-                            " WHERE ($2::bigint = 0 OR o.campaign_id = $2::bigint)"
-                            "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)"
-                            "  AND ($4::text = '' OR o.scenario = $4::text)"
-                            "  AND (NOT $5::bool OR o.verdict <> " +
-                            std::to_string(kPassVerdict) +
-                            ")"
-                            " ORDER BY o.seq DESC LIMIT $1",
-                        limit, f.campaign_id, f.job_id, clean(f.scenario), f.failed_only);
-    return outcome_records(txn, rows);
+    OutcomeQuery q;
+    q.campaign_id = f.campaign_id;
+    q.job_id = f.job_id;
+    q.scenario = f.scenario;
+    q.failed_only = f.failed_only;
+    return outcome_records(txn, select_outcomes(txn, q, limit, 0));
   });
 }
 
@@ -502,54 +551,9 @@ Page<v1::OutcomeRecord> PgStore::page_outcomes(const OutcomeQuery& q) {
       (q.with_violations ? kOutcomePageWithViolations : kOutcomePage).resolve(q.limit);
   const auto after = parse_page_token("outcomes", 1, q.page_token);
   return run_transaction(*pool_, "page_outcomes", [&](pqxx::work& txn) {
-    // Not prepared: an unnamed statement is planned with its values, so the
-    // filters left out fold away and each shape gets its own plan. Every
-    // filter is in the WHERE clause, before the LIMIT; one row more than the
-    // page says whether more follow.
-    //
-    // The page is a walk of the (column, seq) index of its leading filter:
-    // the campaign, else the kernel (with the scenario too for failures, the
-    // outcomes_failed_cell index), else the scenario. The leading filter is
-    // written as a range and leads the ORDER BY, so the planner cannot take
-    // it for a constant and walk all outcomes in seq order, filtering: it
-    // assumes a value's rows are spread over the table, and for a kernel
-    // retired months ago that walk reads every newer outcome first
-    // (docs/bench.md, "At 10⁷ outcomes"). A range of one value keeps the
-    // order seq DESC.
-    const std::string scenario = clean(q.scenario), kernel = clean(q.kernel_label);
-    std::string lead, order = "o.seq DESC";
-    auto range = [&](const std::string& column, const std::string& param) {
-      lead += " AND o." + column + " >= " + param + " AND o." + column + " <= " + param;
-      order = "o." + column + " DESC, " + order;
-    };
-    bool by_campaign = false, by_kernel = false, by_scenario = false;
-    if (q.job_id == 0) {
-      if (q.campaign_id != 0) {
-        by_campaign = true;
-      } else if (!kernel.empty()) {
-        by_kernel = true;
-        by_scenario = q.failed_only && !scenario.empty();
-      } else if (!scenario.empty()) {
-        by_scenario = true;
-      }
-    }
-    // Innermost first: order ends (..., scenario, seq) under the kernel.
-    if (by_scenario) range("scenario", "$4::text");
-    if (by_kernel) range("kernel_label", "$5::text");
-    if (by_campaign) range("campaign_id", "$2::bigint");
-    pqxx::result rows = txn.exec_params(
-        "SELECT " + std::string(kOutcomeColumns) +
-            ", o.seq FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE true" +
-            (by_campaign ? "" : " AND ($2::bigint = 0 OR o.campaign_id = $2::bigint)") +
-            "  AND ($3::bigint = 0 OR o.job_id = $3::bigint)" +
-            (by_scenario ? "" : "  AND ($4::text = '' OR o.scenario = $4::text)") +
-            (by_kernel ? "" : "  AND ($5::text = '' OR o.kernel_label = $5::text)") +
-            "  AND (NOT $6::bool OR o.verdict <> " + std::to_string(kPassVerdict) +
-            ")"
-            "  AND ($7::bigint = 0 OR o.seq < $7::bigint)" +
-            lead + " ORDER BY " + order + " LIMIT $1",
-        static_cast<int64_t>(limit) + 1, q.campaign_id, q.job_id, scenario, kernel, q.failed_only,
-        after.empty() ? int64_t{0} : after[0]);
+    // One row more than the page says whether more follow.
+    pqxx::result rows = select_outcomes(txn, q, static_cast<int64_t>(limit) + 1,
+                                        after.empty() ? int64_t{0} : after[0]);
     Page<v1::OutcomeRecord> page;
     const bool more = rows.size() > limit;
     int64_t last_seq = 0;
