@@ -259,6 +259,75 @@ TEST(RunRace, FreeRunningActorsRaceOnUntilTheSlowestIsDone) {
   EXPECT_GT(std::max(a, b), kN);  // went on past its rounds
 }
 
+// Lookups whose whole window lies between two consecutive mutations: the
+// only ones that can show a state stale.
+size_t lookups_between_mutations(const std::vector<RawRecord>& mutations,
+                                 const std::vector<RawRecord>& lookups) {
+  size_t n = 0;
+  for (const RawRecord& l : lookups) {
+    auto next = std::lower_bound(mutations.begin(), mutations.end(), l.invoke,
+                                 [](const RawRecord& m, TimeNs t) { return m.invoke < t; });
+    if (next == mutations.begin() || next == mutations.end()) continue;
+    if (std::prev(next)->complete < l.invoke && l.complete < next->invoke) ++n;
+  }
+  return n;
+}
+
+// Free-running, a fast mutator (1 us) back to back would change the tree
+// several times within every slow lookup (40 us), and no lookup could show a
+// stale state. Paced, it dwells for [0, 2 M] after each mutation, M the
+// observer's median lookup, and many lookups fit between two mutations. The
+// unpaced control: the same two actors with the mutator's dwell off (an
+// observer role on both is not paced).
+TEST(RunRace, AFreeRunningMutatorIsPacedByTheObserversLookups) {
+  auto busy = [](ActorRole role, TimeNs ns) {
+    ActorSpec a;
+    a.role = role;
+    a.step = [ns](ActorEnv& env, uint32_t round) {
+      RawRecord r{};
+      r.round = round;
+      timed(r, [ns] {
+        const TimeNs until = now_ns() + ns;
+        while (now_ns() < until) {
+        }
+        return 0;
+      });
+      env.push(r);
+    };
+    return a;
+  };
+  // Rounds, not a duration: a loaded machine gives fewer lookups a second.
+  RaceConfig cfg;
+  cfg.iterations = 2000;
+  cfg.duration = 600'000'000'000;
+  cfg.fuzzy = false;
+  cfg.capacity = 1 << 20;
+  const RaceResult paced =
+      run_race({busy(ActorRole::Mutator, 1'000), busy(ActorRole::Observer, 40'000)}, cfg, 1);
+  const RaceResult storm =
+      run_race({busy(ActorRole::Observer, 1'000), busy(ActorRole::Observer, 40'000)}, cfg, 1);
+  ASSERT_EQ(paced.error, "");
+  ASSERT_EQ(storm.error, "");
+  // The bound is twice the observer's median lookup (at least its 40 us).
+  EXPECT_GE(paced.timing.pace_ns, 80'000);
+  EXPECT_EQ(storm.timing.pace_ns, 0);
+  const auto& pl = paced.records.at(1);
+  const auto& sl = storm.records.at(1);
+  ASSERT_GE(pl.size(), 2000u);
+  ASSERT_GE(sl.size(), 2000u);
+  const size_t paced_between = lookups_between_mutations(paced.records.at(0), pl);
+  const size_t storm_between = lookups_between_mutations(storm.records.at(0), sl);
+  // Uniform dwells in [0, 2 M]: about a quarter of the lookups fit whole in one
+  // (half the dwells outlast a lookup, by half of it on average), once the
+  // observer has published its median after 256 lookups.
+  // Unpaced, only a preempted mutator leaves such a gap: next to none on an
+  // idle machine, a few percent when the actors wait for CPUs.
+  EXPECT_GT(paced_between * 10, pl.size()) << paced_between << " of " << pl.size();
+  EXPECT_GT(paced_between, 3 * storm_between)
+      << "paced " << paced_between << " of " << pl.size() << ", unpaced " << storm_between << " of "
+      << sl.size();
+}
+
 // Mixed alignment: in one run, the aligned observer meets the mutator at the
 // barrier every round (its round r starts after the mutator's round r - 1
 // ended, and the mutator's after its), while the free-running observer chains
@@ -343,6 +412,7 @@ TEST(RunRace, MixedAlignmentRunsAlignedAndFreeObserversTogether) {
   // The delays were swept from the aligned actors' timing alone.
   EXPECT_GT(r.timing.mutator_mean_ns, 25'000);
   EXPECT_GT(r.timing.delay_span_ns, r.timing.mutator_mean_ns);
+  EXPECT_EQ(r.timing.pace_ns, 0);  // an aligned mutator is paced by the barrier
 }
 
 }  // namespace

@@ -208,7 +208,8 @@ json to_json(const Outcome& o) {
           {{"mutator_mean_ns", o.timing.mutator_mean_ns},
            {"observer_mean_ns", o.timing.observer_mean_ns},
            {"delay_span_ns", o.timing.delay_span_ns},
-           {"warmup_rounds", o.timing.warmup_rounds}}},
+           {"warmup_rounds", o.timing.warmup_rounds},
+           {"pace_ns", o.timing.pace_ns}}},
          {"notes", o.notes},
          {"widening", to_json(o.widening)}};
   if (!o.scale.empty()) {
@@ -246,7 +247,13 @@ std::string to_text(const Outcome& o) {
                   static_cast<long long>(o.timing.mutator_mean_ns), static_cast<long long>(o.timing.observer_mean_ns),
                   static_cast<long long>(o.timing.delay_span_ns), o.clock_source.c_str(),
                   static_cast<long long>(o.epsilon_ns));
-    s << buf << '\n';
+    s << buf;
+    if (o.timing.pace_ns) s << " pace=" << o.timing.pace_ns << "ns";
+    s << '\n';
+  } else if (o.timing.pace_ns) {
+    s << "  timing: pace=" << o.timing.pace_ns
+      << "ns (the free-running mutator's dwell bound) clock=" << o.clock_source
+      << " epsilon=" << o.epsilon_ns << "ns\n";
   }
   if (o.check.violation_count) {
     s << "  violations=" << o.check.violation_count << " (";

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <memory>
 #include <vector>
@@ -34,6 +36,8 @@ const char* to_string(ActorRole r) {
 
 namespace {
 constexpr uint32_t kMaxActors = 64;
+// Lookups after which a free-running observer publishes its first median.
+constexpr uint32_t kFirstEstimate = 8;
 }
 
 struct RaceControl {
@@ -61,6 +65,9 @@ struct RaceControl {
   // free-running actors race on until it is 0.
   alignas(64) std::atomic<uint32_t> short_of_rounds{0};
   std::atomic<uint32_t> error_set{0};
+  // The bound a paced free-running mutator draws its dwell from (actor_loop),
+  // 0 while it has none.
+  std::atomic<int64_t> pace_ns{0};
   char error[512] = {};
 };
 
@@ -166,7 +173,39 @@ void publish_median(ActorEnv& env, RaceControl::Stat& stat) {
   for (uint64_t i = 0; i < n; ++i) d.push_back(first[i].complete - first[i].invoke);
   std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
   stat.sum_ns.store(d[d.size() / 2], std::memory_order_relaxed);
-  stat.n.store(1, std::memory_order_relaxed);
+  stat.n.store(1, std::memory_order_release);
+}
+
+bool has_free_observers(const RaceControl* c) {
+  for (uint32_t i = 0; i < c->n_actors; ++i)
+    if (c->roles[i] == ActorRole::Observer && !c->aligned[i]) return true;
+  return false;
+}
+
+// The longest median lookup the free-running observers have published (at
+// the end of their warm-up); 0 until one has.
+TimeNs free_observer_median(RaceControl* c) {
+  TimeNs m = 0;
+  for (uint32_t i = 0; i < c->n_actors; ++i) {
+    if (c->roles[i] != ActorRole::Observer || c->aligned[i]) continue;
+    if (c->stat[i].n.load(std::memory_order_acquire) == 0) continue;
+    m = std::max<TimeNs>(m, c->stat[i].sum_ns.load(std::memory_order_relaxed));
+  }
+  return m;
+}
+
+// A paced mutator's dwell: spun when short, slept when long (a spinning
+// unpinned mutator would take the CPU an observer needs).
+void dwell(TimeNs ns) {
+  if (ns <= 0) return;
+  if (ns < 100'000) {
+    const TimeNs until = now_ns() + ns;
+    while (now_ns() < until) cpu_relax();
+    return;
+  }
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 // Counts the actor out of RaceControl::short_of_rounds once: when it has done
@@ -211,7 +250,29 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
   const uint64_t iterations = cfg.iterations;
   const uint32_t warmup = cfg.warmup;
   const bool fuzzy = cfg.fuzzy && !spec.free_running;
-  if (!fuzzy && spec.steps) {
+  // A free-running mutator racing free-running observers is paced: after each
+  // mutation it dwells for a time drawn from [0, 2 M], M the observers'
+  // median lookup. Back to back, a fast mutator (a chmod, a few µs) changes
+  // the tree many times within every slower lookup, so each lookup's window
+  // admits every state it set and nothing stale can be shown; with the dwell,
+  // about half its states outlast a lookup, while short draws keep bursts of
+  // mutations close together. It starts once an observer has published a
+  // first median (after kFirstEstimate lookups of the still tree), and
+  // follows the observers' latest median every 32 rounds.
+  const bool paced = !fuzzy && spec.role == ActorRole::Mutator && has_free_observers(c);
+  Rng pace_rng = env.rng().fork(0x9ace);  // its own stream: the mutations' draws stay the seed's
+  TimeNs pace = 0;
+  if (paced) {
+    spin_until(c, [&] {
+      return free_observer_median(c) > 0 || c->stop_requested.load(std::memory_order_relaxed);
+    });
+    pace = 2 * free_observer_median(c);
+    c->pace_ns.store(pace, std::memory_order_relaxed);
+  }
+  // A free-running observer publishes a first median early, for the paced
+  // mutator waiting on it, and its warm-up's later.
+  const uint32_t first_estimate = fuzzy || spec.role == ActorRole::Mutator ? 0 : kFirstEstimate;
+  if (!fuzzy && spec.steps && !paced) {
     // Batches end where the per-round loop below would look at something:
     // the stop flag (every 32 rounds), the end of warm-up, the last round,
     // a full buffer (full() is false here, so room >= 1).
@@ -230,10 +291,11 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
       uint64_t n = 32 - (round & 31);
       if (iterations && round < iterations) n = std::min<uint64_t>(n, iterations - round);
       if (round < warmup) n = std::min<uint64_t>(n, warmup - round);
+      if (round < first_estimate) n = std::min<uint64_t>(n, first_estimate - round);
       n = std::min<uint64_t>(n, capacity - 4 - env.recorded());
       steps(env, round, static_cast<uint32_t>(n));
       round += static_cast<uint32_t>(n);
-      if (round == warmup) publish_median(env, stat);
+      if (round == warmup || round == first_estimate) publish_median(env, stat);
     }
     return;
   }
@@ -258,14 +320,22 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
         const TimeNs until = now_ns() + delay;
         while (now_ns() < until) cpu_relax();
       }
-    } else if (env.full() ||
-               ((round & 31) == 0 && c->stop_requested.load(std::memory_order_relaxed))) {
+    } else if (env.full() || (((round & 31) == 0 || paced) &&
+                              c->stop_requested.load(std::memory_order_relaxed))) {
       // Free-running: the stop flag is polled every 32 rounds, so that most
-      // rounds touch no shared page but the actor's own records.
+      // rounds touch no shared page but the actor's own records (every round
+      // when paced: a dwell may be long).
       break;
     }
     step(env, round);
-    if (round + 1 == warmup) publish_median(env, stat);
+    if (round + 1 == warmup || round + 1 == first_estimate) publish_median(env, stat);
+    if (paced) {
+      if ((round & 31) == 31) {
+        pace = std::max<TimeNs>(2 * free_observer_median(c), 1);
+        c->pace_ns.store(pace, std::memory_order_relaxed);
+      }
+      dwell(static_cast<TimeNs>(pace_rng.below(static_cast<uint64_t>(pace) + 1)));
+    }
   }
 }
 
@@ -478,6 +548,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     compute_delays(ctl, result.timing);
     result.timing.warmup_rounds = cfg.warmup;
   }
+  result.timing.pace_ns = ctl->pace_ns.load();
   ctl->~RaceControl();
   return result;
 }

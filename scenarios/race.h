@@ -110,6 +110,10 @@ struct TimingStats {
   TimeNs observer_mean_ns = 0;  // typical (median) duration of one lookup (max over observers)
   TimeNs delay_span_ns = 0;     // width of the swept delay range
   uint32_t warmup_rounds = 0;
+  // Free-running alignment: a paced mutator dwelt for a time drawn from
+  // [0, pace_ns] after each mutation (twice the free-running observers'
+  // median lookup); 0 when it was not paced.
+  TimeNs pace_ns = 0;
 };
 
 struct RaceResult {

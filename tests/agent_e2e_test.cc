@@ -166,8 +166,7 @@ TEST_F(AgentE2E, TypeflipOnCachedFuseReportsStaleEntry) {
 // exec-setid's control on the cached FUSE view: exec passes on a cached mode
 // after its exec bit (or bin's search) was revoked. FUSE mounts are nosuid,
 // so the set-id gain itself cannot fire there: see ExecSetidGainInForeignHistory.
-// Fuzzy alignment: a free-running mutator toggles the mode many times within
-// one execve, and every mode it saw is then possible in the window.
+// Fuzzy alignment here; free-running in the next test.
 TEST_F(AgentE2E, ExecSetidOnCachedFuseReportsStaleGrant) {
   json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000",
                      "--align", "fuzzy"},
@@ -178,6 +177,21 @@ TEST_F(AgentE2E, ExecSetidOnCachedFuseReportsStaleGrant) {
   const json& v = o["violations"][0];
   EXPECT_EQ(v["kind"], "stale-grant");
   EXPECT_EQ(v["op"].get<std::string>().rfind("execve", 0), 0u) << v.dump();
+}
+
+// The same control free-running. Back to back, the mutator would change the
+// mode many times within one execve (a chmod takes microseconds, an execve
+// hundreds), every mode would be possible in each window, and nothing could
+// be shown stale; paced by the observer's median execve, it leaves most
+// modes in place long enough for whole execves to see them.
+TEST_F(AgentE2E, ExecSetidOnCachedFuseIsCaughtFreeRunningWithAPacedMutator) {
+  json o = run_json({"--scenario", "exec-setid", "--fs", "fuse-cached", "--iterations", "3000",
+                     "--align", "free"},
+                    1);
+  EXPECT_EQ(o["strategy"]["alignment"], "free");
+  EXPECT_EQ(o["verdict"], "violation");
+  EXPECT_GT(kind_count(o, "stale-grant"), 0u);
+  EXPECT_GT(o["timing"]["pace_ns"].get<int64_t>(), 0) << o["timing"].dump();
 }
 
 // The set-id gain's control: a hand-built history (a gain after the bit was

@@ -39,6 +39,8 @@ v1::RunDetail run_detail_from_json(const json& outcome) {
     *t->mutable_observer_mean() = duration_of_ns(number<int64_t>(*timing, "observer_mean_ns"));
     *t->mutable_delay_span() = duration_of_ns(number<int64_t>(*timing, "delay_span_ns"));
     t->set_warmup_rounds(number<uint32_t>(*timing, "warmup_rounds"));
+    if (const auto pace = number<int64_t>(*timing, "pace_ns"); pace > 0)
+      *t->mutable_pace() = duration_of_ns(pace);
   }
   if (auto notes = outcome.find("notes"); notes != outcome.end() && notes->is_array())
     for (const auto& n : *notes)
