@@ -182,8 +182,9 @@ bool has_free_observers(const RaceControl* c) {
   return false;
 }
 
-// The longest median lookup the free-running observers have published (at
-// the end of their warm-up); 0 until one has.
+// The longest median lookup the free-running observers have published (after
+// their first kFirstEstimate lookups, then after their warm-up); 0 until one
+// has.
 TimeNs free_observer_median(RaceControl* c) {
   TimeNs m = 0;
   for (uint32_t i = 0; i < c->n_actors; ++i) {
