@@ -176,9 +176,13 @@ void publish_median(ActorEnv& env, RaceControl::Stat& stat) {
   stat.n.store(1, std::memory_order_release);
 }
 
+bool is_free_observer(const RaceControl* c, uint32_t i) {
+  return c->roles[i] == ActorRole::Observer && !c->aligned[i];
+}
+
 bool has_free_observers(const RaceControl* c) {
   for (uint32_t i = 0; i < c->n_actors; ++i)
-    if (c->roles[i] == ActorRole::Observer && !c->aligned[i]) return true;
+    if (is_free_observer(c, i)) return true;
   return false;
 }
 
@@ -188,8 +192,7 @@ bool has_free_observers(const RaceControl* c) {
 TimeNs free_observer_median(RaceControl* c) {
   TimeNs m = 0;
   for (uint32_t i = 0; i < c->n_actors; ++i) {
-    if (c->roles[i] != ActorRole::Observer || c->aligned[i]) continue;
-    if (c->stat[i].n.load(std::memory_order_acquire) == 0) continue;
+    if (!is_free_observer(c, i) || c->stat[i].n.load(std::memory_order_acquire) == 0) continue;
     m = std::max<TimeNs>(m, c->stat[i].sum_ns.load(std::memory_order_relaxed));
   }
   return m;
@@ -263,12 +266,15 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
   const bool paced = !fuzzy && spec.role == ActorRole::Mutator && has_free_observers(c);
   Rng pace_rng = env.rng().fork(0x9ace);  // its own stream: the mutations' draws stay the seed's
   TimeNs pace = 0;
+  auto follow_observers = [&] {
+    pace = 2 * free_observer_median(c);
+    c->pace_ns.store(pace, std::memory_order_relaxed);
+  };
   if (paced) {
     spin_until(c, [&] {
       return free_observer_median(c) > 0 || c->stop_requested.load(std::memory_order_relaxed);
     });
-    pace = 2 * free_observer_median(c);
-    c->pace_ns.store(pace, std::memory_order_relaxed);
+    follow_observers();
   }
   // A free-running observer publishes a first median early, for the paced
   // mutator waiting on it, and its warm-up's later.
@@ -331,10 +337,7 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
     step(env, round);
     if (round + 1 == warmup || round + 1 == first_estimate) publish_median(env, stat);
     if (paced) {
-      if ((round & 31) == 31) {
-        pace = std::max<TimeNs>(2 * free_observer_median(c), 1);
-        c->pace_ns.store(pace, std::memory_order_relaxed);
-      }
+      if ((round & 31) == 31) follow_observers();
       dwell(static_cast<TimeNs>(pace_rng.below(static_cast<uint64_t>(pace) + 1)));
     }
   }
