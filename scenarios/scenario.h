@@ -14,6 +14,7 @@
 #include "scenarios/fs/workspace.h"
 #include "scenarios/model.h"
 #include "scenarios/outcome.h"
+#include "scenarios/progress.h"
 #include "scenarios/rng.h"
 #include "scenarios/strategy.h"
 
@@ -51,6 +52,8 @@ struct RunOptions {
   TimeNs epsilon = 0;
   std::map<std::string, int64_t> params;
   std::string history_path;  // write the history here (JSON Lines) when set
+  // Live counts, updated while the run goes (null: nobody asks).
+  RunProgress* progress = nullptr;
 };
 
 // Limits of the options every scenario shares.
