@@ -433,8 +433,65 @@ int errno_from_name(std::string_view name) {
   return -1;
 }
 
+HistoryWriter::HistoryWriter(std::ostream& out, const HistoryHeader& header,
+                             const std::vector<Effect>& effects, const std::vector<Query>& queries)
+    : out_(out), effects_(effects), queries_(queries) {
+  out_ << header_to_json(header).dump() << '\n';
+}
+
+HistoryWriter::~HistoryWriter() = default;
+
+void HistoryWriter::write(const MutationRecord& m) {
+  while (effect_sets_.size() < effects_.size()) {
+    json sets = json::array();
+    for (const auto& s : effects_[effect_sets_.size()].sets) sets.push_back(set_to_json(s));
+    effect_sets_.push_back(std::move(sets));
+  }
+  const json j = {{"type", "mutate"},   {"actor", m.actor},       {"op", effects_.at(m.effect).op},
+                  {"invoke", m.invoke}, {"complete", m.complete}, {"result", errno_name(m.err)},
+                  {"round", m.round},   {"sets", effect_sets_.at(m.effect)}};
+  out_ << j.dump() << '\n';
+}
+
+void HistoryWriter::write(const LookupRecord& l) {
+  const Query& q = queries_.at(l.query);
+  json j = {{"type", "lookup"},
+            {"actor", l.actor},
+            {"op", q.op},
+            {"start", q.start},
+            {"path", join_path(q.path)},
+            {"access", q.final_access},
+            {"follow", q.follow_final},
+            {"invoke", l.invoke},
+            {"complete", l.complete},
+            {"result", errno_name(l.err)},
+            {"round", l.round}};
+  if (q.openat2) j["resolve"] = resolve_to_json(q.resolve);
+  if (l.err == 0 && (l.dev || l.ino)) {
+    j["dev"] = l.dev;
+    j["ino"] = l.ino;
+  }
+  if (l.err == 0 && l.has_ids) {
+    j["euid"] = l.euid;
+    j["egid"] = l.egid;
+  }
+  out_ << j.dump() << '\n';
+}
+
+void HistoryWriter::write(const OffsetRecord& o) {
+  json j = {{"type", o.kind == OffsetRecord::Kind::Read ? "read" : "seek"},
+            {"actor", o.actor},
+            {"epoch", o.epoch},
+            {"invoke", o.invoke},
+            {"complete", o.complete},
+            {"result", errno_name(o.err)},
+            {"offset", o.offset}};
+  if (o.kind == OffsetRecord::Kind::Read) j["length"] = o.length;
+  out_ << j.dump() << '\n';
+}
+
 void write_history(const History& h, std::ostream& out) {
-  out << header_to_json(h.header).dump() << '\n';
+  HistoryWriter w(out, h.header, h.effects, h.queries);
   // Merge the three record streams by invoke time.
   struct Ref {
     TimeNs invoke;
@@ -446,55 +503,15 @@ void write_history(const History& h, std::ostream& out) {
   for (size_t i = 0; i < h.mutations.size(); ++i) refs.push_back({h.mutations[i].invoke, 0, i});
   for (size_t i = 0; i < h.lookups.size(); ++i) refs.push_back({h.lookups[i].invoke, 1, i});
   for (size_t i = 0; i < h.offsets.size(); ++i) refs.push_back({h.offsets[i].invoke, 2, i});
-  std::stable_sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.invoke < b.invoke; });
-
-  std::vector<json> effect_sets(h.effects.size());
-  for (size_t e = 0; e < h.effects.size(); ++e) {
-    effect_sets[e] = json::array();
-    for (const auto& s : h.effects[e].sets) effect_sets[e].push_back(set_to_json(s));
-  }
+  std::stable_sort(refs.begin(), refs.end(),
+                   [](const Ref& a, const Ref& b) { return a.invoke < b.invoke; });
   for (const Ref& ref : refs) {
-    json j;
-    if (ref.stream == 0) {
-      const auto& m = h.mutations[ref.index];
-      j = {{"type", "mutate"},        {"actor", m.actor},         {"op", h.effects.at(m.effect).op},
-           {"invoke", m.invoke},      {"complete", m.complete},   {"result", errno_name(m.err)},
-           {"round", m.round},        {"sets", effect_sets[m.effect]}};
-    } else if (ref.stream == 1) {
-      const auto& l = h.lookups[ref.index];
-      const Query& q = h.queries.at(l.query);
-      j = {{"type", "lookup"},
-           {"actor", l.actor},
-           {"op", q.op},
-           {"start", q.start},
-           {"path", join_path(q.path)},
-           {"access", q.final_access},
-           {"follow", q.follow_final},
-           {"invoke", l.invoke},
-           {"complete", l.complete},
-           {"result", errno_name(l.err)},
-           {"round", l.round}};
-      if (q.openat2) j["resolve"] = resolve_to_json(q.resolve);
-      if (l.err == 0 && (l.dev || l.ino)) {
-        j["dev"] = l.dev;
-        j["ino"] = l.ino;
-      }
-      if (l.err == 0 && l.has_ids) {
-        j["euid"] = l.euid;
-        j["egid"] = l.egid;
-      }
-    } else {
-      const auto& o = h.offsets[ref.index];
-      j = {{"type", o.kind == OffsetRecord::Kind::Read ? "read" : "seek"},
-           {"actor", o.actor},
-           {"epoch", o.epoch},
-           {"invoke", o.invoke},
-           {"complete", o.complete},
-           {"result", errno_name(o.err)},
-           {"offset", o.offset}};
-      if (o.kind == OffsetRecord::Kind::Read) j["length"] = o.length;
-    }
-    out << j.dump() << '\n';
+    if (ref.stream == 0)
+      w.write(h.mutations[ref.index]);
+    else if (ref.stream == 1)
+      w.write(h.lookups[ref.index]);
+    else
+      w.write(h.offsets[ref.index]);
   }
 }
 

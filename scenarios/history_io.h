@@ -6,6 +6,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "scenarios/history.h"
 
@@ -19,6 +22,25 @@ class HistoryFormatError : public std::runtime_error {
 
 // Writes the header line, then every record ordered by invoke time.
 void write_history(const History& h, std::ostream& out);
+
+// Writes a history as its records come (the caller keeps them in invoke
+// order): the header line at construction, then one line per record.
+// `effects` and `queries` may grow meanwhile; records refer to them by index.
+class HistoryWriter {
+ public:
+  HistoryWriter(std::ostream& out, const HistoryHeader& header, const std::vector<Effect>& effects,
+                const std::vector<Query>& queries);
+  ~HistoryWriter();
+  void write(const MutationRecord& m);
+  void write(const LookupRecord& l);
+  void write(const OffsetRecord& o);
+
+ private:
+  std::ostream& out_;
+  const std::vector<Effect>& effects_;
+  const std::vector<Query>& queries_;
+  std::vector<nlohmann::json> effect_sets_;  // each effect's "sets", built once
+};
 
 // Bounds on what read_history accepts, so that input that never ends (a
 // device, a pipe) is refused instead of filling memory.

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "scenarios/history_io.h"
+#include "scenarios/lookup_recorder.h"
 #include "scenarios/sys/posix_ops.h"
 
 namespace leapfrog {
@@ -38,6 +39,11 @@ Outcome begin_outcome(const RunContext& ctx) {
   return out;
 }
 
+// Records per actor in flight between an actor and the judge.
+constexpr uint64_t kRaceRing = uint64_t{1} << 15;
+// Lookups the judge takes at a time in a live run.
+constexpr size_t kLiveBatch = size_t{1} << 14;
+
 static RaceConfig race_config(const RunContext& ctx) {
   RaceConfig cfg;
   cfg.iterations = ctx.opts.iterations;
@@ -47,35 +53,65 @@ static RaceConfig race_config(const RunContext& ctx) {
   cfg.warmup = ctx.opts.iterations
                    ? static_cast<uint32_t>(std::min<uint64_t>(256, ctx.opts.iterations / 8))
                    : 256;
-  // Enough records for the run: one per round, or a generous rate bound.
-  const uint64_t by_time =
-      static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024;
-  // Free-running actors race on past their rounds until the slowest actor
-  // is done (run_race): room for four times as many.
-  const uint64_t rounds =
-      ctx.opts.iterations * (ctx.strategy.alignment == Alignment::Fuzzy ? 1 : 4);
-  cfg.capacity = std::min<uint64_t>(ctx.opts.iterations ? rounds + 16 : by_time, 32u << 20);
+  // The records go to the judge as the race runs: each actor's buffer is a
+  // ring of this many (LookupRecorder holds as many more per actor).
+  cfg.capacity = kRaceRing;
   return cfg;
 }
 
-void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext& ctx) {
+// The history's identifying header fields, from the run.
+static void fill_header(HistoryHeader& h, const Outcome& out, const RunContext& ctx) {
+  h.scenario = ctx.opts.scenario;
+  h.seed = ctx.opts.seed;
+  h.fs = ctx.ws.name();
+  h.clock_source = out.clock_source;
+  h.epsilon_ns = ctx.opts.epsilon;
+  h.base_dev = ctx.ws.lookup_dev();
+}
+
+// The race's figures; false (the outcome an error) if the race failed.
+static bool take_race(Outcome& out, const RaceResult& race) {
   out.rounds = race.rounds;
   out.duration_s = race.elapsed_s;
   out.timing = race.timing;
-  if (!race.error.empty()) {
+  out.backpressure_s = race.stalled_s;
+  out.backpressure_waits = race.stalls;
+  if (race.error.empty()) return true;
+  out.verdict = "error";
+  out.error = race.error;
+  return false;
+}
+
+// The verdict out.check earned, with its notes.
+static void judge_outcome(Outcome& out) {
+  out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
+  if (out.check.unjudged)
+    out.notes.push_back(std::to_string(out.check.unjudged) +
+                        " records had results outside the model and were not judged");
+  if (out.backpressure_waits)
+    out.notes.push_back("judging fell behind the race: the actors waited " +
+                        std::to_string(out.backpressure_waits) + " times, " +
+                        std::to_string(out.backpressure_s) + " s in all, for it to catch up");
+  // A live run earns "pass" as `check` does: a race that judged nothing, or
+  // whose lookups ran out of search budget, is inconclusive, never clean.
+  std::string why;
+  out.verdict = earned_verdict(out.check, why);
+  if (!why.empty()) out.error = why;
+}
+
+static void note_ops(Outcome& out) {
+  out.ops_per_sec = out.duration_s > 0 ? static_cast<double>(out.ops) / out.duration_s : 0;
+  if (out.ops == 0) {
     out.verdict = "error";
-    out.error = race.error;
-    return;
+    out.error = "the run recorded no operations: nothing was checked (is the duration too short?)";
   }
-  h.header.scenario = ctx.opts.scenario;
-  h.header.seed = ctx.opts.seed;
-  h.header.fs = ctx.ws.name();
-  h.header.clock_source = out.clock_source;
-  h.header.epsilon_ns = ctx.opts.epsilon;
-  h.header.base_dev = ctx.ws.lookup_dev();
+}
+
+void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext& ctx) {
+  if (!take_race(out, race)) return;
+  fill_header(h.header, out, ctx);
   out.ops = h.mutations.size() + h.lookups.size() + h.offsets.size();
   out.mutations = h.mutations.size();
-  out.ops_per_sec = out.duration_s > 0 ? static_cast<double>(out.ops) / out.duration_s : 0;
   if (!ctx.opts.history_path.empty()) {
     std::ofstream f(ctx.opts.history_path);
     if (!f) throw UsageError("cannot write history file \"" + ctx.opts.history_path + "\"");
@@ -83,22 +119,11 @@ void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext
     if (!f.flush())
       throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
   }
-  if (out.ops == 0) {
-    out.verdict = "error";
-    out.error = "the run recorded no operations: nothing was checked (is the duration too short?)";
-    return;
-  }
+  note_ops(out);
+  if (out.ops == 0) return;
   out.check = check_history(h);
   note_detection(out, h);
-  out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
-  if (out.check.unjudged)
-    out.notes.push_back(std::to_string(out.check.unjudged) +
-                        " records had results outside the model and were not judged");
-  // A live run earns "pass" as `check` does: a race that judged nothing, or
-  // whose lookups ran out of search budget, is inconclusive, never clean.
-  std::string why;
-  out.verdict = earned_verdict(out.check, why);
-  if (!why.empty()) out.error = why;
+  judge_outcome(out);
 }
 
 namespace {
@@ -257,9 +282,7 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     return ctx.strategy.alignment == Alignment::Free || a.free_running ? "free" : "fuzzy";
   };
 
-  RaceResult race = run_race(actors, race_config(ctx), ctx.opts.seed);
-
-  History h;
+  History h;  // the header and templates; the records go to the recorder
   plan.model.fill_header(h.header);
   uint32_t id = 0;
   if (has_mutator)
@@ -268,40 +291,43 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
     h.header.actors.push_back(Actor{id, "observer", c, align_of(actors[id])}), ++id;
   for (const auto& m : plan.mutations) h.effects.push_back(m.effect);
   for (const auto& q : plan.queries) h.queries.push_back(q.query);
+  fill_header(h.header, out, ctx);
 
-  // Rounds in which the mutator acted, to count lookups that overlapped it.
-  std::vector<std::pair<TimeNs, TimeNs>> mutation_in_round;
-  for (size_t a = 0; a < race.records.size(); ++a) {
-    const bool is_mutator = has_mutator && a == 0;
-    for (const RawRecord& r : race.records[a]) {
-      if (is_mutator) {
-        h.mutations.push_back(
-            MutationRecord{static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round});
-        if (mutation_in_round.size() <= r.round) mutation_in_round.resize(r.round + 1, {0, -1});
-        mutation_in_round[r.round] = {r.invoke, r.complete};
-      } else {
-        LookupRecord l{
-            static_cast<uint32_t>(a), r.op, r.invoke, r.complete, r.err, r.round, r.a, r.b};
-        if (r.err == 0 && r.op < plan.queries.size() && plan.queries[r.op].reports_ids) {
-          l.dev = l.ino = 0;  // a and b carried the ids, not an identity
-          l.has_ids = true;
-          l.euid = static_cast<uint32_t>(r.a);
-          l.egid = static_cast<uint32_t>(r.b);
-        }
-        h.lookups.push_back(l);
-      }
-    }
+  LookupRecorder::Shape shape;
+  shape.has_mutator = has_mutator;
+  for (const auto& q : plan.queries) shape.reports_ids.push_back(q.reports_ids);
+  // Only an aligned observer's round is the mutator's round.
+  for (const auto& a : actors)
+    shape.aligned_observer.push_back(ctx.strategy.alignment != Alignment::Free &&
+                                     a.role == ActorRole::Observer && !a.free_running);
+  std::ofstream history;
+  if (!ctx.opts.history_path.empty()) {
+    history.open(ctx.opts.history_path);
+    if (!history)
+      throw UsageError("cannot write history file \"" + ctx.opts.history_path + "\"");
   }
-  if (ctx.strategy.alignment != Alignment::Free) {
-    for (const auto& l : h.lookups) {
-      // Only an aligned observer's round is the mutator's round.
-      if (actors[l.actor].free_running) continue;
-      if (l.round >= mutation_in_round.size()) continue;
-      const auto [mi, mc] = mutation_in_round[l.round];
-      if (mc >= mi && l.invoke <= mc && mi <= l.complete) ++out.race_window_hits;
-    }
+  WindowOptions judging;
+  judging.batch = kLiveBatch;
+  LookupRecorder recorder(h, std::move(shape), history.is_open() ? &history : nullptr,
+                          ctx.opts.progress, judging);
+  RaceResult race = run_race(actors, race_config(ctx), ctx.opts.seed, &recorder);
+  if (!take_race(out, race)) return out;
+  out.check = recorder.finish();
+  if (history.is_open() && !history.flush())
+    throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
+  out.ops = recorder.mutations() + recorder.lookups();
+  out.mutations = recorder.mutations();
+  out.race_window_hits = recorder.race_window_hits();
+  note_ops(out);
+  if (out.ops == 0) return out;
+  if (out.check.first_violation_at < kTimeMax) {
+    out.first_violation_ns = out.check.first_violation_at - recorder.first_invoke();
+    out.ops_to_first_violation = recorder.lookups_to_first_violation();
+  } else {
+    out.first_violation_ns = -1;
+    out.ops_to_first_violation = 0;
   }
-  finish_outcome(out, h, race, ctx);
+  judge_outcome(out);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <ctime>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -401,6 +402,76 @@ TEST(RunRace, MixedAlignmentRunsAlignedAndFreeObserversTogether) {
   EXPECT_GT(r.timing.mutator_mean_ns, 25'000);
   EXPECT_GT(r.timing.delay_span_ns, r.timing.mutator_mean_ns);
   EXPECT_EQ(r.timing.pace_ns, 0);  // an aligned mutator is paced by the barrier
+}
+
+// Collects what run_race hands it, per actor, taking at most `per_call`
+// records a call and sleeping `sleep_ns` each call (a judge falling behind).
+class CollectingSink final : public RecordSink {
+ public:
+  CollectingSink(size_t actors, size_t per_call, TimeNs sleep_ns)
+      : records(actors), ended(actors, false), per_call_(per_call), sleep_ns_(sleep_ns) {}
+  size_t take(uint32_t actor, const RawRecord* r, size_t n) override {
+    EXPECT_FALSE(ended.at(actor)) << "records after the actor was done";
+    if (sleep_ns_) {
+      const timespec ts{0, static_cast<long>(sleep_ns_)};
+      nanosleep(&ts, nullptr);
+    }
+    n = std::min(n, per_call_);
+    records.at(actor).insert(records.at(actor).end(), r, r + n);
+    return n;
+  }
+  void done(uint32_t actor) override { ended.at(actor) = true; }
+  std::vector<std::vector<RawRecord>> records;
+  std::vector<bool> ended;
+
+ private:
+  size_t per_call_;
+  TimeNs sleep_ns_;
+};
+
+// Every record reaches the sink once, in each actor's order, through a ring
+// far smaller than the run (aligned and free-running actors), and nothing is
+// kept in the result.
+TEST(RunRace, ASinkTakesEveryRecordInOrderThroughASmallRing) {
+  for (bool fuzzy : {true, false}) {
+    RaceConfig cfg;
+    cfg.iterations = 20'000;
+    cfg.duration = 600'000'000'000;
+    cfg.fuzzy = fuzzy;
+    cfg.capacity = 1024;
+    CollectingSink sink(2, SIZE_MAX, 0);
+    const RaceResult r = run_race(
+        {busy_actor(ActorRole::Mutator, 100), busy_actor(ActorRole::Observer, 100)}, cfg, 1, &sink);
+    ASSERT_EQ(r.error, "") << fuzzy;
+    EXPECT_TRUE(r.records.empty());
+    for (size_t a = 0; a < 2; ++a) {
+      const auto& got = sink.records[a];
+      EXPECT_TRUE(sink.ended[a]);
+      ASSERT_GE(got.size(), cfg.iterations) << fuzzy << " actor " << a;
+      if (fuzzy) EXPECT_EQ(got.size(), cfg.iterations) << a;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].round, i) << fuzzy << " actor " << a;
+        if (i) ASSERT_GE(got[i].invoke, got[i - 1].complete) << fuzzy << " actor " << a;
+      }
+    }
+    EXPECT_EQ(r.taken, sink.records[0].size() + sink.records[1].size());
+  }
+}
+
+// A sink slower than the actors: they wait for it (backpressure, counted in
+// the result) rather than lose a record or end the run early.
+TEST(RunRace, ASlowSinkHoldsTheActorsBack) {
+  RaceConfig cfg;
+  cfg.iterations = 6'000;
+  cfg.duration = 600'000'000'000;
+  cfg.fuzzy = false;
+  cfg.capacity = 1024;
+  CollectingSink sink(1, 64, 1'000'000);  // 64 records a millisecond at most
+  const RaceResult r = run_race({busy_actor(ActorRole::Observer, 1'000)}, cfg, 1, &sink);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(sink.records[0].size(), cfg.iterations);
+  EXPECT_GT(r.stalls, 0u);
+  EXPECT_GT(r.stalled_s, 0.0);
 }
 
 }  // namespace

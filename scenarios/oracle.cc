@@ -33,20 +33,7 @@ void Checker::run() {
   apply_mutations();
   index_queries();
   for (size_t i = 0; i < h_.lookups.size(); ++i) check_lookup(i);
-  if (out_.over_budget)
-    out_.notes.insert(out_.notes.begin(), "NOT JUDGED: " + std::to_string(out_.over_budget) +
-                                              " lookups exceeded the search budget of " +
-                                              std::to_string(opts_.max_expansions) +
-                                              " walk states each; their verdict is unknown");
-  if (cached_violations_)
-    out_.notes.push_back(
-        std::to_string(cached_violations_) +
-        " violations are of RESOLVE_CACHED walks: the lockless (RCU) walk alone gave them");
-  if (foreign_eagain_)
-    out_.notes.push_back(
-        std::to_string(foreign_eagain_) +
-        " scoped openat2 walks gave EAGAIN with no rename or mount of this run in their window "
-        "(the kernel counts every rename and mount on the machine)");
+  add_lookup_notes(out_, opts_);
 }
 
 void Checker::check_node(NodeId n, const char* what) const {
@@ -185,17 +172,26 @@ void Checker::apply_mutations() {
     }
   }
   mutation_order_ = std::move(order);
-  mutable_mount_.assign(h_.header.nodes.size(), false);
-  for (size_t n = 0; n < mount_obj_.size(); ++n)
-    mutable_mount_[n] = mount_obj_[n] != kNone && objects_[mount_obj_[n]].versions.size() > 1;
-  mounted_on_.assign(h_.header.nodes.size(), {});
-  for (size_t n = 0; n < mount_obj_.size(); ++n) {
-    if (mount_obj_[n] == kNone) continue;
-    for (const auto& v : objects_[mount_obj_[n]].versions) {
-      const NodeId root = values_[v.value].target;
-      if (root != kNoNode) mounted_on_[root].push_back(static_cast<NodeId>(n));
+  // What can be mounted where comes from the templates (the initial values
+  // and every effect), not from the mutations that ran: so a part of the
+  // history (a batch judged as the run goes) knows it as the whole does.
+  const size_t n_nodes = h_.header.nodes.size();
+  mutable_mount_.assign(n_nodes, false);
+  mounted_on_.assign(n_nodes, {});
+  auto may_mount = [&](const ObjectSet& set) {
+    if (set.key.kind != ObjectKind::Mount || set.key.node >= n_nodes) return false;
+    const NodeId root = set.value.target;
+    if (root < n_nodes) {
+      auto& points = mounted_on_[root];
+      if (std::find(points.begin(), points.end(), set.key.node) == points.end())
+        points.push_back(set.key.node);
     }
-  }
+    return true;
+  };
+  for (const auto& set : h_.header.initial) may_mount(set);
+  for (const auto& eff : h_.effects)
+    for (const auto& set : eff.sets)
+      if (may_mount(set)) mutable_mount_[set.key.node] = true;
   for (uint32_t idx : mutation_order_) {
     const MutationRecord& m = h_.mutations[idx];
     const std::string& op = h_.effects[m.effect].op;
@@ -285,7 +281,7 @@ void Checker::check_lookup(size_t i) {
     ++out_.lookups_checked;
     if (r.err == EAGAIN &&
         !move_overlaps(r.invoke - h_.header.epsilon_ns, r.complete + h_.header.epsilon_ns))
-      ++foreign_eagain_;
+      ++out_.foreign_eagain;
     return;
   }
   if (w.unknown) {  // part of the walk left the model: cannot judge
@@ -297,6 +293,24 @@ void Checker::check_lookup(size_t i) {
 }
 
 }  // namespace oracle_detail
+
+void add_lookup_notes(CheckResult& r, const CheckOptions& opts) {
+  std::vector<std::string> notes;
+  if (r.over_budget)
+    notes.push_back("NOT JUDGED: " + std::to_string(r.over_budget) +
+                    " lookups exceeded the search budget of " +
+                    std::to_string(opts.max_expansions) +
+                    " walk states each; their verdict is unknown");
+  if (r.cached_violations)
+    notes.push_back(std::to_string(r.cached_violations) +
+                    " violations are of RESOLVE_CACHED walks: the lockless (RCU) walk alone gave "
+                    "them");
+  if (r.foreign_eagain)
+    notes.push_back(std::to_string(r.foreign_eagain) +
+                    " scoped openat2 walks gave EAGAIN with no rename or mount of this run in "
+                    "their window (the kernel counts every rename and mount on the machine)");
+  r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+}
 
 std::string unearned_pass_reason(const CheckResult& r) {
   if (r.over_budget)

@@ -91,6 +91,11 @@ struct CheckResult {
   // over all violations, not only the reported ones: detection power.
   TimeNs first_violation_at = kTimeMax;
   std::array<uint64_t, kViolationKinds> by_kind{};
+  // Counts the notes about lookups are written from (add_lookup_notes):
+  // violations of RESOLVE_CACHED walks, and scoped walks that gave EAGAIN
+  // with no rename or mount of the history in their window.
+  uint64_t cached_violations = 0;
+  uint64_t foreign_eagain = 0;
   std::vector<Violation> violations;  // the first `max_reported`, with full detail
   std::vector<std::string> notes;     // warnings about the history itself
 };
@@ -112,6 +117,10 @@ class HistoryError : public std::runtime_error {
 // Checks every lookup and offset record of `h`. Never flags a legal history.
 // Cost is linear in the history (plus the versions overlapping each window).
 CheckResult check_history(const History& h, const CheckOptions& opts = {});
+
+// Writes the notes about the lookups that `r`'s counts call for (the search
+// budget, RESOLVE_CACHED violations, foreign EAGAINs), before any other note.
+void add_lookup_notes(CheckResult& r, const CheckOptions& opts);
 
 // Why a check without violations has not earned "pass" (nothing was judged,
 // or some lookups exceeded the search budget); empty if it has.

@@ -366,8 +366,6 @@ class Checker {
   uint32_t stamp_ = 0;
   std::vector<NodeId> up_;
   std::vector<uint32_t> moves_;  // successful renames and mounts, by invoke
-  uint64_t cached_violations_ = 0;
-  uint64_t foreign_eagain_ = 0;
   std::vector<uint32_t> query_stack_;  // each query's path as a stack (top cell)
   std::vector<Cell> cells_;
   std::unordered_map<uint64_t, uint32_t> cell_ids_;

@@ -10,6 +10,14 @@ namespace leapfrog::oracle_detail {
 
 void Checker::report(size_t i, const LookupRecord& r, const Query& q, const WalkOutcome& w,
                      bool relaxed) {
+  // steps_checked counts the judging walks, not the walks that write a
+  // report: how many are written in detail depends on max_reported, and the
+  // count must not (a run judged in batches writes other ones).
+  struct KeepSteps {
+    uint64_t& steps;
+    const uint64_t was;
+    ~KeepSteps() { steps = was; }
+  } keep{out_.steps_checked, out_.steps_checked};
   ViolationKind kind;
   if (r.err == 0) {
     kind = ViolationKind::StaleEntry;  // refined below
@@ -45,7 +53,7 @@ void Checker::report(size_t i, const LookupRecord& r, const Query& q, const Walk
   }
   ++out_.violation_count;
   ++out_.by_kind[static_cast<size_t>(kind)];
-  if (q.resolve & kResolveCached) ++cached_violations_;
+  if (q.resolve & kResolveCached) ++out_.cached_violations;
   out_.first_violation_at = std::min(out_.first_violation_at, r.complete);
   if (!detailed) return;
 

@@ -210,6 +210,7 @@ json to_json(const Outcome& o) {
            {"delay_span_ns", o.timing.delay_span_ns},
            {"warmup_rounds", o.timing.warmup_rounds},
            {"pace_ns", o.timing.pace_ns}}},
+         {"backpressure", {{"waited_s", o.backpressure_s}, {"waits", o.backpressure_waits}}},
          {"notes", o.notes},
          {"widening", to_json(o.widening)}};
   if (!o.scale.empty()) {

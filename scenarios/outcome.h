@@ -100,6 +100,10 @@ struct Outcome {
   std::string clock_source;
   TimeNs epsilon_ns = 0;
   TimingStats timing;
+  // Judging fell behind the race: the actors waited this long in all (summed
+  // over actors), this many times, for it to take their records.
+  double backpressure_s = 0;
+  uint64_t backpressure_waits = 0;
   CheckResult check;
   // Detection power: time from the first recorded operation to the end of the
   // first violating one (-1: no violation), and the lookups (or offset

@@ -59,6 +59,12 @@ struct RaceControl {
     std::atomic<int64_t> n{0};
     uint64_t count = 0;  // records written (read by the parent after exit)
     int64_t cpu_ns = 0;  // CPU time of the actor's loop (read by the parent after exit)
+    // A ring's positions: records the actor has written, and records the
+    // parent has taken.
+    std::atomic<uint64_t> published{0};
+    std::atomic<uint64_t> taken{0};
+    int64_t stall_ns = 0;   // time spent waiting for room (read by the parent after exit)
+    uint32_t stalls = 0;
   } stat[kMaxActors];
   std::atomic<uint32_t> ready{0};  // actors set up and about to race
   // Actors that have not yet done cfg.iterations rounds (iterations > 0):
@@ -279,18 +285,21 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
   // A free-running observer publishes a first median early, for the paced
   // mutator waiting on it, and its warm-up's later.
   const uint32_t first_estimate = fuzzy || spec.role == ActorRole::Mutator ? 0 : kFirstEstimate;
+  // A full buffer ends the run, unless it is a ring the parent empties:
+  // then the actor waits for room (the run's backpressure).
+  auto out_of_room = [&env] { return env.full() && !env.make_room(); };
   if (!fuzzy && spec.steps && !paced) {
     // Batches end where the per-round loop below would look at something:
     // the stop flag (every 32 rounds), the end of warm-up, the last round,
     // a full buffer (full() is false here, so room >= 1).
     const auto steps = spec.steps;
-    const uint64_t capacity = cfg.capacity;
     for (uint32_t round = 0;;) {
+      env.publish();
       if (iterations && round >= iterations) {
         done.count();
-        if (done.all() || env.full()) break;  // past its rounds a full buffer stops it alone
+        if (done.all() || out_of_room()) break;  // past its rounds a full buffer stops it alone
       }
-      if (env.full()) {
+      if (out_of_room()) {
         c->stop_requested.store(1, std::memory_order_release);
         break;
       }
@@ -299,7 +308,7 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
       if (iterations && round < iterations) n = std::min<uint64_t>(n, iterations - round);
       if (round < warmup) n = std::min<uint64_t>(n, warmup - round);
       if (round < first_estimate) n = std::min<uint64_t>(n, first_estimate - round);
-      n = std::min<uint64_t>(n, capacity - 4 - env.recorded());
+      n = std::min<uint64_t>(n, env.room());
       steps(env, round, static_cast<uint32_t>(n));
       round += static_cast<uint32_t>(n);
       if (round == warmup || round == first_estimate) publish_median(env, stat);
@@ -307,12 +316,14 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
     return;
   }
   for (uint32_t round = 0;; ++round) {
+    if ((round & 31) == 0) env.publish();
     if (iterations && round >= iterations) {
       done.count();
       // Free-running: the others' progress is polled every 32 rounds.
-      if (fuzzy || env.full() || ((round == iterations || (round & 31) == 0) && done.all())) break;
+      if (fuzzy || out_of_room() || ((round == iterations || (round & 31) == 0) && done.all()))
+        break;
     }
-    if (env.full()) c->stop_requested.store(1, std::memory_order_release);
+    if (out_of_room()) c->stop_requested.store(1, std::memory_order_release);
     if (fuzzy) {
       if (barrier_stop(c)) break;
       TimeNs delay = 0;
@@ -327,7 +338,7 @@ __attribute__((hot)) void actor_loop(const ActorSpec& spec, ActorEnv& env, const
         const TimeNs until = now_ns() + delay;
         while (now_ns() < until) cpu_relax();
       }
-    } else if (env.full() || (((round & 31) == 0 || paced) &&
+    } else if (out_of_room() || (((round & 31) == 0 || paced) &&
                               c->stop_requested.load(std::memory_order_relaxed))) {
       // Free-running: the stop flag is polled every 32 rounds, so that most
       // rounds touch no shared page but the actor's own records (every round
@@ -381,6 +392,38 @@ int pidfd_open(pid_t pid) {
 
 }  // namespace
 
+void ActorEnv::publish() {
+  if (ring_) ctl_->stat[id_].published.store(count_, std::memory_order_release);
+}
+
+bool ActorEnv::make_room() {
+  if (!ring_) return false;
+  RaceControl* c = ctl_;
+  RaceControl::Stat& stat = c->stat[id_];
+  publish();
+  TimeNs waited_from = 0;
+  for (uint32_t i = 0;; ++i) {
+    limit_ = stat.taken.load(std::memory_order_acquire) + capacity_;
+    if (!full()) break;
+    if (c->stop_requested.load(std::memory_order_relaxed) ||
+        c->abort.load(std::memory_order_relaxed))
+      break;
+    if (waited_from == 0) waited_from = now_ns();
+    if (i < 64) {
+      cpu_relax();
+    } else {
+      // The parent takes records every millisecond or so.
+      timespec ts{0, 50'000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  if (waited_from != 0) {
+    stat.stall_ns += now_ns() - waited_from;
+    ++stat.stalls;
+  }
+  return !full();
+}
+
 void ActorEnv::request_stop() {
   ctl_->stop_requested.store(1, std::memory_order_release);
 }
@@ -400,12 +443,20 @@ bool ActorEnv::peer_barrier() {
   return c->peer_generation.load(std::memory_order_acquire) != gen;
 }
 
-RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg, uint64_t seed) {
+RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& config, uint64_t seed,
+                    RecordSink* sink) {
   RaceResult result;
   const uint32_t n = static_cast<uint32_t>(actors.size());
   if (n == 0 || n > kMaxActors) {
     result.error = "want 1.." + std::to_string(kMaxActors) + " actors, got " + std::to_string(n);
     return result;
+  }
+  RaceConfig cfg = config;
+  if (sink) {
+    // A ring holds the warm-up's records end to end (publish_median).
+    uint64_t ring = 1024;
+    while (ring < cfg.capacity) ring *= 2;
+    cfg.capacity = ring;
   }
   const size_t ctl_bytes = (sizeof(RaceControl) + 4095) & ~size_t{4095};
   const size_t per_actor = cfg.capacity * sizeof(RawRecord);
@@ -447,11 +498,13 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
         if (cfg.pin_cpus) pin_to_cpu(i);
         prefault(records_of(i), cfg.capacity);
         ctl->ready.fetch_add(1, std::memory_order_release);
-        ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, ctl);
+        ActorEnv env(i, actors[i].role, actor_rng, records_of(i), cfg.capacity, ctl,
+                     sink != nullptr);
         const TimeNs cpu_start = thread_cpu_ns();
         actor_loop(actors[i], env, cfg);
         ctl->stat[i].cpu_ns = thread_cpu_ns() - cpu_start;
         ctl->stat[i].count = env.recorded();
+        env.publish();
       } catch (const std::exception& e) {
         set_error(ctl, std::string(to_string(actors[i].role)) + " " + std::to_string(i) + ": " +
                            e.what());
@@ -476,6 +529,56 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
       if (pids[i] > 0) fds.push_back(pollfd{pidfds[i], POLLIN, 0});
     if (poll(fds.data(), fds.size(), 1) > 0) break;  // an actor exited during setup: handled below
   }
+  // With a sink: hands each actor's newly published records to it, and
+  // frees their room in the ring.
+  TimeNs first = kTimeMax, last = kTimeMin;
+  std::vector<uint64_t> handed(n, 0);
+  auto note_times = [&](const RawRecord* r, size_t k) {
+    for (size_t j = 0; j < k; ++j) {
+      first = std::min(first, r[j].invoke);
+      last = std::max(last, r[j].complete);
+      result.rounds = std::max<uint64_t>(result.rounds, r[j].round + 1ull);
+    }
+  };
+  auto drain_actor = [&](uint32_t i) {
+    const uint64_t published = ctl->stat[i].published.load(std::memory_order_acquire);
+    while (handed[i] < published) {
+      const uint64_t at = handed[i] & (cfg.capacity - 1);
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(published - handed[i], cfg.capacity - at));
+      const size_t took = sink->take(i, records_of(i) + at, want);
+      note_times(records_of(i) + at, took);
+      handed[i] += took;
+      result.taken += took;
+      if (took < want) break;
+    }
+    ctl->stat[i].taken.store(handed[i], std::memory_order_release);
+  };
+  // An actor that has exited is done once the sink has taken all it
+  // published (its queue may wait for the others' records to be merged).
+  std::vector<bool> exited(n, false), ended(n, false);
+  // A sink that throws ends the run with its error (the actors waiting for
+  // room see the abort).
+  bool sink_failed = false;
+  auto drain = [&] {
+    if (!sink || sink_failed) return;
+    try {
+      for (uint32_t i = 0; i < n; ++i)
+        if (!ended[i]) drain_actor(i);
+      sink->drained();
+      for (uint32_t i = 0; i < n; ++i) {
+        if (!exited[i] || ended[i] || handed[i] < ctl->stat[i].published.load()) continue;
+        ended[i] = true;
+        sink->done(i);
+      }
+    } catch (const std::exception& e) {
+      sink_failed = true;
+      if (result.error.empty()) result.error = std::string("taking the records failed: ") + e.what();
+      ctl->stop_requested.store(1, std::memory_order_release);
+      ctl->abort.store(1);
+    }
+  };
+
   // Wait for the actors, stopping them at the deadline and giving up on any
   // that is stuck in a system call long after it.
   const TimeNs stop_at = now_ns() + cfg.duration;
@@ -506,9 +609,10 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     for (uint32_t i = 0; i < n; ++i)
       if (pids[i] > 0) fds.push_back(pollfd{pidfds[i], POLLIN, 0});
     const TimeNs next = stop_sent ? kill_at : stop_at;
-    const int timeout_ms =
-        static_cast<int>(std::clamp<TimeNs>((next - now) / 1'000'000 + 1, 1, 1000));
+    const int timeout_ms = static_cast<int>(
+        std::clamp<TimeNs>((next - now) / 1'000'000 + 1, 1, sink ? 1 : 1000));
     poll(fds.data(), fds.size(), timeout_ms);
+    drain();
     for (uint32_t i = 0; i < n; ++i) {
       if (pids[i] <= 0) continue;
       int status = 0;
@@ -517,6 +621,7 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
       pids[i] = -1;
       close(pidfds[i]);
       --running;
+      exited[i] = true;
       const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       if (!ok) {
         ctl->abort.store(1);
@@ -534,10 +639,26 @@ RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg,
     }
   }
 
-  TimeNs first = kTimeMax, last = kTimeMin;
-  result.records.resize(n);
+  // Whatever the sink has not taken yet, now that no actor runs: each pass
+  // takes records or ends actors (whose end lets the sink merge the rest).
+  if (sink) {
+    auto n_ended = [&] { return std::count(ended.begin(), ended.end(), true); };
+    for (uint32_t i = 0; i < n; ++i) exited[i] = true;
+    for (int idle = 0; n_ended() < n && idle < 2 && !sink_failed;) {
+      const uint64_t taken = result.taken;
+      const auto was_ended = n_ended();
+      drain();
+      idle = result.taken == taken && n_ended() == was_ended ? idle + 1 : 0;
+    }
+    if (n_ended() < n && result.error.empty())
+      result.error = "the record sink stopped taking records before the run's end";
+  }
+  if (!sink) result.records.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
     result.cpu_s.push_back(static_cast<double>(ctl->stat[i].cpu_ns) / 1e9);
+    result.stalled_s += static_cast<double>(ctl->stat[i].stall_ns) / 1e9;
+    result.stalls += ctl->stat[i].stalls;
+    if (sink) continue;
     const uint64_t count = std::min<uint64_t>(ctl->stat[i].count, cfg.capacity);
     const RawRecord* base = records_of(i);
     result.records[i].assign(base, base + count);

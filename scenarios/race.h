@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -38,22 +39,44 @@ struct RaceControl;
 // What an actor's step function sees.
 class ActorEnv {
  public:
+  // ring: the buffer of `capacity` records (a power of two) is reused as the
+  // race engine hands records to its sink; otherwise it holds the whole run.
   ActorEnv(uint32_t id, ActorRole role, Rng rng, RawRecord* records, uint64_t capacity,
-           RaceControl* ctl)
-      : id_(id), role_(role), rng_(rng), records_(records), capacity_(capacity), ctl_(ctl) {}
+           RaceControl* ctl, bool ring = false)
+      : id_(id),
+        role_(role),
+        rng_(rng),
+        records_(records),
+        capacity_(capacity),
+        mask_(ring ? capacity - 1 : ~uint64_t{0}),
+        limit_(capacity),
+        ring_(ring),
+        ctl_(ctl) {}
 
   uint32_t id() const { return id_; }
   ActorRole role() const { return role_; }
   Rng& rng() { return rng_; }
   // Appends a record. The buffer is sized so that this cannot overflow: the
-  // loop stops the run before it fills.
-  void push(const RawRecord& r) { records_[count_++] = r; }
-  // The next record, filled in place and then kept by commit().
-  RawRecord& next() { return records_[count_]; }
+  // loop stops the run (or waits for room) before it fills.
+  void push(const RawRecord& r) { records_[count_++ & mask_] = r; }
+  // The next record, filled in place and then kept by commit(). room()
+  // records from it on lie end to end.
+  RawRecord& next() { return records_[count_ & mask_]; }
   void commit(uint64_t n = 1) { count_ += n; }
   uint64_t recorded() const { return count_; }
-  const RawRecord& last() const { return records_[count_ - 1]; }
-  bool full() const { return count_ + 4 >= capacity_; }
+  const RawRecord& last() const { return records_[(count_ - 1) & mask_]; }
+  bool full() const { return count_ + 4 >= limit_; }
+  // Records that can be written end to end from next() (not full()).
+  uint64_t room() const {
+    const uint64_t free = limit_ - 4 - count_;
+    return ring_ ? std::min(free, capacity_ - (count_ & mask_)) : free;
+  }
+  // When full(): a ring waits until the sink has taken records (the race's
+  // backpressure, counted as stalled time); false if the run is stopping,
+  // and always false for a buffer that holds the whole run.
+  bool make_room();
+  // Makes the records so far visible to the race engine (a ring's sink).
+  void publish();
   RaceControl* control() const { return ctl_; }
   // Asks every actor to stop at the next round.
   void request_stop();
@@ -67,8 +90,11 @@ class ActorEnv {
   Rng rng_;
   RawRecord* records_;
   uint64_t capacity_;
+  uint64_t mask_;
+  uint64_t limit_;  // full at limit_ - 4: a ring's taken records plus its capacity
+  bool ring_;
   // Kept here, not in shared memory, so that the hot path touches one page
-  // fewer per record (the race engine publishes it when the actor ends).
+  // fewer per record (the race engine publishes it every few rounds).
   uint64_t count_ = 0;
   RaceControl* ctl_;
 };
@@ -116,6 +142,21 @@ struct TimingStats {
   TimeNs pace_ns = 0;
 };
 
+// Takes the actors' records while the race runs, on the racing process's
+// thread, so that a run of any length holds only what the sink keeps.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // The next `n` records of actor `actor`, in its order; returns how many it
+  // took (the rest are offered again, and the actor waits while its buffer
+  // is full: backpressure).
+  virtual size_t take(uint32_t actor, const RawRecord* records, size_t n) = 0;
+  // Actor `actor` has ended: every record it made has been taken.
+  virtual void done(uint32_t actor) = 0;
+  // After each pass over the actors (e.g. judge what can be judged).
+  virtual void drained() {}
+};
+
 struct RaceResult {
   std::vector<std::vector<RawRecord>> records;  // per actor
   uint64_t rounds = 0;
@@ -125,10 +166,19 @@ struct RaceResult {
   // its last. Unlike elapsed_s it does not count time the actor spent waiting
   // for a CPU, so it stays meaningful on a loaded machine.
   std::vector<double> cpu_s;
+  // With a sink: time the actors spent waiting for it to take their records
+  // (summed over actors), and how many times one waited.
+  double stalled_s = 0;
+  uint64_t stalls = 0;
+  uint64_t taken = 0;  // records the sink took
   std::string error;  // non-empty: the run failed (an actor died or got stuck)
 };
 
-// Forks one process per spec, runs the rounds, collects every record.
-RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg, uint64_t seed);
+// Forks one process per spec, runs the rounds, collects every record; with a
+// sink, hands each record to it as the race goes instead (then each actor's
+// buffer is a ring of cfg.capacity records, rounded up to a power of two,
+// and RaceResult::records stays empty).
+RaceResult run_race(const std::vector<ActorSpec>& actors, const RaceConfig& cfg, uint64_t seed,
+                    RecordSink* sink = nullptr);
 
 }  // namespace leapfrog

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -358,6 +359,62 @@ TEST_F(AgentE2E, MountShapesStayCleanWithTheirOtherTrees) {
       EXPECT_GT(o["mutations"].get<uint64_t>(), 10u);
     }
   }
+}
+
+// The largest resident set of `leapfrog-agent run ARGS --json` and of the
+// processes it waited for (its actors), in KiB, and its outcome.
+std::pair<long, json> peak_rss_of_run(const std::vector<std::string>& args) {
+  TempDir dir;
+  std::vector<std::string> argv = {LEAPFROG_AGENT, "run", "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = dir.path() + "/out", err = dir.path() + "/err";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  EXPECT_EQ(wait4(pid, &status, 0, &ru), pid);
+  EXPECT_TRUE(WIFEXITED(status)) << slurp(err);
+  json o = json::object();
+  try {
+    o = json::parse(slurp(out));
+  } catch (const std::exception&) {
+    ADD_FAILURE() << "not JSON: " << slurp(out) << slurp(err);
+  }
+  return {ru.ru_maxrss, o};
+}
+
+// ---- jobs of any length ----------------------------------------------------
+
+// The run judges as it goes and forgets what it judged: a run twice as long
+// takes no more memory (the whole history held to the end took ~150 bytes an
+// operation, so twice the length was nearly twice the memory).
+TEST_F(AgentE2E, PeakMemoryDoesNotGrowWithTheRunsLength) {
+  std::vector<long> peaks;
+  std::vector<uint64_t> ops;
+  for (const char* duration : {"3s", "6s"}) {
+    auto [rss, o] = peak_rss_of_run({"--scenario", "setattr-lookup", "--fs", "tmpfs", "--duration",
+                                     duration, "--align", "free", "--observers", "2"});
+    EXPECT_EQ(o.value("verdict", ""), "pass") << o.dump().substr(0, 2000);
+    peaks.push_back(rss);
+    ops.push_back(o.value("ops", uint64_t{0}));
+  }
+  // Enough more operations that holding them would show: 15 MB at 150 B
+  // each, against a 10 % margin of ~2 MB.
+  ASSERT_GT(ops[1], ops[0]);
+  EXPECT_GT(ops[1] - ops[0], 100'000u) << "too few operations to tell";
+  EXPECT_LE(peaks[1], peaks[0] * 11 / 10)
+      << "peak RSS " << peaks[0] << " KiB for " << ops[0] << " ops, " << peaks[1] << " KiB for "
+      << ops[1];
 }
 
 TEST_F(AgentE2E, CorrectFileSystemsStayCleanOver100kLookups) {
