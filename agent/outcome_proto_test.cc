@@ -104,6 +104,8 @@ TEST(OutcomeProto, TheRunsDetailIsTypedAndTheOldJsonReadsTheSame) {
   run.check.over_budget = 1;
   run.setup_s = 1.25;
   run.timing = {1500, 2500, 4'000'000'123, 8};
+  run.backpressure_s = 1.5;
+  run.backpressure_waits = 12;
   run.notes = {"first", "second"};
   const v1::Outcome o = outcome_from_json(to_json(run).dump());
   ASSERT_TRUE(o.has_run());
@@ -120,6 +122,9 @@ TEST(OutcomeProto, TheRunsDetailIsTypedAndTheOldJsonReadsTheSame) {
   EXPECT_EQ(d.timing().delay_span().seconds(), 4);
   EXPECT_EQ(d.timing().delay_span().nanos(), 123);
   EXPECT_EQ(d.timing().warmup_rounds(), 8u);
+  EXPECT_EQ(d.timing().backpressure().seconds(), 1);
+  EXPECT_EQ(d.timing().backpressure().nanos(), 500'000'000);
+  EXPECT_EQ(d.timing().backpressure_waits(), 12u);
   ASSERT_EQ(d.notes_size(), 2);
   EXPECT_EQ(d.notes(1), "second");
   // An old outcome's JSON (field 14) upgrades to the same typed detail; one

@@ -42,6 +42,11 @@ v1::RunDetail run_detail_from_json(const json& outcome) {
     if (const auto pace = number<int64_t>(*timing, "pace_ns"); pace > 0)
       *t->mutable_pace() = duration_of_ns(pace);
   }
+  if (auto bp = outcome.find("backpressure"); bp != outcome.end() && bp->is_object()) {
+    if (const auto waited = number<double>(*bp, "waited_s"); waited > 0)
+      *t->mutable_backpressure() = duration_of_seconds(waited);
+    t->set_backpressure_waits(number<uint64_t>(*bp, "waits"));
+  }
   if (auto notes = outcome.find("notes"); notes != outcome.end() && notes->is_array())
     for (const auto& n : *notes)
       if (n.is_string()) d.add_notes(n.get<std::string>());
