@@ -2,11 +2,10 @@
 // did: real gRPC AddSubscription calls to `leapfrog serve` on a PostgreSQL
 // the test starts, against loopback services in the test process that count
 // every request they get (loopback only: the metadata address and private
-// ranges are webhook_policy_test's, which sends nothing). Without an allow-list every internal destination is
-// refused with its reason, and one stored by an older version is never
-// POSTed; with loopback allowed, a 302 is not followed, and last_error says
-// "answered 5xx" or "unreachable", never what the service answered. Needs
-// root (the embedded PostgreSQL).
+// ranges are webhook_policy_test's, which sends nothing). Without an allow-list every internal
+// destination is refused with its reason, and one stored by an older version is never POSTed; with
+// loopback allowed, a 302 is not followed, and last_error says "answered 5xx" or "unreachable",
+// never what the service answered. Needs root (the embedded PostgreSQL).
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -39,11 +38,10 @@ class WebhookSsrfE2E : public CoordinatorE2E {
   Coordinator serve(const std::string& name, const std::vector<std::string>& allow) {
     Coordinator c;
     c.data_dir = *dir_ / name;
-    std::vector<std::string> argv = {LEAPFROG,          "serve",       "--database",
-                                     url(),             "--listen",    "127.0.0.1:0",
-                                     "--data-dir",      c.data_dir,    "--token-file",
-                                     token_file_,       "--notify-poll-ms", "20",
-                                     "--notify-retry-ms", "60000"};
+    std::vector<std::string> argv = {
+        LEAPFROG,           "serve",      "--database",        url(),          "--listen",
+        "127.0.0.1:0",      "--data-dir", c.data_dir,          "--token-file", token_file_,
+        "--notify-poll-ms", "20",         "--notify-retry-ms", "60000"};
     for (const auto& a : allow) argv.insert(argv.end(), {"--webhook-allow", a});
     c.proc = spawn(name, argv, false);
     if (!wait_address(c.data_dir, *c.proc, 30s))
@@ -139,9 +137,9 @@ TEST_F(WebhookSsrfE2E, WithoutAnAllowListInternalDestinationsAreRefusedAndNeverP
   const std::string http = slurp(c.data_dir + "/http");
   httplib::Client client(http.substr(0, http.find('\n')));
   const httplib::Headers auth = {{"Authorization", "Bearer " + slurp(token_file_).substr(0, 32)}};
-  auto res = client.Post("/api/subscriptions", auth,
-                         R"({"name":"attack","webhook":")" + internal.url() + R"("})",
-                         "application/json");
+  auto res =
+      client.Post("/api/subscriptions", auth,
+                  R"({"name":"attack","webhook":")" + internal.url() + R"("})", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400) << res->body;
   EXPECT_NE(res->body.find("loopback"), std::string::npos) << res->body;

@@ -20,14 +20,14 @@ void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& c
     for (auto& s : store.list_subscriptions()) *out.add_subscriptions() = std::move(s);
     return proto_json(out);
   });
-  router.action("POST", R"(/api/subscriptions)", [&store, &clock,
-                                                  &webhooks](const httplib::Request& req) {
-    // A SubscriptionError is the caller's mistake (400, error_status.h).
-    const auto wanted = subscription_from_json(json_body(req));
-    check_target(webhooks, wanted);
-    const auto s = store.add_subscription(wanted, clock.now());
-    return proto_json(s);
-  });
+  router.action("POST", R"(/api/subscriptions)",
+                [&store, &clock, &webhooks](const httplib::Request& req) {
+                  // A SubscriptionError is the caller's mistake (400, error_status.h).
+                  const auto wanted = subscription_from_json(json_body(req));
+                  check_target(webhooks, wanted);
+                  const auto s = store.add_subscription(wanted, clock.now());
+                  return proto_json(s);
+                });
   router.action("DELETE", R"(/api/subscriptions/(\d+))", [&store](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);
     if (!store.remove_subscription(id))

@@ -32,8 +32,12 @@ std::string lower(std::string s) {
 bool all_of(const std::string& s, bool (*pred)(char)) {
   return !s.empty() && std::all_of(s.begin(), s.end(), pred);
 }
-bool digit(char c) { return c >= '0' && c <= '9'; }
-bool hex_digit(char c) { return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool hex_digit(char c) {
+  return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 // IPv4 as four decimal numbers, each 0-255 without leading zeros: the one
 // spelling accepted (inet_aton's 2130706433, 0x7f.1 and 0177.0.0.1 are not).
@@ -71,9 +75,8 @@ bool dns_name(const std::string& host, bool& numeric_tail) {
       if (!(digit(c) || (c >= 'a' && c <= 'z') || c == '-' || c == '_')) return false;
     at = end + 1;
   }
-  numeric_tail = all_of(label, digit) ||
-                 (label.size() > 1 && label[0] == '0' && label[1] == 'x' &&
-                  std::all_of(label.begin() + 2, label.end(), hex_digit));
+  numeric_tail = all_of(label, digit) || (label.size() > 1 && label[0] == '0' && label[1] == 'x' &&
+                                          std::all_of(label.begin() + 2, label.end(), hex_digit));
   return !numeric_tail;
 }
 
@@ -240,8 +243,9 @@ WebhookUrl parse_webhook_url(const std::string& url) {
   const size_t end = std::min(url.find_first_of("/?#", start), url.size());
   const std::string authority = url.substr(start, end - start);
   if (authority.find('@') != std::string::npos)
-    throw SubscriptionError("bad webhook URL: it holds a user name or password (\"...@\"), "
-                            "which webhooks do not send");
+    throw SubscriptionError(
+        "bad webhook URL: it holds a user name or password (\"...@\"), "
+        "which webhooks do not send");
   std::string host, port;
   bool has_port = false;
   if (!authority.empty() && authority[0] == '[') {

@@ -35,11 +35,11 @@ struct IpAddress {
 
 // A webhook URL taken apart (parse_webhook_url).
 struct WebhookUrl {
-  std::string scheme;    // "http" or "https"
-  std::string host;      // lower case; an IPv6 literal without its brackets
+  std::string scheme;  // "http" or "https"
+  std::string host;    // lower case; an IPv6 literal without its brackets
   bool host_is_ip = false;
-  uint16_t port = 0;     // as written, or the scheme's
-  std::string target;    // the path and query, from its '/' ("/" if none)
+  uint16_t port = 0;   // as written, or the scheme's
+  std::string target;  // the path and query, from its '/' ("/" if none)
 
   // The URL rebuilt from its parts: what the sender hands to libcurl, so the
   // host it connects to is the host checked here.

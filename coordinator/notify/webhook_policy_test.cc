@@ -220,9 +220,9 @@ TEST(WebhookSender, NoRedirectIsFollowedAndNoAnswerIsEchoed) {
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
   socklen_t len = sizeof sa;
   getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  EXPECT_EQ(delivery_error(policy.check("http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port)) +
-                                        "/")),
-            "unreachable");
+  EXPECT_EQ(
+      delivery_error(policy.check("http://127.0.0.1:" + std::to_string(ntohs(sa.sin_port)) + "/")),
+      "unreachable");
   close(fd);
 }
 
