@@ -18,6 +18,7 @@
 #include "coordinator/cli/subscribe_cmds.h"
 #include "coordinator/cli/triage_cmds.h"
 #include "coordinator/cli/vm_cmds.h"
+#include "coordinator/notify/webhook_policy.h"
 
 namespace {
 
@@ -123,6 +124,18 @@ int main(int argc, char** argv) {
       if (v.rfind("http://", 0) == 0 || v.rfind("https://", 0) == 0) return "";
       return "want an http:// or https:// URL, not \"" + v.substr(0, 64) + "\"";
     });
+    cmd->add_option("--webhook-allow", serve_opts.webhook_allow,
+                    "webhooks may go to this host name, address or CIDR network (repeatable; "
+                    "with none, only to public addresses: loopback, private, link-local and "
+                    "metadata addresses are refused)")
+        ->check([](const std::string& v) -> std::string {
+          try {
+            leapfrog::coord::notify::WebhookPolicy({v});
+            return "";
+          } catch (const std::invalid_argument& e) {
+            return e.what();
+          }
+        });
     cmd->add_option("--notify-retry-ms", serve_opts.notify_retry_ms,
                     "first retry of a failed delivery, doubling after (default 10000)")
         ->check(CLI::Range(10, 3'600'000));

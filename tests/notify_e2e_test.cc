@@ -63,6 +63,10 @@ class NotifyE2E : public CoordinatorE2E {
                     smtp_password_file_,
                     "--notify-link-base",
                     kLinkBase,
+                    // The receivers are on loopback, which webhooks may not
+                    // reach unless the operator allows it.
+                    "--webhook-allow",
+                    "127.0.0.1",
                     "--notify-retry-ms",
                     "100",
                     "--notify-poll-ms",

@@ -297,8 +297,10 @@ class NightlyExports {
 };
 
 // The notifier's settings from the flags; the SMTP password from its file.
-coord::notify::NotifierOptions notifier_options(const ServeOptions& opts, const std::string& http) {
+coord::notify::NotifierOptions notifier_options(const ServeOptions& opts, const std::string& http,
+                                                const coord::notify::WebhookPolicy& webhooks) {
   coord::notify::NotifierOptions no;
+  no.webhooks = webhooks;
   no.link_base = public_link_base(opts, http);
   no.smtp.url = opts.smtp_url;
   no.smtp.from = opts.smtp_from;
@@ -316,6 +318,8 @@ coord::notify::NotifierOptions notifier_options(const ServeOptions& opts, const 
 }  // namespace
 
 int serve(const ServeOptions& opts) {
+  // First: a bad --webhook-allow entry stops the start (std::invalid_argument).
+  const coord::notify::WebhookPolicy webhooks(opts.webhook_allow);
   const sigset_t set = block_stop_signals();
   stdfs::create_directories(opts.data_dir);
   std::unique_ptr<coord::EmbeddedPostgres> pg;
@@ -331,7 +335,7 @@ int serve(const ServeOptions& opts) {
   coord::triage::PgTriageStore triage_store(url);
   coord::SystemClock clock;
   coord::notify::PgNotifyStore notify_store(url);
-  coord::notify::NotifyServiceImpl notify_service(notify_store, clock, token);
+  coord::notify::NotifyServiceImpl notify_service(notify_store, clock, token, webhooks);
   coord::ServerOptions so;
   so.triage_store = &triage_store;
   so.extra_services.push_back(&notify_service);
@@ -364,7 +368,7 @@ int serve(const ServeOptions& opts) {
   ho.export_origin = opts.export_origin;
   ho.link_base = opts.link_base;
   ho.extra_api.push_back([&](coord::ApiRouter& router) {
-    coord::notify::register_notify_api(router, notify_store, clock);
+    coord::notify::register_notify_api(router, notify_store, clock, webhooks);
   });
   // The dashboard's port too: open tabs, bookmarks and issue links find it again.
   const auto http_ptr =
@@ -377,7 +381,7 @@ int serve(const ServeOptions& opts) {
   // `leapfrog export` on this machine links where the nightly files do.
   write_file(opts.data_dir + "/link-base", public_link_base(opts, http.url()), 0644);
   NightlyExports nightly(opts, store, server.triage(), public_link_base(opts, http.url()));
-  coord::notify::Notifier notifier(store, notify_store, clock, notifier_options(opts, http.url()));
+  coord::notify::Notifier notifier(store, notify_store, clock, notifier_options(opts, http.url(), webhooks));
   notifier.start();
 
   std::unique_ptr<AgentFleet> fleet;

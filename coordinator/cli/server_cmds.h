@@ -44,6 +44,9 @@ struct ServeOptions {
   std::string smtp_password_file;
   bool smtp_require_tls = false;
   std::string link_base;
+  // Where webhooks may go (`--webhook-allow`: host names, addresses, CIDR
+  // networks); empty: public addresses only (notify/webhook_policy.h).
+  std::vector<std::string> webhook_allow;
   int notify_retry_ms = 10'000;       // first retry after a failed delivery, then doubling
   int notify_poll_ms = 1000;          // outbox poll
   int notify_unserved_after_s = 600;  // a nightly's jobs waiting this long with no agent

@@ -10,6 +10,7 @@
 
 #include "coordinator/campaign.h"
 #include "coordinator/notify/message.h"
+#include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_util.h"
 
 namespace leapfrog::coord::notify {
@@ -134,7 +135,15 @@ std::string Notifier::send(const Delivery& d) const {
   const std::string id = std::to_string(e.id()) + "-" + std::to_string(d.subscription.id());
   try {
     if (d.subscription.has_webhook()) {
-      post_webhook(d.subscription.webhook().url(), to_json(e).dump(), id, e.key());
+      // Resolved and checked now, not when it was added: a name may point
+      // elsewhere since, and a subscription may predate the policy.
+      WebhookDestination dest;
+      try {
+        dest = options_.webhooks.check(d.subscription.webhook().url());
+      } catch (const SubscriptionError& err) {
+        return err.what();
+      }
+      post_webhook(dest, to_json(e).dump(), id, e.key());
     } else if (d.subscription.has_email()) {
       const std::vector<std::string> to(d.subscription.email().to().begin(),
                                         d.subscription.email().to().end());

@@ -14,6 +14,7 @@
 #include "coordinator/clock.h"
 #include "coordinator/notify/notify_store.h"
 #include "coordinator/notify/senders.h"
+#include "coordinator/notify/webhook_policy.h"
 #include "coordinator/store/store.h"
 
 namespace leapfrog::coord::notify {
@@ -22,6 +23,9 @@ struct NotifierOptions {
   // Base of the links in messages ("http://host:port", the dashboard).
   std::string link_base;
   SmtpOptions smtp;
+  // Where webhooks may go (`serve --webhook-allow`), checked again at each
+  // delivery: the address checked is the one connected to.
+  WebhookPolicy webhooks;
   RetryPolicy retry;
   // Pause between ticks when nothing was due.
   Duration poll_every = std::chrono::seconds(1);

@@ -13,17 +13,21 @@ namespace leapfrog::coord::notify {
 
 using nlohmann::json;
 
-void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& clock) {
+void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& clock,
+                         const WebhookPolicy& webhooks) {
   router.action("GET", R"(/api/subscriptions)", [&store](const httplib::Request&) {
     v1::ListSubscriptionsResponse out;
     for (auto& s : store.list_subscriptions()) *out.add_subscriptions() = std::move(s);
     return proto_json(out);
   });
-  router.action("POST", R"(/api/subscriptions)", [&store, &clock](const httplib::Request& req) {
-    // A SubscriptionError is the caller's mistake (400, error_status.h).
-    const auto s = store.add_subscription(subscription_from_json(json_body(req)), clock.now());
-    return proto_json(s);
-  });
+  router.action("POST", R"(/api/subscriptions)",
+                [&store, &clock, &webhooks](const httplib::Request& req) {
+                  // A SubscriptionError is the caller's mistake (400, error_status.h).
+                  const auto wanted = subscription_from_json(json_body(req));
+                  check_target(webhooks, wanted);
+                  const auto s = store.add_subscription(wanted, clock.now());
+                  return proto_json(s);
+                });
   router.action("DELETE", R"(/api/subscriptions/(\d+))", [&store](const httplib::Request& req) {
     const int64_t id = path_id(req, 1);
     if (!store.remove_subscription(id))

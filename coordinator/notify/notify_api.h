@@ -9,9 +9,12 @@
 #include "coordinator/clock.h"
 #include "coordinator/http/api.h"
 #include "coordinator/notify/notify_store.h"
+#include "coordinator/notify/webhook_policy.h"
 
 namespace leapfrog::coord::notify {
 
-void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& clock);
+// `webhooks` checks a new webhook's destination (400 with the reason).
+void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& clock,
+                         const WebhookPolicy& webhooks);
 
 }  // namespace leapfrog::coord::notify

@@ -23,6 +23,8 @@ grpc::Status NotifyServiceImpl::AddSubscription(grpc::ServerContext* ctx,
                                                 const v1::AddSubscriptionRequest* req,
                                                 v1::Subscription* resp) {
   return serve(auth_, ctx, "AddSubscription", [&] {
+    // A SubscriptionError (INVALID_ARGUMENT) says why a destination is refused.
+    check_target(webhooks_, req->subscription());
     *resp = store_.add_subscription(req->subscription(), clock_.now());
     return grpc::Status::OK;
   });

@@ -158,6 +158,8 @@ class NotifyTest : public testing::PostgresSuite<NotifyTest> {
     options_.link_base = "http://127.0.0.1:8080";
     options_.retry.first = 50ms;
     options_.retry.max = 200ms;
+    // The receivers here are on loopback: allowed as an operator would.
+    options_.webhooks = WebhookPolicy({"127.0.0.1"});
   }
 
   std::unique_ptr<Notifier> notifier() {
@@ -274,7 +276,8 @@ TEST_F(NotifyTest, ADeliveryThatNeverSucceedsIsGivenUpAfterItsLastAttempt) {
   const auto subs = notify_->list_subscriptions();
   ASSERT_EQ(subs.size(), 1u);
   EXPECT_EQ(subs[0].failed(), 1u);
-  EXPECT_NE(subs[0].last_error().find("503"), std::string::npos) << subs[0].last_error();
+  // The status class only: what the target said is not shown.
+  EXPECT_EQ(subs[0].last_error(), "answered 5xx");
 }
 
 TEST_F(NotifyTest, ANightlySendsOnlyCellsThatPassedTheNightBefore) {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "coordinator/notify/webhook_policy.h"
+
 namespace leapfrog::coord::notify {
 
 namespace {
@@ -82,14 +84,8 @@ void validate(const v1::Subscription& s) {
   if (s.name().size() > 200) throw SubscriptionError("the name is longer than 200 bytes");
   switch (s.target_case()) {
     case v1::Subscription::kWebhook: {
-      const std::string& url = s.webhook().url();
-      const bool http = url.rfind("http://", 0) == 0 && url.size() > 7;
-      const bool https = url.rfind("https://", 0) == 0 && url.size() > 8;
-      if (!http && !https)
-        throw SubscriptionError("bad webhook URL \"" + url +
-                                "\": want http://HOST[:PORT]/PATH or https://...");
-      if (url.find_first_of(" \r\n\t") != std::string::npos)
-        throw SubscriptionError("bad webhook URL \"" + url + "\": it holds white space");
+      // Its form only; where it may go is WebhookPolicy::check's, on the coordinator.
+      parse_webhook_url(s.webhook().url());
       break;
     }
     case v1::Subscription::kEmail: {
@@ -109,6 +105,11 @@ void validate(const v1::Subscription& s) {
   for (int k : s.filter().events())
     if (k == v1::EVENT_KIND_UNSPECIFIED || !v1::EventKind_IsValid(k))
       throw SubscriptionError("unknown event kind " + std::to_string(k));
+}
+
+void check_target(const WebhookPolicy& webhooks, const v1::Subscription& s) {
+  validate(s);
+  if (s.has_webhook()) webhooks.check(s.webhook().url());
 }
 
 bool publish(pqxx::transaction_base& txn, const v1::Event& event) {

@@ -27,10 +27,18 @@ bool publish(pqxx::transaction_base& txn, const v1::Event& event);
 // Whether `event` passes every set field of `filter`.
 bool matches(const v1::SubscriptionFilter& filter, const v1::Event& event);
 
-// Checks a subscription to store: a name, one target (an http(s) URL, or
-// addresses that look like user@host), known event kinds; throws
-// SubscriptionError.
+// Checks a subscription's form: a name, one target (an http(s) URL as
+// parse_webhook_url takes it, or addresses that look like user@host), known
+// event kinds; throws SubscriptionError. Where a webhook may go is checked
+// by the coordinator's WebhookPolicy (webhook_policy.h).
 void validate(const v1::Subscription& s);
+
+class WebhookPolicy;
+
+// validate(s), and for a webhook, that its destination passes `webhooks`
+// (WebhookPolicy::check: resolved once, every address checked); throws
+// SubscriptionError with the reason.
+void check_target(const WebhookPolicy& webhooks, const v1::Subscription& s);
 
 // "new-issue", "regression", "nightly-failed", "nightly-not-run",
 // "action-result"; parse_event_kind is its inverse (throws SubscriptionError).

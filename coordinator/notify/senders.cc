@@ -3,8 +3,9 @@
 #include "coordinator/notify/senders.h"
 
 #include <curl/curl.h>
-#include <httplib.h>
 #include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstring>
@@ -12,30 +13,6 @@
 #include <mutex>
 
 namespace leapfrog::coord::notify {
-
-int post_webhook(const std::string& url, const std::string& json, const std::string& delivery_id,
-                 const std::string& event_key) {
-  const size_t scheme = url.find("://");
-  if (scheme == std::string::npos ||
-      (url.compare(0, scheme, "http") != 0 && url.compare(0, scheme, "https") != 0))
-    throw DeliveryError("bad webhook URL \"" + url + "\"");
-  const size_t path_at = url.find('/', scheme + 3);
-  const std::string origin = url.substr(0, path_at);
-  const std::string path = path_at == std::string::npos ? "/" : url.substr(path_at);
-  httplib::Client client(origin);
-  client.set_connection_timeout(10);
-  client.set_read_timeout(30);
-  client.set_write_timeout(30);
-  httplib::Headers headers = {{"X-Leapfrog-Delivery", delivery_id},
-                              {"X-Leapfrog-Event", event_key},
-                              {"User-Agent", "leapfrog-notify"}};
-  auto res = client.Post(path, headers, json, "application/json");
-  if (!res) throw DeliveryError("POST " + url + ": " + httplib::to_string(res.error()));
-  if (res->status < 200 || res->status > 299)
-    throw DeliveryError("POST " + url + " answered " + std::to_string(res->status) + ": " +
-                        res->body.substr(0, 200));
-  return res->status;
-}
 
 namespace {
 
@@ -70,6 +47,34 @@ std::string crlf(const std::string& text) {
   return out;
 }
 
+void curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// A webhook's connection: only to an address its policy checked.
+struct Pinned {
+  const WebhookDestination& dest;
+  bool refused = false;
+};
+
+curl_socket_t open_checked(void* data, curlsocktype purpose, curl_sockaddr* address) {
+  auto* pinned = static_cast<Pinned*>(data);
+  IpAddress a;
+  if (purpose != CURLSOCKTYPE_IPCXN || !IpAddress::from_sockaddr(&address->addr, a) ||
+      !WebhookPolicy::connects_to(pinned->dest, a)) {
+    pinned->refused = true;
+    return CURL_SOCKET_BAD;
+  }
+  return socket(address->family, address->socktype, address->protocol);
+}
+
+// The answer's body is never read: the first byte of it ends the transfer
+// (the status is known by then).
+size_t drop_body(char*, size_t, size_t, void*) {
+  return 0;
+}
+
 struct Upload {
   const std::string& text;
   size_t at = 0;
@@ -84,6 +89,58 @@ size_t read_upload(char* buf, size_t size, size_t n, void* data) {
 }
 
 }  // namespace
+
+int post_webhook(const WebhookDestination& dest, const std::string& json,
+                 const std::string& delivery_id, const std::string& event_key) {
+  curl_once();
+  CURL* curl = curl_easy_init();
+  if (!curl) throw DeliveryError("cannot start libcurl");
+  const std::string url = dest.url.url();
+  // A name connects to the addresses checked, not to what a second lookup says.
+  std::string resolve = dest.url.host + ":" + std::to_string(dest.url.port) + ":";
+  for (size_t i = 0; i < dest.addresses.size(); ++i) {
+    const auto& a = dest.addresses[i];
+    resolve += (i ? "," : "") + (a.v6 ? "[" + a.text() + "]" : a.text());
+  }
+  curl_slist* pin = dest.url.host_is_ip ? nullptr : curl_slist_append(nullptr, resolve.c_str());
+  curl_slist* headers = nullptr;
+  for (const auto& h : std::vector<std::string>{"Content-Type: application/json",
+                                                "X-Leapfrog-Delivery: " + delivery_id,
+                                                "X-Leapfrog-Event: " + event_key, "Expect:"})
+    headers = curl_slist_append(headers, h.c_str());
+  Pinned pinned{dest};
+  char error[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(curl, CURLOPT_PROXY, "");  // never $http_proxy
+  if (pin) curl_easy_setopt(curl, CURLOPT_RESOLVE, pin);
+  curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+  curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &pinned);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_USERAGENT, "leapfrog-notify");
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, json.data());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(json.size()));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, drop_body);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  const CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_slist_free_all(pin);
+  curl_easy_cleanup(curl);
+  if (status >= 200 && status <= 299) return static_cast<int>(status);
+  if (status >= 100 && status <= 599)
+    throw DeliveryError("answered " + std::to_string(status / 100) + "xx");
+  // Why, for the operator's log only: the subscriber learns no more than that.
+  spdlog::info("notify.webhook_unreachable host=\"{}\" refused_address={} error=\"{}\"",
+               dest.url.host, pinned.refused,
+               error[0] ? std::string(error) : curl_easy_strerror(rc));
+  throw DeliveryError("unreachable");
+}
 
 std::string mail_text(const SmtpOptions& smtp, const std::vector<std::string>& to,
                       const std::string& subject, const std::string& body,
@@ -114,8 +171,7 @@ void send_mail(const SmtpOptions& smtp, const std::vector<std::string>& to,
                const std::string& subject, const std::string& body, const std::string& message_id) {
   if (smtp.url.empty())
     throw DeliveryError("no SMTP server: start the coordinator with --smtp-url smtp://HOST:PORT");
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  curl_once();
   const std::string text = mail_text(smtp, to, subject, body, message_id);
   CURL* curl = curl_easy_init();
   if (!curl) throw DeliveryError("cannot start libcurl");

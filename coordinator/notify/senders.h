@@ -1,15 +1,20 @@
 #pragma once
-// The two ways out: a webhook POST (cpp-httplib, as the KCIDB submission) and
-// a mail through an SMTP server (libcurl). Each throws DeliveryError when the
-// target did not take the message; the outbox then retries it later.
+// The two ways out, both through libcurl: a webhook POST and a mail through
+// an SMTP server. Each throws DeliveryError when the target did not take the
+// message; the outbox then retries it later.
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "coordinator/notify/webhook_policy.h"
+
 namespace leapfrog::coord::notify {
 
-// The target did not take it: unreachable, refused, or answered other than 2xx.
+// The target did not take it: unreachable, refused, or answered other than
+// 2xx. A webhook's error says no more than "unreachable" or the status class
+// ("answered 5xx"): it is shown to every token holder, and must neither echo
+// what the target said nor tell a closed port from a silent one.
 class DeliveryError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -30,11 +35,14 @@ struct SmtpOptions {
   long timeout_s = 30;
 };
 
-// POSTs `json` to `url` with X-Leapfrog-Delivery (the same id on every retry
-// of one delivery, for receivers that deduplicate) and X-Leapfrog-Event (the
-// event's key). Returns the HTTP status (2xx).
-int post_webhook(const std::string& url, const std::string& json, const std::string& delivery_id,
-                 const std::string& event_key);
+// POSTs `json` to `dest` (a URL and the addresses WebhookPolicy::check
+// resolved and checked: the only ones a socket is opened to) with
+// X-Leapfrog-Delivery (the same id on every retry of one delivery, for
+// receivers that deduplicate) and X-Leapfrog-Event (the event's key).
+// Redirects are not followed; the answer's body is not read. Returns the HTTP
+// status (2xx).
+int post_webhook(const WebhookDestination& dest, const std::string& json,
+                 const std::string& delivery_id, const std::string& event_key);
 
 // Sends one plain-text UTF-8 mail; `message_id` is the same on every retry.
 void send_mail(const SmtpOptions& smtp, const std::vector<std::string>& to,

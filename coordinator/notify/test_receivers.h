@@ -1,8 +1,10 @@
 #pragma once
 // What the notification tests deliver to, in the test: a webhook receiver
 // (cpp-httplib on 127.0.0.1:0, on a thread of the test process) that records
-// every POST and answers what the test says, and an SMTP sink (Debian's
-// python3-aiosmtpd, testdata/smtp_sink.py) that keeps each mail in a folder.
+// every POST and answers what the test says, a sink that stands for an
+// internal service (any request counts, one fixed answer), and an SMTP sink
+// (Debian's python3-aiosmtpd, testdata/smtp_sink.py) that keeps each mail in
+// a folder.
 
 #include <httplib.h>
 
@@ -95,6 +97,54 @@ class WebhookReceiver {
   mutable std::condition_variable cv_;
   size_t seen_ = 0;
   std::vector<Received> received_;
+};
+
+// An internal service as a webhook must never reach it (issue 41 §2): on
+// 127.0.0.1:0, it counts every request, whatever its method and path, and
+// answers each with `status`, `body` and, if given, a Location header.
+class RecordingSink {
+ public:
+  RecordingSink(int status, std::string body, std::string location = "")
+      : status_(status), body_(std::move(body)), location_(std::move(location)) {
+    server_.set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++hits_;
+      }
+      res.status = status_;
+      if (!location_.empty()) res.set_header("Location", location_);
+      res.set_content(body_, "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (port_ <= 0) throw std::runtime_error("recording sink: cannot bind 127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~RecordingSink() {
+    leapfrog::testing::poll_until([&] { return server_.is_running(); }, std::chrono::seconds(10),
+                                  std::chrono::milliseconds(1));
+    server_.stop();
+    thread_.join();
+  }
+
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/internal") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  // Requests answered so far.
+  size_t hits() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hits_;
+  }
+
+ private:
+  int status_;
+  std::string body_, location_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  size_t hits_ = 0;
 };
 
 class SmtpSink {

@@ -114,7 +114,10 @@ export class Leapfrog {
     fs.chmodSync(this.data, 0o755);
     const log = fs.openSync(path.join(this.data, 'up.log'), 'w');
     // Kernels built into <data>/kcache (browser_test.mjs): their logs are shown.
-    const args = ['--data-dir', this.data, 'up', '--agents', '2', '--heartbeat-ms', '500'];
+    // The notifications page adds a webhook on loopback, which only an
+    // allow-list lets through.
+    const args = ['--data-dir', this.data, 'up', '--agents', '2', '--heartbeat-ms', '500',
+      '--webhook-allow', '127.0.0.1'];
     this.up = spawn(this.exe, [...args, '--build-cache', path.join(this.data, 'kcache')], {
       stdio: ['ignore', log, log],
     });
