@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "agent/clock_check.h"
 #include "agent/connect.h"
 #ifdef LEAPFROG_AGENT_BUILDER
 #include "agent/build_job.h"
@@ -234,6 +235,27 @@ void take_identity(const std::string& path, ConnectOptions& opts) {
   }
 }
 
+int cmd_clock_check(const agent::ClockCheckOptions& opts, bool json_out) {
+  const agent::ClockCheckResult r = agent::check_clock(opts);
+  if (json_out) {
+    std::printf("%s\n", agent::to_json(r).dump().c_str());
+  } else if (!r.error.empty()) {
+    std::printf("clock-check: %s\n", r.error.c_str());
+  } else {
+    std::printf("clock-check %s: clock %s, %d CPUs, %llu hand-offs, %llu reads (%.0f ns each)\n",
+                r.sound() ? "sound" : "NOT SOUND", r.clock_source.c_str(), r.cpus,
+                static_cast<unsigned long long>(r.handoffs), static_cast<unsigned long long>(r.reads), r.ns_per_read);
+    std::printf("  across CPUs: %llu out of order (worst %lld ns), hand-off min %lld ns median %lld ns\n",
+                static_cast<unsigned long long>(r.order_violations), static_cast<long long>(r.worst_order_ns),
+                static_cast<long long>(r.min_handoff_ns), static_cast<long long>(r.median_handoff_ns));
+    std::printf("  per CPU: %llu steps back (worst %lld ns)\n", static_cast<unsigned long long>(r.backward_steps),
+                static_cast<long long>(r.worst_backward_ns));
+    if (!r.first_violation.empty()) std::printf("  first: %s\n", r.first_violation.c_str());
+  }
+  if (!r.error.empty()) return 2;
+  return r.sound() ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace leapfrog
 
@@ -269,6 +291,19 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 40));
   check->add_option("--max-bytes", check_limits.max_bytes, "refuse a longer input (default 64 GiB)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
+
+  agent::ClockCheckOptions clock_opts;
+  bool clock_json = false;
+  auto* clock_check = app.add_subcommand(
+      "clock-check",
+      "check that the records' clock never goes back on a CPU and agrees across CPUs, by stamps passed "
+      "between threads pinned to each pair of CPUs (exit 0 sound, 1 not, 2 error)");
+  clock_check->add_option("--rounds", clock_opts.rounds, "hand-offs each way per pair of CPUs (default 100000)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}));
+  clock_check->add_option("--skew-ns", clock_opts.skew_ns,
+                          "positive control: from halfway on, the clock reads this far behind on --skew-cpu");
+  clock_check->add_option("--skew-cpu", clock_opts.skew_cpu, "the CPU --skew-ns lags");
+  clock_check->add_flag("--json", clock_json, "print one JSON object");
 
   ConnectOptions connect_opts;
   std::string token_file;
@@ -322,6 +357,7 @@ int main(int argc, char** argv) {
   try {
     if (list->parsed()) return cmd_list(list_json);
     if (check->parsed()) return cmd_check(check_file, check_json, check_limits);
+    if (clock_check->parsed()) return cmd_clock_check(clock_opts, clock_json);
     if (connect->parsed()) {
       if (geteuid() != 0) throw UsageError("leapfrog-agent connect needs root: the jobs it runs mount file systems");
       if (!identity_file.empty()) {

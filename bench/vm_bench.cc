@@ -23,7 +23,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,7 @@
 #include "coordinator/pg/test_dir.h"
 #include "coordinator/vm/qemu_process.h"
 #include "leapfrog/v1/control.grpc.pb.h"
+#include "tests/guest_run.h"
 #include "tests/process_util.h"
 
 namespace {
@@ -269,9 +272,173 @@ bool boot_rows(Bench& b, const std::string& label, const std::string& image_path
   return true;
 }
 
+// Judged lookups per second in the guest, Leapfrog against its bare twin
+// (bench/bare_lookup.c: the same tree, mutator syscalls and lookups, no clock
+// read per call, no record, no oracle), side by side in one boot per guest
+// clock source: the kernel's own choice under TCG (hpet) and the launcher's
+// (tsc, vm::clock_cmdline). Leapfrog's side is `leapfrog-agent run` of the
+// family with one free-running pinned observer, timed from start to outcome:
+// its judged rate is lookups_checked / (that time - setup_s), so recording
+// and judging both count; its race rate (lookups_checked / duration_s)
+// leaves judging out. Rounds alternate the two sides.
+constexpr int kTputRounds = 2;
+constexpr const char* kTputSeconds = "3";
+const std::vector<std::string> kTputFamilies = {"setattr", "rename", "typeflip"};
+const std::vector<std::string> kTputFilesystems = {"tmpfs", "ext4"};
+
+std::string throughput_script() {
+  std::string s = R"SH(
+D=)SH" + std::string(kTputSeconds) + R"SH(
+echo "lf-clock $(/bin/leapfrog-agent clock-check --json --rounds 20000)"
+bare_fs() {
+  mkdir -p /mnt/bare
+  if [ "$1" = tmpfs ]; then
+    mount -t tmpfs none /mnt/bare
+  else
+    rm -f /tmp/bare.img
+    dd if=/dev/zero of=/tmp/bare.img bs=1M count=0 seek=256 2>/dev/null
+    mkfs.$1 -q -F /tmp/bare.img >/dev/null 2>&1
+    mount -o loop /tmp/bare.img /mnt/bare
+  fi
+  mkdir /mnt/bare/w
+}
+for r in )SH";
+  for (int r = 1; r <= kTputRounds; ++r) s += std::to_string(r) + " ";
+  s += "; do for fs in ";
+  for (const auto& f : kTputFilesystems) s += f + " ";
+  s += "; do for fam in ";
+  for (const auto& f : kTputFamilies) s += f + " ";
+  s += R"SH(; do
+  /bin/lf-bare time /bin/leapfrog-agent run --scenario $fam-lookup --fs $fs --duration ${D}s \
+    --align free --observers 1 --pin on --seed $r --json > /tmp/agent.out 2>/tmp/agent.err
+  echo "lf-agent $r $fam $fs $(tr '\n' ' ' < /tmp/agent.out)"
+  bare_fs $fs
+  echo "lf-bare $r $fam $fs $(/bin/lf-bare $fam /mnt/bare/w $D)"
+  umount /mnt/bare; rm -f /tmp/bare.img
+done; done; done
+)SH";
+  return s;
+}
+
+// The number after `key=` in `text`, or -1.
+double field(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key + "=");
+  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + key.size() + 1);
+}
+
+struct TputCell {
+  std::vector<double> judged, race, bare, ratio, race_ratio, mutations, bare_mutations;
+  std::string clock;
+};
+
+// One boot with `clock` as the guest's clock words; rows by family and fs.
+std::map<std::string, TputCell> throughput_boot(const leapfrog::testing::GuestImage& image, const std::string& dir,
+                                                const std::string& clock, double& ns_per_read,
+                                                std::string& source) {
+  std::map<std::string, TputCell> cells;
+  const leapfrog::testing::GuestRun run = leapfrog::testing::run_in_guest(
+      image, dir, throughput_script(), {{"/bin/lf-bare", LEAPFROG_BARE_LOOKUP}}, std::chrono::seconds(1800), &clock,
+      2, 1024);
+  if (run.exit != 0) {
+    std::fprintf(stderr, "vm bench: the throughput run failed (exit %d%s); console in %s\n", run.exit,
+                 run.timed_out ? ", timed out" : "", dir.c_str());
+    return cells;
+  }
+  std::map<std::string, json> agent;  // "r fam fs" -> outcome + time
+  std::istringstream lines(run.console);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream w(line);
+    std::string tag, r, fam, fs;
+    w >> tag;
+    if (tag == "lf-clock") {
+      std::string rest;
+      std::getline(w, rest);
+      try {
+        const json c = json::parse(rest);
+        ns_per_read = c.value("ns_per_read", 0.0);
+        source = c.value("clock_source", "?");
+      } catch (const json::exception&) {
+      }
+      continue;
+    }
+    if (tag != "lf-agent" && tag != "lf-bare") continue;
+    w >> r >> fam >> fs;
+    std::string rest;
+    std::getline(w, rest);
+    TputCell& cell = cells[fam + " " + fs];
+    if (tag == "lf-agent") {
+      const size_t t = rest.rfind("time ns=");
+      try {
+        json o = json::parse(rest.substr(0, t));
+        o["wall_ns"] = field(rest.substr(t), "ns");
+        agent[r + " " + fam + " " + fs] = o;
+      } catch (const json::exception&) {
+        std::fprintf(stderr, "vm bench: no outcome for %s %s round %s: %.200s\n", fam.c_str(), fs.c_str(),
+                     r.c_str(), rest.c_str());
+      }
+      continue;
+    }
+    const double bare = field(rest, "lookups") / field(rest, "seconds");
+    const auto it = agent.find(r + " " + fam + " " + fs);
+    if (it == agent.end() || bare <= 0) continue;
+    const json& o = it->second;
+    const double lookups = o.value("lookups_checked", 0.0);
+    const double wall = o.value("wall_ns", 0.0) / 1e9 - o.value("setup_s", 0.0);
+    const double judged = wall > 0 ? lookups / wall : 0;
+    const double race = o.value("duration_s", 0.0) > 0 ? lookups / o.value("duration_s", 0.0) : 0;
+    cell.judged.push_back(judged);
+    cell.race.push_back(race);
+    cell.bare.push_back(bare);
+    cell.ratio.push_back(judged / bare);
+    cell.race_ratio.push_back(race / bare);
+    cell.mutations.push_back(o.value("mutations", 0.0) / std::max(o.value("duration_s", 1.0), 1e-9));
+    cell.bare_mutations.push_back(field(rest, "mutations") / field(rest, "seconds"));
+    cell.clock = o.value("clock_source", "?");
+    if (o.value("verdict", "") != "pass")
+      std::printf("  note: %s-lookup on %s round %s: verdict %s (%llu violations)\n", fam.c_str(), fs.c_str(),
+                  r.c_str(), o.value("verdict", "?").c_str(), o.value("violation_count", 0ull));
+  }
+  return cells;
+}
+
+// The throughput table: both clocks, each family and file system.
+void throughput_rows(Bench& b, const std::string& image_path) {
+  const leapfrog::testing::GuestImage image =
+      leapfrog::testing::guest_image(image_path, b.cache, LEAPFROG_IMAGE_SCRIPT, LEAPFROG_AGENT_STATIC, b.logs);
+  if (!image.error.empty()) {
+    std::fprintf(stderr, "vm bench: no guest image: %s\n", image.error.c_str());
+    return;
+  }
+  std::printf("judged lookups per second in the guest, Leapfrog / its bare twin (%s, TCG, 2 vCPUs, 1 GiB; one "
+              "free-running pinned observer, %s s per side, %d rounds alternating; medians):\n",
+              image.release.c_str(), kTputSeconds, kTputRounds);
+  const std::vector<std::pair<std::string, std::string>> clocks = {{"kernel's choice", ""},
+                                                                   {"launcher's", leapfrog::vm::clock_cmdline(false)}};
+  for (const auto& [name, words] : clocks) {
+    double ns_per_read = 0;
+    std::string source;
+    const auto cells = throughput_boot(image, b.dir / ("tput-" + std::to_string(words.size())), words,
+                                       ns_per_read, source);
+    std::printf("  clock %s (%s): %s, %.0f ns per clock_gettime\n", source.c_str(), name.c_str(),
+                words.empty() ? "no clock words" : words.c_str(), ns_per_read);
+    std::printf("    %-9s %-6s %12s %12s %12s %8s %8s %14s\n", "family", "fs", "judged/s", "race/s", "bare/s",
+                "judged÷", "race÷", "mutations/s L|B");
+    for (const auto& [key, c] : cells) {
+      const std::string fam = key.substr(0, key.find(' ')), fs = key.substr(key.find(' ') + 1);
+      std::printf("    %-9s %-6s %12.0f %12.0f %12.0f %8.2f %8.2f %7.0f|%-7.0f\n", fam.c_str(), fs.c_str(),
+                  median(c.judged), median(c.race), median(c.bare), median(c.ratio), median(c.race_ratio),
+                  median(c.mutations), median(c.bare_mutations));
+    }
+  }
+  std::printf("  (target: judged÷ >= 0.8; race÷ leaves judging out)\n");
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --throughput: only the guest throughput table (no boot rows).
+  const bool throughput_only = argc > 1 && std::string(argv[1]) == "--throughput";
   if (geteuid() != 0) {
     std::printf("vm bench: skipped (needs root)\n");
     return 0;
@@ -294,6 +461,11 @@ int main() {
   if (bare_initrd.empty()) {
     std::fprintf(stderr, "vm bench: cannot build the bare busybox initramfs (busybox-static, cpio)\n");
     return 1;
+  }
+  if (throughput_only) {
+    throughput_rows(b, image_path);
+    up.stop();
+    return 0;
   }
   if (!boot_rows(b, "bench", image_path, bare_initrd)) return 1;
   // A kernel built by `leapfrog kernel build` (what users test a patch on):
@@ -330,6 +502,7 @@ int main() {
   std::printf("foffset throughput, 3 s on tmpfs:\n");
   std::printf("  guest (TCG) %12.0f ops/s\n  host        %12.0f ops/s\n  guest/host  %12.3f\n",
               guest, host_ops, host_ops > 0 ? guest / host_ops : 0.0);
+  throughput_rows(b, image_path);
   up.stop();
   return 0;
 }

@@ -287,6 +287,11 @@ TEST_F(VmE2E, BootsRegistersAndRunsACampaign) {
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.registered "), 1) << launcher_log();
   EXPECT_EQ(count_matches(launcher_log(), "vm\\.boot agent=\\S+ generation=\\d+ mode=(boot|restore)"), 1)
       << launcher_log();
+  // Under TCG the guest runs on the TSC the launcher asked for
+  // (vm::clock_cmdline), the launcher logs it, and every outcome records it.
+  EXPECT_EQ(count_matches(launcher_log(), "vm\\.clocksource agent=\\S+ source=tsc"), 1) << launcher_log();
+  for (const auto& o : outcomes_json(c))
+    EXPECT_EQ(o["outcome"].value("clock_source", ""), "tsc") << o.dump();
 }
 
 // Jobs of any length: the agent judges as it races and forgets what it

@@ -32,6 +32,25 @@ using std::chrono::milliseconds;
 
 // The first line deploy/vm/init prints.
 constexpr const char* kInitLine = "leapfrog-init: start";
+constexpr const char* kClockLine = "leapfrog-init: clocksource ";
+
+// The guest's clock source, as /init printed it (deploy/vm/init), in the log:
+// a warning with the kernel's reason when it refused the one asked for
+// (qemu_process.h: clock_cmdline). The outcomes record it too.
+void log_clock_source(const std::string& agent, const std::string& console) {
+  const size_t at = console.rfind(kClockLine);
+  if (at == std::string::npos) return;
+  const size_t from = at + std::char_traits<char>::length(kClockLine);
+  std::string line = console.substr(from, console.find('\n', from) - from);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  const size_t wanted = line.find(" wanted ");
+  if (wanted == std::string::npos) {
+    spdlog::info("vm.clocksource agent={} source={}", agent, line);
+  } else {
+    spdlog::warn("vm.clocksource_refused agent={} source={} reason=\"{}\"", agent,
+                 line.substr(0, wanted), line.substr(wanted + 1));
+  }
+}
 // Names tried for one slot before the launcher gives up (a name is taken
 // when an agent or another launcher has it: a launcher of an earlier run
 // with the same pid).
@@ -347,8 +366,10 @@ class Launcher {
         // Reports count from /init on (the agent may have crashed the kernel
         // before this poll saw it register); earlier ones are the boot's. A
         // restored VM's console starts after its boot.
-        const size_t init = read_from(s.console, 0).find(kInitLine);
+        const std::string console = read_from(s.console, 0);
+        const size_t init = console.find(kInitLine);
         s.registered_offset = s.restored ? 0 : init == std::string::npos ? size : init;
+        log_clock_source(s.name, console);
         s.last_seen_local = now;
         ever_registered_ = true;
         spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,

@@ -126,7 +126,8 @@ std::string QemuPool::socket_path(int index, const char* kind) const {
 }
 
 std::string QemuPool::command_line(const std::string& append) const {
-  return std::string(kBaseCmdline) + " " + append;
+  const std::string clock = clock_cmdline(opts_.kvm);
+  return std::string(kBaseCmdline) + (clock.empty() ? "" : " " + clock) + " " + append;
 }
 
 std::unique_ptr<Instance> QemuPool::create(const InstanceSpec& spec) {

@@ -23,6 +23,10 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
+std::string clock_cmdline(bool kvm) {
+  return kvm ? "" : "clocksource=tsc tsc=reliable";
+}
+
 std::string qemu_fingerprint(const std::string& qemu) {
   const std::string exe = bp::search_path(qemu).string();
   struct stat st {};

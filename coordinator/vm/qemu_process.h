@@ -24,6 +24,20 @@ namespace leapfrog::vm {
 inline constexpr const char* kBaseCmdline =
     "console=ttyS0 loglevel=5 panic=-1 acpi=noirq random.trust_cpu=on";
 
+// The guest's clock source, chosen for the accelerator: the words the
+// launcher adds to kBaseCmdline. Under TCG every vCPU's TSC reads QEMU's one
+// tick counter (cpu_get_ticks: under a lock, never going back, stopped while
+// the VM is stopped and carried by a saved VM), so it is monotonic and the
+// same on every vCPU. The guest kernel cannot know that: -cpu max has no
+// invariant-TSC flag and is not Intel, so with two CPUs it marks the TSC
+// "unsynchronized" and runs on the HPET, where every clock_gettime is an
+// emulated MMIO read (a quarter of the lookups per second). tsc=reliable
+// skips that guess and the clocksource watchdog; the guest clock test
+// (tests/guest_clock_e2e_test.cc) checks the result across vCPUs. Under KVM
+// the kernel's own choice (kvm-clock) stands. A kernel's --cmdline comes
+// later on the line, so `clocksource=hpet` there overrides this.
+std::string clock_cmdline(bool kvm);
+
 struct QemuConfig {
   std::string qemu = "qemu-system-x86_64";
   std::string kernel;  // ELF vmlinux (PVH boot) or bzImage
