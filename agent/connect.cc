@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -27,12 +29,15 @@
 
 #include "agent/kernel_log.h"
 #include "agent/outcome_proto.h"
+#include "agent/run_end.h"
+#include "agent/shared_progress.h"
 #include "agent/spool.h"
 #include "common/bounds.h"
 #include "common/proto_time.h"
 #include "leapfrog/v1/agent.grpc.pb.h"
 #include "scenarios/fs/view.h"
 #include "scenarios/fs/workspace.h"
+#include "scenarios/progress.h"
 #include "scenarios/registry.h"
 
 extern char** environ;
@@ -92,12 +97,6 @@ std::vector<std::string> default_filesystems() {
     }
   }
   return out;
-}
-
-// "SIGKILL" for 9, or the number when the signal has no name.
-std::string sigabbrev_or_number(int sig) {
-  const char* name = sigabbrev_np(sig);
-  return name ? std::string("SIG") + name : std::to_string(sig);
 }
 
 // How long the job's scenario says a run with its parameters may take, in
@@ -299,13 +298,20 @@ class Agent {
                  s.error_message());
   }
 
-  // Renews the lease of `job`; FAILED_PRECONDITION: the lease is gone.
-  grpc::Status heartbeat(const v1::Job& job) {
+  // Renews the lease of `job`, with the run's counts so far when there is
+  // a run; FAILED_PRECONDITION: the lease is gone.
+  grpc::Status heartbeat(const v1::Job& job, const RunProgress* progress = nullptr) {
     v1::HeartbeatRequest hb;
     hb.set_agent_id(agent_id_);
     hb.set_agent_secret(lease_secret_);
     hb.set_job_id(job.job_id());
     hb.set_attempt(job.attempt());
+    if (progress) {
+      v1::JobProgress* p = hb.mutable_progress();
+      p->set_operations(progress->operations.load(std::memory_order_relaxed));
+      p->set_lookups_judged(progress->lookups_judged.load(std::memory_order_relaxed));
+      p->set_violations(progress->violations.load(std::memory_order_relaxed));
+    }
     v1::HeartbeatResponse resp;
     auto ctx = context(std::chrono::seconds(5));
     return stub_->Heartbeat(ctx.get(), hb, &resp);
@@ -386,6 +392,8 @@ class Agent {
       argv.insert(argv.end(), {"--duration", std::to_string(std::max<int64_t>(ms, 1)) + "ms"});
     }
     if (spec.observers() > 0) argv.insert(argv.end(), {"--observers", std::to_string(spec.observers())});
+    if (opts_.test_run_allocate_mib > 0)
+      argv.insert(argv.end(), {"--test-allocate-mib", std::to_string(opts_.test_run_allocate_mib)});
     if (!spec.align().empty()) argv.insert(argv.end(), {"--align", spec.align()});
     if (spec.pin() != v1::CPU_PINNING_UNSPECIFIED)
       argv.insert(argv.end(), {"--pin", spec.pin() == v1::CPU_PINNING_ON ? "on" : "off"});
@@ -506,12 +514,17 @@ class Agent {
     const std::string dir = spool_.dir() + "/job-" + std::to_string(job.job_id());
     stdfs::create_directories(dir);
     const std::string out = dir + "/outcome.json", err = dir + "/stderr.txt";
-    const auto argv = job_argv(job);
+    auto argv = job_argv(job);
+    // The run's live counts, in memory it shares with us (it runs in a child
+    // process, and judges in a child of that): sent with each heartbeat.
+    SharedProgress progress;
+    if (progress.fd() >= 0) argv.insert(argv.end(), {"--progress-fd", std::to_string(kProgressFd)});
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (progress.fd() >= 0) posix_spawn_file_actions_adddup2(&fa, progress.fd(), kProgressFd);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -523,6 +536,15 @@ class Agent {
       return;
     }
     KernelLog kernel_log;  // from now: an oops during the run makes it a kernel crash
+    // What tells an OOM kill (run_end.h): the run's processes as they come,
+    // and its memory cgroup's count of OOM kills.
+    RunEndFacts facts;
+    const OomCounter oom_counter = OomCounter::of(pid);
+    facts.counter_file = oom_counter.file();
+    facts.oom_kills_before = oom_counter.read();
+    facts.pids.insert(pid);
+    const auto started = std::chrono::steady_clock::now();
+    auto next_scan = started;
     const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
     const int64_t run_ms = std::max<int64_t>(
         job.spec().iterations() > 0
@@ -533,6 +555,7 @@ class Agent {
     bool abandoned = false, handed_back = false, overdue = false;
     auto next_beat = std::chrono::steady_clock::now() + heartbeat_;
     int status = 0;
+    struct rusage usage {};
     bool heartbeat_failing = false;
     for (;;) {
       if (heartbeat_failing) {
@@ -543,8 +566,15 @@ class Agent {
         pollfd p{pidfd, POLLIN, 0};
         poll(&p, 1, 100);
       }
-      if (waitpid(pid, &status, WNOHANG) == pid) break;
+      if (wait4(pid, &status, WNOHANG, &usage) == pid) break;
       const auto now = std::chrono::steady_clock::now();
+      if (now >= next_scan) {
+        // Often while the run sets up and its actors start, then at the
+        // heartbeats' pace: they live as long as the race.
+        next_scan = now + (now - started < std::chrono::seconds(5) ? std::chrono::milliseconds(250)
+                                                                   : heartbeat_);
+        for (const pid_t p : process_tree(pid)) facts.pids.insert(p);
+      }
       if (stopping() && !handed_back) {
         // Hand the job back: stop the run (its sandbox cleans up), release.
         kill(pid, SIGTERM);
@@ -556,7 +586,7 @@ class Agent {
       }
       if (now >= next_beat && !abandoned && !handed_back) {
         next_beat = now + heartbeat_;
-        const grpc::Status s = heartbeat(job);
+        const grpc::Status s = heartbeat(job, progress.get());
         heartbeat_failing = !s.ok() && s.error_code() != StatusCode::FAILED_PRECONDITION;
         if (s.error_code() == StatusCode::FAILED_PRECONDITION) {
           spdlog::warn("job.lost_lease job={} attempt={}", job.job_id(), job.attempt());
@@ -590,14 +620,19 @@ class Agent {
     std::ifstream in(out);
     std::stringstream text;
     text << in.rdbuf();
+    // Read once: both the crash check and the OOM check look at it.
+    const std::string klog = kernel_log.read_new();
+    facts.wait_status = status;
+    facts.killed_by_agent = overdue;
+    facts.kernel_log = klog;
+    facts.oom_kills_after = oom_counter.read();
+    const std::optional<v1::RunKilled> killed = run_killed(facts);
     try {
       if (overdue) throw std::runtime_error("the run exceeded its deadline and was killed");
       // Killed by someone else (the OOM killer, an operator): whatever it
       // printed is cut short, so say what happened instead of parsing it.
-      if (WIFSIGNALED(status))
-        throw std::runtime_error("the run was killed by signal " +
-                                 std::to_string(WTERMSIG(status)) + " (" +
-                                 sigabbrev_or_number(WTERMSIG(status)) + ")");
+      if (killed && (killed->reason() == v1::RUN_KILL_SIGNAL || run_signal(status) != 0))
+        throw std::runtime_error(run_killed_message(*killed));
       outcome = outcome_of_run(text.str());
     } catch (const std::exception& e) {
       std::ifstream errs(err);
@@ -608,17 +643,41 @@ class Agent {
       std::string why = e.what();
       if (WIFEXITED(status)) why += " (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
       outcome = error_outcome(why + (tail.empty() ? "" : ": " + tail));
+      // The largest of the run's processes that ended (the killed one too).
+      outcome.mutable_run()->set_peak_rss_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024);
+    }
+    if (overdue) {
+      outcome.mutable_killed()->set_reason(v1::RUN_KILL_DEADLINE);
+      outcome.mutable_killed()->set_signal(SIGKILL);
+    } else if (killed && killed->reason() == v1::RUN_KILL_OUT_OF_MEMORY) {
+      // Not the kernel's fault nor the scenario's: an infrastructure failure
+      // that says so, never an unexplained exit status. A violation the run
+      // still reported (an actor killed after it was found) stands.
+      spdlog::warn("job.out_of_memory job={} attempt={} line=\"{}\" peak_rss_kib={}", job.job_id(),
+                   job.attempt(), killed->line(), usage.ru_maxrss);
+      *outcome.mutable_killed() = *killed;
+      if (outcome.verdict() == v1::VERDICT_VIOLATION) {
+        outcome.mutable_run()->add_notes(run_killed_message(*killed));
+      } else {
+        outcome.set_verdict(v1::VERDICT_INFRA_FAILURE);
+        outcome.set_error(run_killed_message(*killed));
+      }
+    } else if (killed) {
+      *outcome.mutable_killed() = *killed;
     }
     // An oops that killed an actor and left the kernel running: the run's
     // verdict is the kernel's, not the broken run's (the launcher, which
     // reads the console, would reboot the VM on it but may come second).
-    if (const auto crash = kernel_log.first_crash()) {
+    if (const auto crash = KernelLog::first_crash_in(klog)) {
       spdlog::warn("job.kernel_report job={} kind={} title=\"{}\" verdict_was={}", job.job_id(), crash->kind,
                    crash->title, v1::Verdict_Name(outcome.verdict()));
       std::string why = crash->title;
       if (!outcome.error().empty()) why += " (the run: " + outcome.error().substr(0, 300) + ")";
       outcome.set_verdict(v1::VERDICT_KERNEL_CRASH);
       outcome.set_error(why);
+      outcome.mutable_killed()->set_reason(v1::RUN_KILL_KERNEL_CRASH);
+      outcome.mutable_killed()->set_line(crash->title);
+      outcome.mutable_killed()->set_signal(run_signal(status));
     }
     // The coordinator refuses an outcome over its cap: trim it here, saying
     // what went, rather than have the report refused and dropped.

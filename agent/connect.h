@@ -48,6 +48,9 @@ struct ConnectOptions {
   // Test only: the `uname -r` to advertise instead of the running kernel's,
   // so a host agent can stand in for a VM booted with a built kernel.
   std::string uname_release;
+  // TESTS ONLY: each run first allocates this many MiB (run
+  // --test-allocate-mib), so that a memory limit gets it killed.
+  uint32_t test_run_allocate_mib = 0;
   // Connect only once this file exists (the VM's /init creates it when the
   // network is up). The agent starts before that so that its start-up, slow
   // under TCG, overlaps the loading of the network modules.

@@ -46,8 +46,10 @@ std::string KernelLog::read_new() {
   return text;
 }
 
-std::optional<console::KernelReport> KernelLog::first_crash() {
-  for (auto& r : console::parse_console(read_new()))
+std::optional<console::KernelReport> KernelLog::first_crash() { return first_crash_in(read_new()); }
+
+std::optional<console::KernelReport> KernelLog::first_crash_in(const std::string& text) {
+  for (auto& r : console::parse_console(text))
     if (r.kind == "oops" || r.kind == "bug" || r.kind == "kasan" || r.kind == "panic") return r;
   return std::nullopt;
 }

@@ -26,6 +26,8 @@ class KernelLog {
   // The first oops, BUG, KASAN report or panic among the messages since the
   // last call, if any.
   std::optional<console::KernelReport> first_crash();
+  // The first oops, BUG, KASAN report or panic in `text` (from read_new()).
+  static std::optional<console::KernelReport> first_crash_in(const std::string& text);
 
   const std::string& unavailable() const { return unavailable_; }
 

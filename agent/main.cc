@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +12,10 @@
 #include <grpc/grpc.h>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <memory>
+#include <vector>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -26,6 +30,7 @@
 #endif
 #include "agent/options.h"
 #include "agent/outcome_proto.h"
+#include "agent/shared_progress.h"
 #include "agent/widen.h"
 #include "common/ktap/ktap.h"
 #include "common/token.h"
@@ -103,7 +108,31 @@ int print_outcome(const Outcome& o, bool json_out) {
   return exit_code(o);
 }
 
-int cmd_run(const RunOptions& opts, const RunFlags& flags) {
+// TESTS ONLY (--test-allocate-mib): holds `mib` MiB for the rest of the
+// process, touched a MiB at a time with a pause between, so that the agent
+// has seen this process before a memory limit gets it killed.
+void allocate_for_test(uint32_t mib) {
+  static std::vector<std::unique_ptr<char[]>> held;
+  for (uint32_t i = 0; i < mib; ++i) {
+    held.emplace_back(new char[1 << 20]);
+    std::memset(held.back().get(), 1, 1 << 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  }
+}
+
+// Peak resident set sizes of this process and of the largest child it
+// waited for, in bytes (ru_maxrss is in KiB on Linux).
+void note_peak_rss(Outcome& o) {
+  struct rusage self {}, children {};
+  if (getrusage(RUSAGE_SELF, &self) == 0) o.peak_rss_bytes = static_cast<uint64_t>(self.ru_maxrss) * 1024;
+  if (getrusage(RUSAGE_CHILDREN, &children) == 0)
+    o.children_peak_rss_bytes = static_cast<uint64_t>(children.ru_maxrss) * 1024;
+}
+
+int cmd_run(const RunOptions& in, const RunFlags& flags) {
+  RunOptions opts = in;
+  // Mapped before the sandbox forks: the child that judges writes it.
+  if (flags.progress_fd >= 0) opts.progress = map_shared_progress(flags.progress_fd);
   const bool ktap_out = flags.format == "ktap";
   const bool proto_out = flags.format == "proto";
   // KTAP and proto, like JSON, report a failed set-up as an outcome.
@@ -128,6 +157,7 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     Widening widening;
     bool ended = false;
     try {
+      allocate_for_test(flags.test_allocate_mib);
       const auto setup_start = std::chrono::steady_clock::now();
       auto ws = fs::provision(opts.fs, workdir);
       const double setup_s =
@@ -157,6 +187,7 @@ int cmd_run(const RunOptions& opts, const RunFlags& flags) {
     o.widening = widening;
     for (auto& n : widen::short_delays(widening)) o.notes.push_back(std::move(n));
     o.strategy.widening = summary(widening);
+    note_peak_rss(o);
     spdlog::info("run.end scenario={} seed={} verdict={} ops={}", o.scenario, o.seed, o.verdict, o.ops);
     if (ktap_out) return print_ktap(o);
     if (proto_out) return print_proto(o);
@@ -338,6 +369,8 @@ int main(int argc, char** argv) {
                       "connect only once this file exists (the VM's /init: network up)");
   connect->add_option("--uname-release", connect_opts.uname_release,
                       "TESTS ONLY: advertise this `uname -r` instead of the running kernel's");
+  connect->add_option("--test-run-allocate-mib", connect_opts.test_run_allocate_mib,
+                      "TESTS ONLY: have every run allocate this many MiB first (run --test-allocate-mib)");
   bool connect_die_with_parent = false;
   connect->add_flag("--die-with-parent", connect_die_with_parent,
                     "hand the job back and exit when the parent process dies");

@@ -37,6 +37,12 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--epsilon-ns", f.epsilon_ns, "guard band added to every lookup window (clock skew)");
   cmd.add_option("--fuse-timeout", f.fuse_timeout, "fuse-cached: attribute/entry timeout in seconds");
   cmd.add_flag("--die-with-parent", f.die_with_parent, "stop the run (cleanly) when the parent process dies");
+  cmd.add_option("--progress-fd", f.progress_fd,
+                 "publish the live counts in the shared memory at this descriptor (connect's run children)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd.add_option("--test-allocate-mib", f.test_allocate_mib,
+                 "TESTS ONLY: allocate and touch this many MiB before the race, to provoke the OOM killer")
+      ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--widen", f.widen,
                  "kernel delay points of a --widen kernel: seed (chosen from --seed, the default), off, or "
                  "POINT:PROBABILITY_PPM:DELAY_NS:UID[,...]");

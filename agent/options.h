@@ -37,6 +37,11 @@ struct RunFlags {
   int64_t epsilon_ns = 0;
   double fuse_timeout = 1.0;
   bool die_with_parent = false;
+  // connect's run children: the shared memory (agent/shared_progress.h) to
+  // publish the live counts in; -1: none.
+  int progress_fd = -1;
+  // TESTS ONLY: MiB to allocate before the race (an OOM kill on demand).
+  uint32_t test_allocate_mib = 0;
   // Kernel delay points (agent/widen.h): "seed", "off" or POINT:PPM:NS:UID[,...].
   std::string widen = "seed";
   std::string widen_dir = "/sys/kernel/leapfrog_widen";

@@ -97,8 +97,9 @@ class TouchEveryLeaseStore : public Store {
   }
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                        uint32_t attempt, TimePoint now, Duration lease,
-                                       const std::string& key = kTrustedCaller) override {
-    return inner_.renew_lease(agent_id, job_id, attempt, now, lease, key);
+                                       const std::string& key = kTrustedCaller,
+                                       const v1::JobProgress* progress = nullptr) override {
+    return inner_.renew_lease(agent_id, job_id, attempt, now, lease, key, progress);
   }
   ReportResult report_outcome(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                               const v1::Outcome& outcome, TimePoint now,

@@ -311,7 +311,8 @@ Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbeat
     const TimePoint now = clock_.now();
     seen(req->agent_id());
     auto deadline = store_.renew_lease(req->agent_id(), req->job_id(), req->attempt(), now,
-                                       cfg_.lease_duration, key_of(req->agent_secret()));
+                                       cfg_.lease_duration, key_of(req->agent_secret()),
+                                       req->has_progress() ? &req->progress() : nullptr);
     if (!deadline)
       return Status(StatusCode::FAILED_PRECONDITION, "job " + std::to_string(req->job_id()) + " attempt " +
                                                          std::to_string(req->attempt()) +
@@ -463,8 +464,14 @@ Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAg
   return guarded("FailAgentJob", [&] {
     if (req->agent_name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent_name is empty");
     const v1::Verdict verdict = req->outcome().verdict();
-    if (verdict != v1::VERDICT_KERNEL_CRASH && verdict != v1::VERDICT_HANG && verdict != v1::VERDICT_BOOT_FAILURE)
-      return Status(StatusCode::INVALID_ARGUMENT, "outcome.verdict must be KERNEL_CRASH, HANG or BOOT_FAILURE");
+    // INFRA_FAILURE only for an agent the guest's OOM killer took.
+    const bool agent_oom = verdict == v1::VERDICT_INFRA_FAILURE &&
+                           req->outcome().killed().reason() == v1::RUN_KILL_OUT_OF_MEMORY;
+    if (verdict != v1::VERDICT_KERNEL_CRASH && verdict != v1::VERDICT_HANG &&
+        verdict != v1::VERDICT_BOOT_FAILURE && !agent_oom)
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    "outcome.verdict must be KERNEL_CRASH, HANG, BOOT_FAILURE, or INFRA_FAILURE "
+                    "with killed.reason RUN_KILL_OUT_OF_MEMORY");
     LauncherRecord launcher;
     if (Status s = check_launcher(req->launcher_id(), req->launcher_secret(), launcher); !s.ok()) {
       spdlog::warn("job.fail_refused agent={} launcher={} error=\"{}\"", req->agent_name(),

@@ -218,6 +218,8 @@ json to_json(const Outcome& o) {
     j["scale_host"] = to_json(o.scale_host);
   }
   if (!o.error.empty()) j["error"] = o.error;
+  if (o.peak_rss_bytes) j["peak_rss_bytes"] = o.peak_rss_bytes;
+  if (o.children_peak_rss_bytes) j["children_peak_rss_bytes"] = o.children_peak_rss_bytes;
   return j;
 }
 
@@ -256,6 +258,9 @@ std::string to_text(const Outcome& o) {
       << "ns (the free-running mutator's dwell bound) clock=" << o.clock_source
       << " epsilon=" << o.epsilon_ns << "ns\n";
   }
+  if (o.peak_rss_bytes || o.children_peak_rss_bytes)
+    s << "  peak rss: run " << (o.peak_rss_bytes >> 10) << " KiB, largest child "
+      << (o.children_peak_rss_bytes >> 10) << " KiB\n";
   if (o.check.violation_count) {
     s << "  violations=" << o.check.violation_count << " (";
     bool first = true;

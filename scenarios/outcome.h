@@ -114,6 +114,12 @@ struct Outcome {
   ScaleHost scale_host;  // set with scale
   std::vector<std::string> notes;
   Widening widening;
+  // Peak resident set sizes in bytes (getrusage ru_maxrss) of the process
+  // that ran the scenario (the sandbox child: setup, recording, judging),
+  // and of the largest child it waited for (actors, mkfs, the FUSE daemon);
+  // 0: not measured. Set by `leapfrog-agent run` as the run ends.
+  uint64_t peak_rss_bytes = 0;
+  uint64_t children_peak_rss_bytes = 0;
 };
 
 // Fills first_violation_ns and ops_to_first_violation from o.check and the

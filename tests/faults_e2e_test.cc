@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/coordinator_fixture.h"
+#include "tests/http_util.h"
 
 namespace {
 
@@ -451,6 +452,189 @@ TEST_F(FaultsE2E, AnAgentCleansWhatItsPredecessorLeftHalfDone) {
   ASSERT_TRUE(poll_until([&] { return sql_int(url(), "SELECT count(*) FROM agents") == 1; }, 30s));
   EXPECT_FALSE(stdfs::exists(spool + "/job-7"));
   EXPECT_FALSE(stdfs::exists(spool + "/000000000007-0001.outcome.tmp"));
+}
+
+// A memory cgroup below the test's own, limited to `limit` bytes: in the
+// memory controller's v1 hierarchy, or in v2 where this process's cgroup
+// hands the controller down. why_not() says why there is none. The
+// destructor moves what is left in it back to the parent, then removes it.
+class MemoryCgroup {
+ public:
+  explicit MemoryCgroup(uint64_t limit) {
+    std::ifstream in("/proc/self/cgroup");
+    std::string v1, v2;
+    for (std::string line; std::getline(in, line);) {
+      const auto a = line.find(':'), b = line.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      const std::string controllers = line.substr(a + 1, b - a - 1), at = line.substr(b + 1);
+      if (controllers == "memory") v1 = at;
+      if (controllers.empty()) v2 = at;
+    }
+    const std::string name = "leapfrog-oom-test-" + std::to_string(getpid());
+    if (!v1.empty() && stdfs::exists("/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes")) {
+      parent_ = "/sys/fs/cgroup/memory" + v1;
+      path_ = parent_ + "/" + name;
+      if (!make() || !put("memory.limit_in_bytes", std::to_string(limit))) return;
+      // Where swap is counted, the limit holds for memory and swap together.
+      if (stdfs::exists(path_ + "/memory.memsw.limit_in_bytes"))
+        put("memory.memsw.limit_in_bytes", std::to_string(limit));
+      return;
+    }
+    for (const std::string& root : {std::string("/sys/fs/cgroup"), std::string("/sys/fs/cgroup/unified")}) {
+      if (v2.empty() || !stdfs::exists(root + v2 + "/cgroup.subtree_control")) continue;
+      parent_ = root + v2;
+      path_ = parent_ + "/" + name;
+      std::ofstream(parent_ + "/cgroup.subtree_control") << "+memory";
+      if (!make()) return;
+      if (!stdfs::exists(path_ + "/memory.max")) {
+        why_not_ = "cgroup2 at " + parent_ + " does not hand down the memory controller";
+        return;
+      }
+      if (!put("memory.max", std::to_string(limit))) return;
+      if (stdfs::exists(path_ + "/memory.swap.max")) put("memory.swap.max", "0");
+      return;
+    }
+    why_not_ = "no memory cgroup (v1 or v2) for this process";
+  }
+  ~MemoryCgroup() {
+    if (!made_) return;
+    for (int i = 0; i < 50; ++i) {
+      std::ifstream procs(path_ + "/cgroup.procs");
+      for (std::string pid; std::getline(procs, pid);)
+        std::ofstream(parent_ + "/cgroup.procs") << pid;
+      if (::rmdir(path_.c_str()) == 0 || errno == ENOENT) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its last tasks are exiting
+    }
+    ADD_FAILURE() << "cannot remove " << path_ << ": " << std::strerror(errno);
+  }
+  MemoryCgroup(const MemoryCgroup&) = delete;
+  MemoryCgroup& operator=(const MemoryCgroup&) = delete;
+
+  const std::string& why_not() const { return why_not_; }
+  std::string procs() const { return path_ + "/cgroup.procs"; }
+
+ private:
+  bool make() {
+    if (::mkdir(path_.c_str(), 0755) != 0) {
+      why_not_ = "mkdir " + path_ + ": " + std::strerror(errno);
+      return false;
+    }
+    made_ = true;
+    return true;
+  }
+  bool put(const std::string& file, const std::string& value) {
+    std::ofstream out(path_ + "/" + file);
+    out << value;
+    out.flush();
+    if (!out) why_not_ = "cannot write " + value + " to " + path_ + "/" + file;
+    return static_cast<bool>(out);
+  }
+
+  std::string parent_, path_, why_not_;
+  bool made_ = false;
+};
+
+// The dashboard's port of a coordinator (`<data-dir>/http`).
+int http_port_of(const Coordinator& c) {
+  std::string url;
+  if (!poll_until([&] { return !(url = slurp(c.data_dir + "/http")).empty(); }, 30s)) return 0;
+  return url_port(url);
+}
+
+// ---- issue 47: a run killed for memory says so ---------------------------------
+
+// The agent in a memory cgroup of 192 MiB, its run told to take 1 GiB first:
+// the kernel's OOM killer kills the run, for real. The outcome says so, with
+// the kernel's line, as an infrastructure failure; never "exit status 137".
+TEST_F(FaultsE2E, ARunKilledForMemorySaysOutOfMemory) {
+  MemoryCgroup cgroup(192ull << 20);
+  if (!cgroup.why_not().empty()) GTEST_SKIP() << cgroup.why_not();
+  start_postgres();
+  const Coordinator c = start_serve("serve");
+  Proc* agent = spawn(
+      "agent-a",
+      {"/bin/sh", "-c",
+       "echo $$ > " + cgroup.procs() + " && exec " + LEAPFROG_AGENT + " connect --coordinator " +
+           c.address + " --token-file " + token_file_ + " --name agent-a --spool " +
+           spool_of("agent-a") + " --fs tmpfs --test-run-allocate-mib 1024"},
+      true);
+  const int64_t campaign = queue_campaign(c.address, 1, "30s");
+  wait_done(campaign, 180s);
+  const Rows rows = sql(url(),
+                        "SELECT o.verdict, o.error, coalesce(j.reason, ''), o.job_id FROM outcomes o"
+                        " JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
+                            std::to_string(campaign));
+  ASSERT_EQ(rows.size(), 1u) << tail_of(log_of("agent-a"));
+  EXPECT_EQ(rows[0][0], "4") << rows[0][1];  // VERDICT_INFRA_FAILURE
+  const std::string& error = rows[0][1];
+  EXPECT_EQ(error.rfind("out of memory: the OOM killer killed the run (", 0), 0u) << error;
+  EXPECT_EQ(error.find("exit status"), std::string::npos) << error;
+  // The kernel's own line, for the run's process: the agent saw it.
+  EXPECT_NE(error.find("of memory: Killed process "), std::string::npos) << error;
+  EXPECT_NE(error.find("(leapfrog-agent)"), std::string::npos) << error;
+  // The campaign page's reason column and the typed reason.
+  EXPECT_EQ(rows[0][2], error);
+  const Answer a = http_get(http_port_of(c), "/api/jobs/" + rows[0][3]);
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json page = json::parse(a.body);
+  EXPECT_EQ(page["job"]["reason"], error);
+  ASSERT_FALSE(page["outcomes"].empty()) << a.body;
+  const json& killed = page["outcomes"][0]["outcome"]["killed"];
+  EXPECT_EQ(killed.value("reason", ""), "RUN_KILL_OUT_OF_MEMORY") << a.body;
+  EXPECT_EQ(killed.value("signal", 0), 9) << a.body;
+  // How big it got before it was killed.
+  EXPECT_GT(std::stoull(page["outcomes"][0]["outcome"]["run"].value("peak_rss_bytes", "0")),
+            100ull << 20)
+      << a.body;
+  // The exports say it too.
+  const Result junit = cli(c.address, {"export", "--campaign", std::to_string(campaign), "--format", "junit"});
+  EXPECT_EQ(junit.exit, 0) << junit.err;
+  EXPECT_NE(junit.out.find("out of memory: the OOM killer killed the run"), std::string::npos) << junit.out;
+  const Result kcidb = cli(c.address, {"export", "--campaign", std::to_string(campaign), "--format", "kcidb"});
+  EXPECT_NE(kcidb.out.find("RUN_KILL_OUT_OF_MEMORY"), std::string::npos) << kcidb.out;
+  agent->stop();  // out of the cgroup before it goes
+}
+
+// ---- issue 47: a running job's progress ------------------------------------------
+
+// A lookup-scale job of several seconds counts its operations as it samples;
+// the heartbeats carry the counts, and the job's page shows them while the
+// job is still leased.
+TEST_F(FaultsE2E, ARunningJobsProgressIsSeenThroughTheApi) {
+  start_postgres();
+  const Coordinator c = start_serve("serve");
+  start_agent("agent-a", c.address);
+  Result r = cli(c.address, {"campaign", "run", "--name", "progress", "--scenario", "lookup-scale",
+                             "--fs", "tmpfs", "--seeds", "1", "--param", "max_tasks=1", "--param",
+                             "mode=0", "--param", "test=0", "--param", "warmup_ms=0", "--param",
+                             "samples=40", "--param", "point_ms=250", "--json"});
+  ASSERT_EQ(r.exit, 0) << r.out << r.err;
+  const int64_t campaign = json::parse(r.out).at("campaign").get<int64_t>();
+  const int64_t job = sql_int(url(), "SELECT id FROM jobs WHERE campaign_id = " + std::to_string(campaign));
+  const int port = http_port_of(c);
+  json seen;
+  ASSERT_TRUE(poll_until(
+      [&] {
+        const Answer a = http_get(port, "/api/jobs/" + std::to_string(job));
+        if (a.status != 200) return false;
+        const json j = json::parse(a.body)["job"];
+        if (j.value("state", "") != "JOB_STATE_LEASED" || !j.contains("progress")) return false;
+        if (std::stoull(j["progress"].value("operations", "0")) == 0) return false;
+        seen = j;
+        return true;
+      },
+      60s, 100ms))
+      << tail_of(log_of("agent-a"));
+  EXPECT_FALSE(seen["progress"].value("updated_at", "").empty()) << seen.dump();
+  // Later heartbeats carry more.
+  const uint64_t first = std::stoull(seen["progress"].value("operations", "0"));
+  EXPECT_TRUE(poll_until(
+      [&] {
+        const json j = json::parse(http_get(port, "/api/jobs/" + std::to_string(job)).body)["job"];
+        return j.contains("progress") && std::stoull(j["progress"].value("operations", "0")) > first;
+      },
+      60s, 100ms));
+  wait_done(campaign, 120s);
 }
 
 // ---- 9. a run killed by a signal ----------------------------------------------

@@ -33,6 +33,8 @@ v1::RunDetail run_detail_from_json(const json& outcome) {
   d.set_unjudged(number<uint64_t>(outcome, "unjudged"));
   d.set_over_budget(number<uint64_t>(outcome, "over_budget"));
   *d.mutable_setup() = duration_of_seconds(number<double>(outcome, "setup_s"));
+  d.set_peak_rss_bytes(number<uint64_t>(outcome, "peak_rss_bytes"));
+  d.set_children_peak_rss_bytes(number<uint64_t>(outcome, "children_peak_rss_bytes"));
   v1::RaceTiming* t = d.mutable_timing();
   if (auto timing = outcome.find("timing"); timing != outcome.end() && timing->is_object()) {
     *t->mutable_mutator_mean() = duration_of_ns(number<int64_t>(*timing, "mutator_mean_ns"));

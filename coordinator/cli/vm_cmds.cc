@@ -76,7 +76,8 @@ VmCommands::VmCommands(CLI::App& app) {
   vm_run_->add_option("--kernel", launch_.kernel_label, "registered kernel label")->required();
   vm_run_->add_option("--count", launch_.count, "VMs to run")->check(CLI::Range(1, 64));
   vm_run_->add_option("--cpus", launch_.cpus, "vCPUs per VM")->check(CLI::Range(1, 64));
-  vm_run_->add_option("--mem", launch_.mem_mib, "MiB of memory per VM")
+  vm_run_->add_option("--mem", launch_.mem_mib,
+                      "MiB of memory per VM (default " + std::to_string(vm::kDefaultVmMemMib) + ")")
       ->check(CLI::Range(128, 65536));
   vm_run_->add_option("--cache-dir", cache_dir_,
                       "kernel and image store (default $LEAPFROG_CACHE or /var/cache/leapfrog)");

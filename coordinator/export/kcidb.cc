@@ -204,6 +204,13 @@ json to_kcidb(const CampaignData& d, const ExportOptions& o) {
       misc["counts"] = counts_of(out);
       misc["clock_source"] = out.clock_source();
       misc["agent_id"] = rec->agent_id();
+      // Why the run was killed (the OOM killer, a signal, a crash), typed.
+      if (out.has_killed() && out.killed().reason() != v1::RUN_KILL_UNSPECIFIED) {
+        misc["killed"] = {{"reason", v1::RunKill_Name(out.killed().reason())},
+                          {"signal", out.killed().signal()},
+                          {"line", out.killed().line()}};
+      }
+      if (out.run().peak_rss_bytes() > 0) misc["peak_rss_bytes"] = out.run().peak_rss_bytes();
       if (out.has_elapsed()) t["duration"] = seconds_of(out.elapsed());
       if (out.has_finished_at()) {
         google::protobuf::Timestamp start = out.finished_at();

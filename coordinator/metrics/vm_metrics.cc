@@ -24,12 +24,12 @@ VmMetrics::VmMetrics(const std::string& kernel)
                         .Register(registry_)),
       failures_(prometheus::BuildCounter()
                     .Name("leapfrog_vm_failures_total")
-                    .Help("VMs that ended their job, by kind (kernel-crash, hang, boot-failure)")
+                    .Help("VMs that ended their job, by kind (kernel-crash, hang, boot-failure, out-of-memory)")
                     .Register(registry_)) {
   for (const char* mode : {"boot", "template", "restore", "handoff"})
     boots_.Add({{"kernel", kernel}, {"mode", mode}});
   boot_seconds_.Add({{"kernel", kernel}}, boot_buckets());
-  for (const char* kind : {"kernel-crash", "hang", "boot-failure"})
+  for (const char* kind : {"kernel-crash", "hang", "boot-failure", "out-of-memory"})
     failures_.Add({{"kernel", kernel}, {"kind", kind}});
 }
 

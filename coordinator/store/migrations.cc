@@ -515,6 +515,19 @@ CREATE INDEX jobs_campaign_id ON jobs (campaign_id, id);
 DROP INDEX jobs_campaign;
 )sql";
 
+// The counts of a running job's latest heartbeat (v1.JobProgress), for the
+// attempt that sent them: shown while the job runs, kept when it ends.
+const char* const kJobProgress = R"sql(
+ALTER TABLE jobs
+  ADD COLUMN progress_attempt    integer,
+  ADD COLUMN progress_operations bigint,
+  ADD COLUMN progress_lookups    bigint,
+  ADD COLUMN progress_violations bigint,
+  ADD COLUMN progress_at         timestamptz;
+COMMENT ON COLUMN jobs.progress_attempt IS
+  'the attempt whose heartbeat sent the progress_* counts (v1.JobProgress)';
+)sql";
+
 const std::vector<Migration>& schema_migrations() {
   // Each version is applied once, in list order; a database made before
   // version 7 existed (with 8 and 9) gets 7 on its next start.
@@ -558,6 +571,7 @@ const std::vector<Migration>& schema_migrations() {
          spdlog::info("build_times_typed kernels={} outcomes={}", u.kernels, u.outcomes);
        }},
       {21, "jobs indexed by (campaign_id, id) for the campaign's job pages", kJobsByCampaign},
+      {22, "jobs keep the counts of their latest heartbeat", kJobProgress},
   };
   return all;
 }

@@ -12,6 +12,15 @@
 namespace leapfrog::coord {
 
 std::vector<PgStatement> agent_statements() {
+  // The counts of a heartbeat that carried them (r.ops >= 0), for the
+  // attempt it renews.
+  static constexpr const char* kProgressSet =
+      "  progress_attempt = CASE WHEN r.ops >= 0 THEN j.attempt ELSE j.progress_attempt END,"
+      "  progress_operations = CASE WHEN r.ops >= 0 THEN r.ops ELSE j.progress_operations END,"
+      "  progress_lookups = CASE WHEN r.ops >= 0 THEN r.lookups ELSE j.progress_lookups END,"
+      "  progress_violations = CASE WHEN r.ops >= 0 THEN r.violations"
+      "   ELSE j.progress_violations END,"
+      "  progress_at = CASE WHEN r.ops >= 0 THEN lf_ts(r.progress_us) ELSE j.progress_at END";
   return {
       {"touch_agents",
        "UPDATE agents a SET last_seen = greatest(a.last_seen,"
@@ -19,9 +28,12 @@ std::vector<PgStatement> agent_statements() {
        " FROM unnest($1::text[], $2::bigint[]) AS t(id, us) WHERE a.id = t.id"},
       // renew_lease for several callers, each on a job of its own.
       {"renew_leases",
-       "UPDATE jobs j SET lease_deadline = timestamptz 'epoch' + r.deadline * interval '1 microsecond'"
-       " FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], $5::text[])"
-       "  WITH ORDINALITY AS r(job_id, attempt, agent_id, deadline, key, n)"
+       "UPDATE jobs j SET lease_deadline = timestamptz 'epoch' + r.deadline * interval '1 microsecond',"
+       + std::string(kProgressSet) +
+       " FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[], $5::text[],"
+       "  $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])"
+       "  WITH ORDINALITY AS r(job_id, attempt, agent_id, deadline, key, ops, lookups, violations,"
+       "  progress_us, n)"
        " WHERE j.id = r.job_id AND j.attempt = r.attempt AND j.agent_id = r.agent_id"
        "  AND j.state = 'leased' AND " +
            key_matches_sql("r.attempt", "r.key") +  // holders: j's, unnest has none
@@ -64,7 +76,7 @@ void write_renewals(PgPool& pool, PgRenewals::Batch& batch) {
     std::set<int64_t> jobs;
     for (auto* item : left) (jobs.insert(item->request.job_id).second ? round : later).push_back(item);
     left = std::move(later);
-    std::vector<int64_t> job_ids, deadlines;
+    std::vector<int64_t> job_ids, deadlines, ops, lookups, violations, progress_us;
     std::vector<uint32_t> attempts;
     std::vector<std::string> agents, keys;
     for (const auto* item : round) {
@@ -73,6 +85,10 @@ void write_renewals(PgPool& pool, PgRenewals::Batch& batch) {
       agents.push_back(item->request.agent_id);
       deadlines.push_back(item->request.deadline_us);
       keys.push_back(item->request.key);
+      ops.push_back(item->request.operations);
+      lookups.push_back(item->request.lookups_judged);
+      violations.push_back(item->request.violations);
+      progress_us.push_back(item->request.progress_us);
     }
     try {
       auto renewed = run_autocommit(pool, "renew_lease", [&](pqxx::nontransaction& txn) {
@@ -80,13 +96,17 @@ void write_renewals(PgPool& pool, PgRenewals::Batch& batch) {
         if (round.size() == 1) {
           const PgRenew& r = round[0]->request;
           auto rows = txn.exec_prepared("renew_lease", r.job_id, r.attempt, r.agent_id,
-                                        r.deadline_us, r.key);
+                                        r.deadline_us, r.key, r.operations, r.lookups_judged,
+                                        r.violations, r.progress_us);
           if (!rows.empty()) out[0] = TimePoint(Duration(rows[0][0].as<int64_t>()));
           return out;
         }
         for (const auto& row : txn.exec_prepared("renew_leases", number_array(job_ids),
                                                  number_array(attempts), text_array(agents),
-                                                 number_array(deadlines), text_array(keys)))
+                                                 number_array(deadlines), text_array(keys),
+                                                 number_array(ops), number_array(lookups),
+                                                 number_array(violations),
+                                                 number_array(progress_us)))
           out.at(row[0].as<size_t>() - 1) = TimePoint(Duration(row[1].as<int64_t>()));
         return out;
       });

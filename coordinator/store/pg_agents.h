@@ -30,6 +30,12 @@ struct PgRenew {
   uint32_t attempt = 0;
   int64_t deadline_us = 0;
   std::string key;  // Store's `key`
+  // The run's counts (HeartbeatRequest.progress) and when they came; -1:
+  // the heartbeat carried none, and the stored ones stay.
+  int64_t operations = -1;
+  int64_t lookups_judged = -1;
+  int64_t violations = -1;
+  int64_t progress_us = 0;
 };
 
 using PgTouchWriter = PgBatchWriter<PgTouch, bool>;

@@ -95,6 +95,13 @@ v1::JobInfo job_info_from_row(const pqxx::row& r) {
     if (!r[9].is_null()) *j.mutable_build() = parse<v1::KernelBuild>(r[9], "kernel build");
     j.set_release(r[10].as<std::string>());
   }
+  if (r.size() > 14 && r[11].as<int64_t>() >= 0) {
+    v1::JobProgress* p = j.mutable_progress();
+    p->set_operations(static_cast<uint64_t>(r[11].as<int64_t>()));
+    p->set_lookups_judged(static_cast<uint64_t>(r[12].as<int64_t>()));
+    p->set_violations(static_cast<uint64_t>(r[13].as<int64_t>()));
+    set_timestamp(p->mutable_updated_at(), r[14].as<int64_t>());
+  }
   return j;
 }
 

@@ -14,7 +14,11 @@ namespace leapfrog::coord {
 // The columns of jobs job_info_from_row reads (FROM jobs).
 inline constexpr const char* kJobInfoColumns =
     "id, campaign_id, spec, kernel_label, state, attempt, coalesce(agent_id, ''),"
-    "  coalesce(verdict, 0), coalesce(reason, ''), build, coalesce(release, '')";
+    "  coalesce(verdict, 0), coalesce(reason, ''), build, coalesce(release, ''),"
+    // The progress of the current attempt's latest heartbeat, -1: none.
+    "  CASE WHEN progress_attempt = attempt THEN progress_operations ELSE -1 END,"
+    "  coalesce(progress_lookups, 0), coalesce(progress_violations, 0),"
+    "  coalesce(lf_us(progress_at), 0)";
 // The columns outcome_records reads (FROM outcomes o JOIN jobs j).
 inline constexpr const char* kOutcomeColumns =
     "o.job_id, o.attempt, o.campaign_id, j.spec, j.kernel_label, o.agent_id,"

@@ -155,7 +155,15 @@ const PgStatement kStatements[] = {
          " RETURNING j.id, j.attempt, j.campaign_id, j.spec, j.kernel_label,"
          "  (extract(epoch FROM j.lease_deadline) * 1000000)::bigint, w.n"},
     {"renew_lease",
-     "UPDATE jobs SET lease_deadline = timestamptz 'epoch' + $4::bigint * interval '1 microsecond'"
+     "UPDATE jobs SET lease_deadline = timestamptz 'epoch' + $4::bigint * interval '1 microsecond',"
+     // The counts of a heartbeat that carried them ($6 >= 0), as renew_leases.
+     "  progress_attempt = CASE WHEN $6::bigint >= 0 THEN attempt ELSE progress_attempt END,"
+     "  progress_operations = CASE WHEN $6::bigint >= 0 THEN $6::bigint"
+     "   ELSE progress_operations END,"
+     "  progress_lookups = CASE WHEN $6::bigint >= 0 THEN $7::bigint ELSE progress_lookups END,"
+     "  progress_violations = CASE WHEN $6::bigint >= 0 THEN $8::bigint"
+     "   ELSE progress_violations END,"
+     "  progress_at = CASE WHEN $6::bigint >= 0 THEN lf_ts($9::bigint) ELSE progress_at END"
      " WHERE id = $1 AND attempt = $2 AND agent_id = $3 AND state = 'leased'"
      "  AND " +
          key_matches_sql("attempt", "$5") +
@@ -195,7 +203,10 @@ const PgStatement kStatements[] = {
      "  ON CONFLICT (job_id, attempt) DO NOTHING RETURNING job_id, attempt),"
      // An extra (superseded) outcome leaves its job alone.
      " finished AS (UPDATE jobs j SET state = 'done', verdict = r.verdict, agent_id = r.agent_id,"
-     "  lease_deadline = NULL, reason = NULL,"
+     // An INFRA_FAILURE the agent reported (its run killed by the OOM
+     // killer) says why where an expired lease's does.
+     "  lease_deadline = NULL,"
+     "  reason = CASE WHEN r.verdict = 4 AND r.error <> '' THEN left(r.error, 2000) END,"
      "  finished_at = timestamptz 'epoch' + r.at * interval '1 microsecond'"
      "  FROM r JOIN stored s ON s.job_id = r.job_id AND s.attempt = r.attempt"
      "  WHERE j.id = r.job_id AND NOT r.extra)"

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <pqxx/pqxx>
 #include <tuple>
@@ -368,8 +369,19 @@ void PgStore::lease_job_async(const std::string& agent_id, const v1::Capabilitie
 
 std::optional<TimePoint> PgStore::renew_lease(const std::string& agent_id, int64_t job_id,
                                               uint32_t attempt, TimePoint now, Duration lease,
-                                              const std::string& key) {
-  const PgRenew request{clean(agent_id), job_id, attempt, us(now + lease), clean(key)};
+                                              const std::string& key,
+                                              const v1::JobProgress* progress) {
+  PgRenew request{clean(agent_id), job_id, attempt, us(now + lease), clean(key)};
+  if (progress) {
+    // Counts past what a bigint holds are no count a run reaches: clamp.
+    auto count = [](uint64_t v) {
+      return static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max()));
+    };
+    request.operations = count(progress->operations());
+    request.lookups_judged = count(progress->lookups_judged());
+    request.violations = count(progress->violations());
+    request.progress_us = us(now);
+  }
   auto renewed =
       renewals_->submit(request, [this](PgRenewals::Batch& batch) { write_renewals(*pool_, batch); });
   if (!renewed) throw_if_leased_with_other_key(agent_id, job_id, attempt, key);

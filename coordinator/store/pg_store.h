@@ -109,7 +109,8 @@ class PgStore : public Store {
                        const std::string& key = kTrustedCaller) override;
   std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                        uint32_t attempt, TimePoint now, Duration lease,
-                                       const std::string& key = kTrustedCaller) override;
+                                       const std::string& key = kTrustedCaller,
+                                       const v1::JobProgress* progress = nullptr) override;
   std::optional<v1::Job> lease_build_job(const std::string& agent_id, TimePoint now,
                                          Duration lease,
                                          const std::string& key = kTrustedCaller) override;

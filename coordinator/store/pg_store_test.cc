@@ -386,6 +386,39 @@ TEST_F(PgStoreTest, HeartbeatsRenewTheLease) {
   EXPECT_FALSE(store_->renew_lease("a", j->job_id(), j->attempt(), kT0 + 52s, kLease));
 }
 
+// Issue 47: a heartbeat's counts are kept with the job for its attempt, a
+// heartbeat without them leaves them as they were, and a new attempt starts
+// with none.
+TEST_F(PgStoreTest, HeartbeatsKeepTheRunsProgressForTheirAttempt) {
+  auto campaign = store_->create_campaign(campaign_spec("progress", 3), jobs(1), 0, kT0);
+  auto j = lease("a", kT0);
+  ASSERT_TRUE(j);
+  EXPECT_FALSE(job_info(campaign, j->job_id()).has_progress());
+  v1::JobProgress p;
+  p.set_operations(1000);
+  p.set_lookups_judged(900);
+  p.set_violations(2);
+  ASSERT_TRUE(store_->renew_lease("a", j->job_id(), j->attempt(), kT0 + 5s, kLease, kTrustedCaller, &p));
+  v1::JobInfo info = job_info(campaign, j->job_id());
+  ASSERT_TRUE(info.has_progress());
+  EXPECT_EQ(info.progress().operations(), 1000u);
+  EXPECT_EQ(info.progress().lookups_judged(), 900u);
+  EXPECT_EQ(info.progress().violations(), 2u);
+  EXPECT_EQ(info.progress().updated_at().seconds(),
+            std::chrono::duration_cast<std::chrono::seconds>((kT0 + 5s).time_since_epoch()).count());
+  ASSERT_TRUE(store_->renew_lease("a", j->job_id(), j->attempt(), kT0 + 10s, kLease));
+  EXPECT_EQ(job_info(campaign, j->job_id()).progress().operations(), 1000u);
+  // Through get_job too (the job's page).
+  ASSERT_TRUE(store_->get_job(j->job_id()));
+  EXPECT_EQ(store_->get_job(j->job_id())->progress().lookups_judged(), 900u);
+  // Expired and leased again: the new attempt has reported nothing yet.
+  EXPECT_EQ(store_->expire_leases(kT0 + 41s), 1);
+  auto again = lease("b", kT0 + 42s);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->job_id(), j->job_id());
+  EXPECT_FALSE(job_info(campaign, j->job_id()).has_progress());
+}
+
 TEST_F(PgStoreTest, ExpiredLeasesRequeueThenEndAsInfraFailure) {
   auto campaign = store_->create_campaign(campaign_spec("lossy", 3), jobs(1), 0, kT0);
   TimePoint now = kT0;
@@ -408,6 +441,29 @@ TEST_F(PgStoreTest, ExpiredLeasesRequeueThenEndAsInfraFailure) {
   auto c = store_->get_campaign(campaign);
   EXPECT_EQ(c->state(), v1::CAMPAIGN_STATE_DONE);
   EXPECT_EQ(c->by_verdict().at("infra-failure"), 1u);
+}
+
+// Issue 47: a run the OOM killer killed is an INFRA_FAILURE the agent
+// reports; the job's reason (the campaign page's column) is its error.
+TEST_F(PgStoreTest, AnOutOfMemoryReportSaysWhyInTheJobsReason) {
+  auto campaign = store_->create_campaign(campaign_spec("oom", 1), jobs(1), 0, kT0);
+  auto j = lease("a", kT0);
+  ASSERT_TRUE(j);
+  v1::Outcome o = outcome(v1::VERDICT_INFRA_FAILURE);
+  o.set_error("out of memory: the OOM killer killed the run (Out of memory: Killed process 72 (leapfrog-agent))");
+  o.mutable_killed()->set_reason(v1::RUN_KILL_OUT_OF_MEMORY);
+  EXPECT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 1s), ReportResult::Stored);
+  const v1::JobInfo info = job_info(campaign, j->job_id());
+  EXPECT_EQ(info.verdict(), v1::VERDICT_INFRA_FAILURE);
+  EXPECT_EQ(info.reason(), o.error());
+  // Another verdict's error stays in its outcome.
+  auto campaign2 = store_->create_campaign(campaign_spec("err", 1), jobs(1), 0, kT0);
+  auto k = lease("a", kT0);
+  ASSERT_TRUE(k);
+  v1::Outcome e = outcome(v1::VERDICT_ERROR);
+  e.set_error("no FUSE");
+  EXPECT_EQ(store_->report_outcome("a", k->job_id(), k->attempt(), e, kT0 + 1s), ReportResult::Stored);
+  EXPECT_EQ(job_info(campaign2, k->job_id()).reason(), "");
 }
 
 TEST_F(PgStoreTest, ReleasedLeasesDoNotCountAsAttempts) {

@@ -344,10 +344,13 @@ class Store {
   }
   // Extends the lease if (job, attempt) is still leased by this agent; returns
   // the new deadline, or nullopt if the lease is no longer the agent's.
-  // Throws WrongAgentSecret if it is, but was taken with another key.
+  // Throws WrongAgentSecret if it is, but was taken with another key. With
+  // `progress`, the renewal also keeps the run's counts so far (received
+  // `now`) for JobInfo.progress.
   virtual std::optional<TimePoint> renew_lease(const std::string& agent_id, int64_t job_id,
                                                uint32_t attempt, TimePoint now, Duration lease,
-                                               const std::string& key = kTrustedCaller) = 0;
+                                               const std::string& key = kTrustedCaller,
+                                               const v1::JobProgress* progress = nullptr) = 0;
   // Stores the outcome of (job, attempt) once. Accepted while that attempt is
   // the job's current one (leased, or requeued but not yet leased again, or
   // ended as INFRA_FAILURE by expiry: the real outcome then replaces it).

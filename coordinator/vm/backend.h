@@ -12,6 +12,14 @@
 
 namespace leapfrog::vm {
 
+// The memory of a VM unless `leapfrog vm run --mem` says otherwise, in MiB.
+// To be chosen from measurement (issue 47): the agent's peak RSS for the
+// heaviest scenario (Outcome.run.peak_rss_bytes), plus what the file systems
+// under test take of the guest's RAM (loop images, page cache). Below it a
+// run may be killed by the guest's OOM killer, which its outcome then says
+// (Outcome.killed).
+inline constexpr int kDefaultVmMemMib = 512;
+
 // A VM could not be started, saved or loaded; the message says why.
 class VmError : public std::runtime_error {
  public:

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/console/console_parser.h"
+#include "common/console/oom_kill.h"
 #include "common/kernel/kernel_image.h"
 #include "common/ktap/words.h"
 #include "common/process.h"
@@ -324,6 +325,15 @@ class Launcher {
     return o;
   }
 
+  // The last OOM kill of an agent process in the console since the agent's
+  // last job ended, if any.
+  static std::optional<console::OomKill> agent_oom_kill(const Slot& s) {
+    std::optional<console::OomKill> last;
+    for (auto& k : console::oom_kills_in(read_from(s.console, s.job_console_offset)))
+      if (k.comm.rfind("leapfrog-agent", 0) == 0) last = std::move(k);
+    return last;
+  }
+
   // Ends the VM's job as `verdict` and replaces the VM.
   void fail(Slot& s, v1::Verdict verdict, const std::string& error, const char* kind) {
     coord_.fail_job(s.name, s.job, outcome(verdict, error, s));
@@ -349,6 +359,7 @@ class Launcher {
     if (exited && !s.registered)
       if (auto a = coord_.agents(slot_names())) agents_ = std::move(*a);
     auto it = agents_.find(s.name);
+    const int64_t job_was = s.job;
     if (it != agents_.end()) {
       const int64_t seen = micros(it->second.last_seen());
       if (seen != s.last_seen_us) {
@@ -360,6 +371,7 @@ class Launcher {
         s.job = it->second.current_job();
       }
     }
+    if (job_was != 0 && s.job != job_was) s.job_console_offset = size;
     if (!s.registered) {
       if (it != agents_.end() && s.last_seen_us >= wall_micros(s.started_wall)) {
         s.registered = true;
@@ -370,6 +382,7 @@ class Launcher {
         const size_t init = console.find(kInitLine);
         s.registered_offset = s.restored ? 0 : init == std::string::npos ? size : init;
         log_clock_source(s.name, console);
+        s.job_console_offset = s.registered_offset;
         s.last_seen_local = now;
         ever_registered_ = true;
         spdlog::info("vm.registered agent={} generation={} boot_ms={}", s.name, s.generation,
@@ -423,6 +436,26 @@ class Launcher {
                    r.title, reports.size());
       fail(s, v1::VERDICT_KERNEL_CRASH, r.title, "kernel-crash");
       return;
+    }
+    // The guest's OOM killer took the agent itself (its runs' kills the agent
+    // reports): an infrastructure failure that says so, not a hang or a crash.
+    if (exited || std::min(now - s.last_output, now - s.last_seen_local) > opts_.hang_timeout) {
+      if (const auto agent_oom = agent_oom_kill(s)) {
+        s.vm->kill();
+        spdlog::warn("vm.agent_out_of_memory agent={} job={} line=\"{}\"", s.name, s.job,
+                     agent_oom->line);
+        v1::Outcome o = outcome(v1::VERDICT_INFRA_FAILURE,
+                                "out of memory: the guest's OOM killer killed the agent (" +
+                                    agent_oom->line + ")",
+                                s);
+        o.mutable_killed()->set_reason(v1::RUN_KILL_OUT_OF_MEMORY);
+        o.mutable_killed()->set_signal(9);
+        o.mutable_killed()->set_line(agent_oom->line);
+        coord_.fail_job(s.name, s.job, o);
+        if (opts_.events) opts_.events->vm_failed(opts_.kernel_label, "out-of-memory");
+        vms_->start(s);
+        return;
+      }
     }
     if (exited) {
       fail(s, v1::VERDICT_KERNEL_CRASH,

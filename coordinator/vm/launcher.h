@@ -28,6 +28,8 @@
 #include <chrono>
 #include <string>
 
+#include "coordinator/vm/backend.h"
+
 namespace leapfrog::vm {
 
 // What the launcher tells as its VMs come and go, for its metrics
@@ -50,7 +52,7 @@ struct LauncherOptions {
   std::string kernel_label;
   int count = 1;
   int cpus = 2;
-  int mem_mib = 512;
+  int mem_mib = kDefaultVmMemMib;
   // Let the agents run selftest-crash and selftest-hang jobs (tests only).
   bool selftest = false;
   std::string cache_dir;     // kernels/ and images/; default default_cache_dir()

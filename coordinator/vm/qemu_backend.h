@@ -11,7 +11,7 @@ namespace leapfrog::vm {
 
 struct QemuPoolOptions {
   int cpus = 2;
-  int mem_mib = 512;
+  int mem_mib = kDefaultVmMemMib;
   bool kvm = false;          // else TCG
   int coordinator_port = 0;  // the guests reach 127.0.0.1:PORT (guestfwd)
   std::string socket_dir;    // QMP and control sockets: a short path

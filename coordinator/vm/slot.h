@@ -50,6 +50,10 @@ struct Slot {
   int64_t last_seen_us = 0;
   Steady::time_point last_seen_local;  // when last_seen last advanced
   int64_t job = 0;
+  // Where the console stood when the agent's last job ended: an OOM kill
+  // after it belongs to what the VM does now (the agent reported those of
+  // its jobs' runs itself).
+  size_t job_console_offset = 0;
   std::string kernel_sha256;  // of the image this generation booted
   std::optional<Steady::time_point> report_seen;
   bool stopped = false;

@@ -58,6 +58,7 @@ export type {
 export type { Action, Issue, IssueKernel, ListActionsResponse as ListActions, ListIssuesResponse as ListIssues, ReproRate } from '../gen/leapfrog/v1/triage';
 export type { Event, ListSubscriptionsResponse as ListSubscriptions, Subscription } from '../gen/leapfrog/v1/notify';
 export type {
+  JobProgress,
   MutationTrace,
   Outcome,
   PossibleVersion,
@@ -91,7 +92,7 @@ export type {
 
 // An enum's name as people read it: "VERDICT_KERNEL_CRASH" -> "kernel-crash",
 // "ISSUE_STATUS_NEW" -> "new", an UNSPECIFIED one ""; other text as it is.
-const ENUM_PREFIXES = ['VERDICT_', 'JOB_STATE_', 'CAMPAIGN_STATE_', 'ISSUE_STATUS_', 'ACTION_KIND_', 'ISSUE_KIND_', 'ACTION_STATE_', 'EVENT_KIND_', 'SCALE_MODE_', 'CPU_PINNING_', 'ALIGNMENT_', 'NODE_KIND_', 'VIOLATION_KIND_', 'BISECT_STEP_', 'KERNEL_STATUS_'];
+const ENUM_PREFIXES = ['VERDICT_', 'JOB_STATE_', 'CAMPAIGN_STATE_', 'ISSUE_STATUS_', 'ACTION_KIND_', 'ISSUE_KIND_', 'ACTION_STATE_', 'EVENT_KIND_', 'SCALE_MODE_', 'CPU_PINNING_', 'ALIGNMENT_', 'NODE_KIND_', 'VIOLATION_KIND_', 'BISECT_STEP_', 'KERNEL_STATUS_', 'RUN_KILL_'];
 export function enumText(v: string | undefined | null): string {
   if (!v) return '';
   const prefix = ENUM_PREFIXES.find((p) => v.startsWith(p));

@@ -116,10 +116,12 @@ uint64_t task_cpu_ns(Board* b, uint32_t tasks) {
   return ns;
 }
 
-// Measures one point: `tasks` tasks of `tc`, a warm-up, then the samples.
-// Throws std::runtime_error when a task failed.
+// Measures one point: `tasks` tasks of `tc`, a warm-up, then the samples;
+// each sample's operations go to `progress` (if any) as it ends. Throws
+// std::runtime_error when a task failed.
 PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
-                    const LookupPaths& paths, const std::vector<int>& cpus, const Timing& tm) {
+                    const LookupPaths& paths, const std::vector<int>& cpus, const Timing& tm,
+                    RunProgress* progress) {
   b->go = 0;
   b->stop = 0;
   b->ready = 0;
@@ -177,6 +179,7 @@ PointResult measure(Board* b, const Testcase& tc, bool threads, uint32_t tasks,
     const TimeNs t1 = now_ns();
     const uint64_t c1 = total_ops(b, tasks);
     r.samples[r.n++] = static_cast<double>(c1 - c0) / (static_cast<double>(t1 - t0) / 1e9);
+    if (progress) progress->operations.fetch_add(c1 - c0, std::memory_order_relaxed);
     const scale::HostView host = scale::read_host_view(scale::host_view_path());
     if (host.known) r.host_load = std::max(r.host_load, host.other_load);
     t0 = t1;
@@ -273,7 +276,7 @@ class LookupScale : public Scenario {
             if (mode != 2 && mode != threads) continue;
             for (uint32_t n = 1; n <= max_tasks; ++n)
               board->results[ti][threads][n] =
-                  measure(board, kTestcases[ti], threads, n, paths, cpus, tm);
+                  measure(board, kTestcases[ti], threads, n, paths, cpus, tm, ctx.opts.progress);
           }
         }
       } catch (const std::exception& e) {

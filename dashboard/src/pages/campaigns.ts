@@ -1,4 +1,4 @@
-import { enumText, get, type CampaignPage, type JobPage, type ListCampaigns } from '../api';
+import { enumText, get, type CampaignPage, type JobInfo, type JobPage, type ListCampaigns } from '../api';
 import { ago, h, link, table, verdictBadge, when } from '../dom';
 import type { Page } from '../router';
 import { matrixTable, progress, warningList } from './overview';
@@ -92,9 +92,30 @@ export const campaignPage: Page = async (root, [id], query) => {
   return () => clearInterval(timer);
 };
 
+// A running job's counts from its latest heartbeat, and how long they have
+// not moved (`since`: when the page first saw them as they are), so that a
+// stuck job shows.
+function progressLine(j: JobInfo, since: number, now = Date.now()): HTMLElement {
+  const p = j.progress;
+  if (!p) return h('p', { class: 'muted', id: 'job-progress' }, j.state === 'JOB_STATE_LEASED' ? 'No progress reported yet.' : '');
+  const still = Math.round((now - since) / 1000);
+  const stuck = j.state === 'JOB_STATE_LEASED' && still >= 30;
+  return h(
+    'p',
+    { id: 'job-progress', class: stuck ? 'warnings' : '', 'data-operations': p.operations, 'data-lookups': p.lookups_judged, 'data-violations': p.violations },
+    h('b', {}, j.state === 'JOB_STATE_LEASED' ? 'running: ' : 'last progress: '),
+    `${p.operations} operations, ${p.lookups_judged} lookups judged, ${p.violations} violations (heartbeat ${ago(p.updated_at ?? null, now)})`,
+    stuck ? `; no change for ${still} s` : '',
+  );
+}
+
 export const jobPage: Page = async (root, [id]) => {
   const d = await get<JobPage>(`/api/jobs/${id}`);
   const j = d.job!;
+  const countsOf = (x: JobInfo) => `${x.progress?.operations}/${x.progress?.lookups_judged}/${x.progress?.violations}`;
+  let counts = countsOf(j);
+  let since = Date.now();
+  const live = progressLine(j, since);
   root.append(
     h('h1', {}, `Job #${j.job_id}`),
     h(
@@ -107,9 +128,24 @@ export const jobPage: Page = async (root, [id]) => {
       `; ${enumText(j.state)}, attempt ${j.attempt} `,
       verdictBadge(j.verdict),
     ),
+    live,
     h('div', { id: 'job-kernel' }, kernelCard(j.kernel_label, d.kernels[j.kernel_label] ?? null)),
   );
   const cleanups: (() => void)[] = [];
+  // While the job runs, its counts move with each heartbeat.
+  let state = j.state;
+  const timer = setInterval(async () => {
+    if (state === 'JOB_STATE_DONE') return;
+    const now = await get<JobPage>(`/api/jobs/${id}`).catch(() => null);
+    if (!now?.job) return;
+    state = now.job.state;
+    if (countsOf(now.job) !== counts) {
+      counts = countsOf(now.job);
+      since = Date.now();
+    }
+    root.querySelector('#job-progress')?.replaceWith(progressLine(now.job, since));
+  }, 3000);
+  cleanups.push(() => clearInterval(timer));
   if (!d.outcomes.length) root.append(h('p', {}, 'No outcome yet.'));
   for (const o of d.outcomes) {
     const view = outcomeView(o);

@@ -68,6 +68,8 @@ export function strategyView(s: RaceStrategy | undefined): HTMLElement {
   );
 }
 
+const mib = (bytes: number) => (bytes / (1 << 20)).toFixed(1);
+
 // `first`: the violation shown first (an issue shows its own signature's).
 export function outcomeView(r: OutcomeRecord, first?: Violation): { element: HTMLElement; dispose: () => void } {
   const o = r.outcome;
@@ -89,6 +91,18 @@ export function outcomeView(r: OutcomeRecord, first?: Violation): { element: HTM
     strategyView(o.strategy),
   );
   if (o.error) box.append(h('p', { class: 'error-text' }, `error: ${o.error}`));
+  // Why the run was killed (the OOM killer, a signal, a crash): its own line.
+  const killed = o.killed;
+  if (killed && enumText(killed.reason)) {
+    box.append(
+      h('p', { class: 'error-text', id: 'run-killed', 'data-reason': killed.reason }, h('b', {}, 'killed: '), `${enumText(killed.reason)}${killed.line ? `: ${killed.line}` : ''}`),
+    );
+  }
+  const rss = Number(o.run?.peak_rss_bytes ?? 0);
+  const childRss = Number(o.run?.children_peak_rss_bytes ?? 0);
+  if (rss || childRss) {
+    box.append(h('p', { class: 'muted', id: 'peak-rss' }, `peak RSS: run ${mib(rss)} MiB, largest child ${mib(childRss)} MiB`));
+  }
   if (o.console_tail) box.append(h('h4', {}, 'Console tail'), h('pre', { class: 'console' }, o.console_tail));
   let dispose = () => {};
   if (o.violations.length) {
