@@ -448,10 +448,14 @@ TEST(RunRace, ASinkTakesEveryRecordInOrderThroughASmallRing) {
       const auto& got = sink.records[a];
       EXPECT_TRUE(sink.ended[a]);
       ASSERT_GE(got.size(), cfg.iterations) << fuzzy << " actor " << a;
-      if (fuzzy) EXPECT_EQ(got.size(), cfg.iterations) << a;
+      if (fuzzy) {
+        EXPECT_EQ(got.size(), cfg.iterations) << a;
+      }
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].round, i) << fuzzy << " actor " << a;
-        if (i) ASSERT_GE(got[i].invoke, got[i - 1].complete) << fuzzy << " actor " << a;
+        if (i) {
+          ASSERT_GE(got[i].invoke, got[i - 1].complete) << fuzzy << " actor " << a;
+        }
       }
     }
     EXPECT_EQ(r.taken, sink.records[0].size() + sink.records[1].size());
