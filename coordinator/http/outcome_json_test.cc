@@ -99,7 +99,8 @@ TEST(OutcomeJson, AnOldRowWithOnlyOutcomeJsonPrintsAsANewTypedRow) {
   EXPECT_EQ(r["timing"], (json{{"mutator_mean", "0.000001500s"},
                                {"observer_mean", "0.000002500s"},
                                {"delay_span", "0.000004s"},
-                               {"warmup_rounds", 8}}));
+                               {"warmup_rounds", 8},
+                               {"backpressure_waits", "0"}}));
   EXPECT_EQ(r["notes"], json(run.notes));
 
   // The typed fields win over an old JSON that says otherwise.
@@ -120,7 +121,8 @@ TEST(OutcomeJson, AnOutcomeWithNeitherPrintsNoRunAndABrokenJsonIsNoDetail) {
   EXPECT_EQ(run["rounds"], "0");
   EXPECT_EQ(run["mutations"], "0");
   EXPECT_EQ(run["notes"], json::array({"kept"}));
-  EXPECT_EQ(run.value("timing", json::object()), (json{{"warmup_rounds", 0}}));
+  EXPECT_EQ(run.value("timing", json::object()),
+            (json{{"warmup_rounds", 0}, {"backpressure_waits", "0"}}));
 }
 
 }  // namespace
