@@ -320,12 +320,10 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx) {
   out.race_window_hits = recorder.race_window_hits();
   note_ops(out);
   if (out.ops == 0) return out;
+  // Without a violation the outcome keeps its defaults (-1, 0).
   if (out.check.first_violation_at < kTimeMax) {
     out.first_violation_ns = out.check.first_violation_at - recorder.first_invoke();
     out.ops_to_first_violation = recorder.lookups_to_first_violation();
-  } else {
-    out.first_violation_ns = -1;
-    out.ops_to_first_violation = 0;
   }
   judge_outcome(out);
   return out;

@@ -19,6 +19,7 @@ LookupRecorder::LookupRecorder(const History& templ, Shape shape, std::ostream* 
   latest_.assign(n, kTimeMin);
   done_.assign(n, false);
   shape_.aligned_observer.resize(n, false);
+  if (shape_.has_mutator) rounds_.resize(kRoundRing);
   if (history) writer_ = std::make_unique<HistoryWriter>(*history, templ.header, templ.effects,
                                                          templ.queries);
 }
@@ -32,7 +33,6 @@ size_t LookupRecorder::take(uint32_t actor, const RawRecord* records, size_t n) 
     q.push_back(r);
     latest_[actor] = std::max(latest_[actor], r.invoke);
     if (mutator) {
-      rounds_.resize(kRoundRing);
       rounds_[r.round % kRoundRing] = RoundWindow{r.round, r.invoke, r.complete};
       mutator_round_ = std::max<int64_t>(mutator_round_, r.round);
     } else if (shape_.has_mutator && shape_.aligned_observer[actor]) {
@@ -71,11 +71,14 @@ void LookupRecorder::done(uint32_t actor) {
 
 void LookupRecorder::drained() {
   release(false);
-  if (progress_) {
-    progress_->operations.store(mutations_ + lookups_, std::memory_order_relaxed);
-    progress_->lookups_judged.store(judge_.lookups_done(), std::memory_order_relaxed);
-    progress_->violations.store(judge_.violations(), std::memory_order_relaxed);
-  }
+  publish_progress(judge_.violations());
+}
+
+void LookupRecorder::publish_progress(uint64_t violations) {
+  if (!progress_) return;
+  progress_->operations.store(mutations_ + lookups_, std::memory_order_relaxed);
+  progress_->lookups_judged.store(judge_.lookups_done(), std::memory_order_relaxed);
+  progress_->violations.store(violations, std::memory_order_relaxed);
 }
 
 // Merges every record no running actor can still precede: those invoked
@@ -129,11 +132,7 @@ CheckResult LookupRecorder::finish() {
   release(true);
   settle_waiting();
   CheckResult r = judge_.finish();
-  if (progress_) {
-    progress_->operations.store(mutations_ + lookups_, std::memory_order_relaxed);
-    progress_->lookups_judged.store(judge_.lookups_done(), std::memory_order_relaxed);
-    progress_->violations.store(r.violation_count, std::memory_order_relaxed);
-  }
+  publish_progress(r.violation_count);
   return r;
 }
 

@@ -68,6 +68,8 @@ class LookupRecorder final : public RecordSink {
   void emit(uint32_t actor, const RawRecord& r);
   void count_window_hit(uint32_t round, TimeNs invoke, TimeNs complete);
   void settle_waiting();
+  // The live counts, for whoever reports progress (RunProgress).
+  void publish_progress(uint64_t violations);
 
   const History& templ_;
   Shape shape_;
@@ -82,7 +84,8 @@ class LookupRecorder final : public RecordSink {
   uint64_t mutations_ = 0, lookups_ = 0;
   TimeNs first_invoke_ = kTimeMax;
   // Race-window hits: each round's mutation, in a ring by round (aligned
-  // actors are never further apart than the buffers they fill).
+  // actors are never further apart than the buffers they fill); sized once
+  // when there is a mutator.
   std::vector<RoundWindow> rounds_;
   std::vector<Waiting> waiting_;
   int64_t mutator_round_ = -1;  // latest round of a mutation taken
