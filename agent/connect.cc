@@ -436,7 +436,7 @@ class Agent {
   void run_build(const v1::Job& job) {
     const v1::KernelBuild& b = job.build();
     spdlog::info("job.build_start job={} attempt={} label={} source={} patches={}", job.job_id(), job.attempt(),
-                 b.label(), b.source(), b.patches_size());
+                 b.label(), b.source(), b.patch_files_size());
     if (!opts_.build_runner) {
       finish(job, error_outcome("this agent cannot build kernels (started without --builder)"));
       return;
@@ -752,10 +752,14 @@ class Agent {
 
 }  // namespace
 
-int run_connect(const ConnectOptions& in) {
-  ConnectOptions opts = in;
+void fill_connect_defaults(ConnectOptions& opts) {
   if (opts.name.empty()) opts.name = host_name() + "-" + std::to_string(getpid());
   if (opts.spool_dir.empty()) opts.spool_dir = "/var/tmp/leapfrog-agent-" + opts.name;
+}
+
+int run_connect(const ConnectOptions& in) {
+  ConnectOptions opts = in;
+  fill_connect_defaults(opts);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);

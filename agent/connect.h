@@ -58,6 +58,10 @@ struct ConnectOptions {
 };
 
 // Runs until SIGTERM/SIGINT (or max_jobs). Returns the process exit code.
+// Fills what run_connect defaults: the name (host-pid) and the spool
+// (/var/tmp/leapfrog-agent-<name>).
+void fill_connect_defaults(ConnectOptions& opts);
+
 int run_connect(const ConnectOptions& opts);
 
 }  // namespace leapfrog

@@ -26,6 +26,7 @@
 #include "agent/connect.h"
 #ifdef LEAPFROG_AGENT_BUILDER
 #include "agent/build_job.h"
+#include "common/kernel/build_file.h"
 #include "common/kernel/kernel_image.h"
 #endif
 #include "agent/options.h"
@@ -365,6 +366,11 @@ int main(int argc, char** argv) {
                     "also run kernel build jobs (CampaignSpec.builds) and store the kernels they build");
   connect->add_option("--build-cache", build_cache,
                       "build cache and kernel store of --builder (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
+  std::vector<std::string> source_roots;
+  connect->add_option("--source-root", source_roots,
+                      "folder a build's source is named relative to (repeatable; default /usr/src, where "
+                      "Debian's linux-source-* tarballs are)")
+      ->check(CLI::ExistingDirectory);
   connect->add_option("--wait-for", connect_opts.wait_for,
                       "connect only once this file exists (the VM's /init: network up)");
   connect->add_option("--uname-release", connect_opts.uname_release,
@@ -425,16 +431,22 @@ int main(int argc, char** argv) {
       }
       if (connect_opts.builder) {
 #ifdef LEAPFROG_AGENT_BUILDER
-        const std::string cache = build_cache.empty() ? vm::default_cache_dir() : build_cache;
-        connect_opts.build_runner = [cache](const v1::KernelBuild& b,
-                                            const std::function<void(const std::string&)>& log) {
-          return run_build_job(b, cache, log);
+        BuilderConfig builder;
+        builder.cache_dir = build_cache.empty() ? vm::default_cache_dir() : build_cache;
+        builder.source_roots = source_roots.empty() ? kbuild::default_source_roots() : source_roots;
+        // The sandbox hides what this agent holds besides its own defaults.
+        fill_connect_defaults(connect_opts);
+        for (const auto& p : {token_file, connect_data_dir, connect_opts.spool_dir})
+          if (!p.empty()) builder.hide.push_back(p);
+        connect_opts.build_runner = [builder](const v1::KernelBuild& b,
+                                              const std::function<void(const std::string&)>& log) {
+          return run_build_job(b, builder, log);
         };
 #else
         throw UsageError("--builder: this agent was built without kernel-build support (use leapfrog-agent)");
 #endif
-      } else if (!build_cache.empty()) {
-        throw UsageError("--build-cache needs --builder");
+      } else if (!build_cache.empty() || !source_roots.empty()) {
+        throw UsageError("--build-cache and --source-root need --builder");
       }
       if (connect_die_with_parent) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);

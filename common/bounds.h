@@ -18,6 +18,10 @@ inline constexpr size_t kMaxLabelBytes = 100;
 inline constexpr size_t kMaxListEntries = 64;
 // A path in a spec (kernel sources, patches, config fragments).
 inline constexpr size_t kMaxPathBytes = 4096;
+// A file a kernel build carries (a patch or a config fragment), and all of
+// one build's files together: a real series is a few hundred KiB.
+inline constexpr size_t kMaxBuildFileBytes = 4 << 20;
+inline constexpr size_t kMaxBuildBytes = 16 << 20;
 // A triage note.
 inline constexpr size_t kMaxNoteBytes = 16 << 10;
 // One reported outcome, serialized (the oracle reports a few dozen violations).

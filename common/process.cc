@@ -22,7 +22,9 @@ pid_t spawn_process(const std::vector<std::string>& argv, const SpawnOptions& op
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   const int out_flags = O_WRONLY | O_CREAT | (opts.append ? O_APPEND : O_TRUNC);
-  if (!opts.stdin_path.empty())
+  if (opts.stdin_fd >= 0)
+    posix_spawn_file_actions_adddup2(&fa, opts.stdin_fd, 0);
+  else if (!opts.stdin_path.empty())
     posix_spawn_file_actions_addopen(&fa, 0, opts.stdin_path.c_str(), O_RDONLY, 0);
   if (opts.stdout_fd >= 0)
     posix_spawn_file_actions_adddup2(&fa, opts.stdout_fd, 1);
@@ -32,6 +34,9 @@ pid_t spawn_process(const std::vector<std::string>& argv, const SpawnOptions& op
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
   else if (!opts.stderr_path.empty())
     posix_spawn_file_actions_addopen(&fa, 2, opts.stderr_path.c_str(), out_flags, 0644);
+
+  // dup2 onto itself clears FD_CLOEXEC in the child (glibc 2.29 and later).
+  for (int fd : opts.inherit_fds) posix_spawn_file_actions_adddup2(&fa, fd, fd);
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

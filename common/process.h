@@ -14,6 +14,7 @@ namespace leapfrog {
 // Where a child's standard streams go; an empty path inherits the parent's.
 struct SpawnOptions {
   std::string stdin_path;          // opened read-only ("/dev/null": no input)
+  int stdin_fd = -1;               // >= 0: stdin from this descriptor instead of stdin_path
   std::string stdout_path;         // created mode 0644, truncated unless `append`
   std::string stderr_path;         // as stdout_path
   bool append = false;             // stdout_path and stderr_path are appended to
@@ -21,6 +22,9 @@ struct SpawnOptions {
   int stdout_fd = -1;              // >= 0: stdout to this descriptor instead of stdout_path
   bool search_path = false;        // argv[0] is looked up in $PATH
   bool reset_signal_mask = false;  // the child starts with no signal blocked
+  // Descriptors the child keeps under the same numbers, close-on-exec or
+  // not here (the build sandbox hands bubblewrap what it binds this way).
+  std::vector<int> inherit_fds;
 };
 
 // Starts `argv`. Its pid, or -1 with `*error` (when given) set to the errno

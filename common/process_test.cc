@@ -4,6 +4,7 @@
 #include "common/process.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -80,6 +81,25 @@ TEST(Process, StreamsGoToFilesTruncatedOrAppended) {
   both.stderr_to_stdout = true;
   ASSERT_EQ(run_process({"sh", "-c", "echo one; echo two >&2; cat"}, both), 0);
   EXPECT_EQ(slurp(dir / "both"), "one\ntwo\n");
+}
+
+// A close-on-exec descriptor named in inherit_fds reaches the child under its
+// number; one not named does not (the control).
+TEST(Process, InheritFdsHandsCloseOnExecDescriptorsToTheChild) {
+  TempDir dir;
+  std::ofstream(dir / "secret") << "handed over\n";
+  const int fd = ::open((dir / "secret").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::string cat = "cat /proc/self/fd/" + std::to_string(fd) + " 2>/dev/null || echo closed";
+  SpawnOptions opts;
+  opts.search_path = true;
+  opts.stdout_path = dir / "out";
+  ASSERT_EQ(run_process({"sh", "-c", cat}, opts), 0);
+  EXPECT_EQ(slurp(dir / "out"), "closed\n");
+  opts.inherit_fds = {fd};
+  ASSERT_EQ(run_process({"sh", "-c", cat}, opts), 0);
+  EXPECT_EQ(slurp(dir / "out"), "handed over\n");
+  ::close(fd);
 }
 
 // The child's blocked signals, as /proc's SigBlk shows them (bit n-1 for

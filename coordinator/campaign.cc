@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/bounds.h"
+#include "common/kernel/build_file.h"
 #include "scenarios/fs/workspace.h"
 #include "scenarios/widen_request.h"
 #include "scenarios/registry.h"
@@ -57,6 +58,21 @@ static void check_bounds(const v1::CampaignSpec& spec) {
     fail_if(too_long("kernel command line", b.cmdline(), kMaxPathBytes));
     check_list("patch", b.patches(), kMaxPathBytes);
     check_list("config fragment", b.config_fragments(), kMaxPathBytes);
+    if (static_cast<size_t>(b.patch_files().size() + b.config_files().size()) > kMaxListEntries)
+      throw SpecError("kernel build carries " +
+                      std::to_string(b.patch_files().size() + b.config_files().size()) +
+                      " files, want at most " + std::to_string(kMaxListEntries));
+    size_t bytes = 0;
+    for (const auto* files : {&b.patch_files(), &b.config_files()}) {
+      for (const auto& f : *files) {
+        fail_if(too_long("kernel build file name", f.name(), kMaxLabelBytes));
+        fail_if(too_long("kernel build file \"" + f.name() + "\"", f.content(), kMaxBuildFileBytes));
+        bytes += f.content().size();
+      }
+    }
+    if (bytes > kMaxBuildBytes)
+      throw SpecError("kernel build carries " + std::to_string(bytes) + " bytes of files, want at most " +
+                      std::to_string(kMaxBuildBytes));
   }
   if (!v1::CpuPinning_IsValid(spec.pin()))
     throw SpecError("bad pin " + std::to_string(spec.pin()) +
@@ -100,13 +116,22 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
     if (std::find(spec.kernels().begin(), spec.kernels().end(), b.label()) == spec.kernels().end())
       throw SpecError(what + "the label is not among the campaign's kernels (add --kernel " + b.label() + ")");
     if (!built.insert(b.label()).second) throw SpecError(what + "the label is built twice");
-    if (b.source().empty()) throw SpecError(what + "no source (a kernel source folder or tarball)");
-    if (b.source().front() != '/') throw SpecError(what + "source \"" + b.source() + "\" is not an absolute path");
-    for (const auto& p : b.patches())
-      if (p.empty() || p.front() != '/') throw SpecError(what + "patch \"" + p + "\" is not an absolute path");
-    for (const auto& c : b.config_fragments())
-      if (c.empty() || c.front() != '/')
-        throw SpecError(what + "config fragment \"" + c + "\" is not an absolute path");
+    if (auto why = kbuild::source_name_problem(b.source()); !why.empty()) throw SpecError(what + why);
+    // A builder reads no path a client names: the files travel as content.
+    if (!b.patches().empty() || !b.config_fragments().empty())
+      throw SpecError(what +
+                      "patches and config fragments are sent as content (patch_files, config_files), "
+                      "not as paths on the builder");
+  }
+  // Each file's sha256 from its bytes, whatever the client said.
+  for (auto& b : *spec.mutable_builds()) {
+    for (auto* files : {b.mutable_patch_files(), b.mutable_config_files()}) {
+      for (auto& f : *files) {
+        if (auto why = kbuild::file_name_problem(f.name()); !why.empty())
+          throw SpecError("build of kernel \"" + b.label() + "\": " + why);
+        f.set_sha256(kbuild::sha256_hex(f.content()));
+      }
+    }
   }
   for (const auto& f : spec.filesystems()) {
     try {

@@ -11,6 +11,8 @@
 #include <set>
 #include <tuple>
 
+#include "common/bounds.h"
+
 namespace leapfrog::coord {
 namespace {
 
@@ -347,20 +349,60 @@ TEST(CampaignBuildsTest, RejectsBadBuildsWithTheReason) {
     b->set_source(source);
     return s;
   };
-  EXPECT_EQ(spec_error(with_build("nightly", "/src/linux")), "");  // positive control
-  EXPECT_THAT(spec_error(with_build("", "/src/linux")), HasSubstr("has no label"));
-  EXPECT_THAT(spec_error(with_build("other", "/src/linux")), HasSubstr("not among the campaign's kernels"));
+  EXPECT_EQ(spec_error(with_build("nightly", "linux-source-6.1.tar.xz")), "");  // positive control
+  EXPECT_EQ(spec_error(with_build("nightly", "trees/linux")), "");
+  EXPECT_THAT(spec_error(with_build("", "linux")), HasSubstr("has no label"));
+  EXPECT_THAT(spec_error(with_build("other", "linux")), HasSubstr("not among the campaign's kernels"));
   EXPECT_THAT(spec_error(with_build("nightly", "")), HasSubstr("no source"));
-  EXPECT_THAT(spec_error(with_build("nightly", "linux")), HasSubstr("not an absolute path"));
-  v1::CampaignSpec host = with_build("host", "/src/linux");
+  // The source is named inside a builder's source roots, never anywhere else.
+  EXPECT_THAT(spec_error(with_build("nightly", "/etc")), HasSubstr("is an absolute path"));
+  EXPECT_THAT(spec_error(with_build("nightly", "../../etc")), HasSubstr("\"..\" component"));
+  EXPECT_THAT(spec_error(with_build("nightly", "linux/../../etc")), HasSubstr("\"..\" component"));
+  EXPECT_THAT(spec_error(with_build("nightly", "linux//x")), HasSubstr("\"\" component"));
+  v1::CampaignSpec host = with_build("host", "linux");
   host.add_kernels("host");
   EXPECT_THAT(spec_error(host), HasSubstr("cannot be built"));
-  v1::CampaignSpec twice = with_build("nightly", "/src/linux");
+  v1::CampaignSpec twice = with_build("nightly", "linux");
   *twice.add_builds() = twice.builds(0);
   EXPECT_THAT(spec_error(twice), HasSubstr("built twice"));
-  v1::CampaignSpec patch = with_build("nightly", "/src/linux");
-  patch.mutable_builds(0)->add_patches("fix.patch");
-  EXPECT_THAT(spec_error(patch), HasSubstr("patch \"fix.patch\" is not an absolute path"));
+  // A path for the builder to read (issue 41: /etc/shadow as a patch) is refused.
+  v1::CampaignSpec patch = with_build("nightly", "linux");
+  patch.mutable_builds(0)->add_patches("/etc/shadow");
+  EXPECT_THAT(spec_error(patch), HasSubstr("sent as content"));
+  v1::CampaignSpec fragment = with_build("nightly", "linux");
+  fragment.mutable_builds(0)->add_config_fragments("/etc/shadow");
+  EXPECT_THAT(spec_error(fragment), HasSubstr("sent as content"));
+  // Files carried: plain names, bounded sizes.
+  v1::CampaignSpec named = with_build("nightly", "linux");
+  named.mutable_builds(0)->add_patch_files()->set_name("../fix.patch");
+  EXPECT_THAT(spec_error(named), HasSubstr("not a plain file name"));
+  v1::CampaignSpec big = with_build("nightly", "linux");
+  auto* f = big.mutable_builds(0)->add_patch_files();
+  f->set_name("big.patch");
+  f->set_content(std::string(kMaxBuildFileBytes + 1, 'x'));
+  EXPECT_THAT(spec_error(big), HasSubstr("too long"));
+  v1::CampaignSpec many = with_build("nightly", "linux");
+  for (int i = 0; i < 5; ++i) {
+    auto* part = many.mutable_builds(0)->add_config_files();
+    part->set_name("part" + std::to_string(i) + ".config");
+    part->set_content(std::string(kMaxBuildFileBytes, 'x'));
+  }
+  EXPECT_THAT(spec_error(many), HasSubstr("bytes of files, want at most"));
+}
+
+TEST(CampaignBuildsTest, TheCoordinatorSetsEachFilesSha256FromItsBytes) {
+  v1::CampaignSpec s = spec_of({"setattr-lookup"});
+  s.add_kernels("nightly");
+  auto* b = s.add_builds();
+  b->set_label("nightly");
+  b->set_source("linux");
+  auto* f = b->add_patch_files();
+  f->set_name("0001.patch");
+  f->set_content("abc");
+  f->set_sha256("a lie");
+  const v1::CampaignSpec n = normalize(s);
+  EXPECT_EQ(n.builds(0).patch_files(0).sha256(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(CampaignBuildsTest, ExpandsOneBuildJobPerBuildAfterTheTests) {
@@ -370,8 +412,10 @@ TEST(CampaignBuildsTest, ExpandsOneBuildJobPerBuildAfterTheTests) {
   s.set_seeds(2);
   auto* b = s.add_builds();
   b->set_label("nightly");
-  b->set_source("/src/linux");
-  b->add_patches("/src/0001.patch");
+  b->set_source("linux");
+  auto* f = b->add_patch_files();
+  f->set_name("0001.patch");
+  f->set_content("--- a/x\n");
   const auto jobs = expand(normalize(s));
   ASSERT_EQ(jobs.size(), 5u);
   for (size_t i = 0; i < 4; ++i) EXPECT_FALSE(jobs[i].build.has_value()) << i;
@@ -379,7 +423,7 @@ TEST(CampaignBuildsTest, ExpandsOneBuildJobPerBuildAfterTheTests) {
   EXPECT_EQ(jobs[4].kernel_label, "nightly");
   EXPECT_EQ(jobs[4].spec.scenario(), kBuildJobScenario);
   EXPECT_EQ(jobs[4].spec.fs(), kBuildJobScenario);
-  EXPECT_EQ(jobs[4].build->patches(0), "/src/0001.patch");
+  EXPECT_EQ(jobs[4].build->patch_files(0).content(), "--- a/x\n");
 }
 
 // ---- unserved: why jobs would wait with no agent to run them ----
@@ -466,7 +510,7 @@ TEST(CampaignUnservedTest, SkipsTheLabelsTheCampaignBuilds) {
   s.add_kernels("nightly");
   auto* b = s.add_builds();
   b->set_label("nightly");
-  b->set_source("/src/linux");
+  b->set_source("linux");
   EXPECT_THAT(unserved(normalize(s), {}, {}), ::testing::IsEmpty());
 }
 

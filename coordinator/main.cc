@@ -48,9 +48,16 @@ void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool wit
   cmd->add_option("--max-attempts", f.max_attempts, "attempts before a job ends as infra-failure (default 3)");
   cmd->add_option("--build", f.build_label,
                   "build this kernel label first on a builder agent (one of --kernel; needs --source), then test it");
-  cmd->add_option("--source", f.build_source, "--build: kernel source folder or tarball");
-  cmd->add_option("--patch", f.build_patches, "--build: patch applied with patch -p1, in order (repeatable)");
-  cmd->add_option("--config", f.build_configs, "--build: config fragment on top of Leapfrog's (repeatable)");
+  cmd->add_option("--source", f.build_source,
+                  "--build: kernel source tarball or folder: a path here under a --source-root, or a name "
+                  "relative to the builder's source roots (e.g. linux-source-6.1.tar.xz)");
+  cmd->add_option("--source-root", f.build_source_roots,
+                  "--build: folder the builder takes sources from, as its own --source-root (repeatable; "
+                  "default /usr/src)");
+  cmd->add_option("--patch", f.build_patches,
+                  "--build: patch applied with patch -p1, in order (repeatable; its content is sent)");
+  cmd->add_option("--config", f.build_configs,
+                  "--build: config fragment on top of Leapfrog's (repeatable; its content is sent)");
   cmd->add_option("--kernel-cmdline", f.build_cmdline, "--build: words added to the built kernel's command line");
 }
 

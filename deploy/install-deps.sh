@@ -20,8 +20,9 @@ packages=(
   qemu-system-x86 busybox-static linux-image-amd64 cpio xz-utils zstd libssl-dev
   # dashboard: HTTP server library, front-end build (Node; npm below), browser tests
   libcpp-httplib-dev nodejs chromium
-  # kernel builds (leapfrog kernel build; issue 7)
-  linux-source-6.1 bc bison flex libelf-dev
+  # kernel builds (leapfrog kernel build; issue 7), run as the build user in
+  # bubblewrap's namespaces (common/kernel/build_sandbox.h)
+  linux-source-6.1 bc bison flex libelf-dev bubblewrap
   # exports (issue 21): the JSON Schema, XSD and KTAP checks of the export tests
   python3-jsonschema libxml2-utils python3
   # fuzz targets (make fuzz; issue 19): clang with libFuzzer, ASan and UBSan
@@ -63,7 +64,20 @@ done
 # A Node.js from elsewhere (NodeSource) brings its own npm; Debian's nodejs needs the npm package.
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 
+# The system user kernel builds run as (common/kernel/build_sandbox.h): no
+# home, no shell, no group but its own.
+ensure_build_user() {
+  getent passwd leapfrog-build >/dev/null && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: no user leapfrog-build for the kernel build sandbox (run as root to create it)" >&2
+    return 0
+  fi
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    leapfrog-build
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  ensure_build_user
   exit 0
 fi
 
@@ -76,3 +90,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+ensure_build_user

@@ -12,12 +12,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
+
+#include "leapfrog/v1/control.grpc.pb.h"
 #include "tests/e2e_util.h"
 #include "tests/process_util.h"
 #include "tests/sql_util.h"
@@ -25,6 +29,7 @@
 namespace {
 
 using namespace leapfrog::testing;
+namespace v1 = leapfrog::v1;
 
 int64_t sql_int(const std::string& url, const std::string& query) {
   const Rows rows = sql_once(url, query);
@@ -35,9 +40,10 @@ int64_t sql_int(const std::string& url, const std::string& query) {
 
 // Stand-in for Kbuild: allnoconfig keeps the fragment's options (with
 // CONFIG_LOCALVERSION, so the release names the inputs), bzImage copies the
-// Debian kernel, and fails when fs/namei.c says BREAK_BUILD; every build
-// appends a line to build-count beside the source.
-std::string toy_makefile(const std::string& image, const std::string& count) {
+// kernel image the tree carries (vmlinuz-toy), and fails when fs/namei.c
+// says BREAK_BUILD; every build appends a line to build-count in the object
+// folder. The build sandbox shows it nothing outside its tree and objects.
+std::string toy_makefile(const std::string& image = "vmlinuz-toy", const std::string& count = "$(O)/build-count") {
   return "allnoconfig:\n"
          "\tmkdir -p $(O)\n"
          "\tgrep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config\n"
@@ -60,9 +66,9 @@ class BuilderE2E : public E2ETest {
     make_test_dir();
     // The toy source tree and its patches.
     src_ = *dir_ / "linux";
-    count_ = *dir_ / "build-count";
     stdfs::create_directories(src_ + "/fs");
-    std::ofstream(src_ + "/Makefile") << toy_makefile(image_, count_);
+    stdfs::copy_file(image_, src_ + "/vmlinuz-toy");
+    std::ofstream(src_ + "/Makefile") << toy_makefile();
     std::ofstream(src_ + "/fs/namei.c") << "line one\nline two\nline three\n";
     good_patch_ = *dir_ / "0001-namei.patch";
     std::ofstream(good_patch_) << "Subject: [PATCH] namei: shout line two\n---\n--- a/fs/namei.c\n+++ b/fs/namei.c\n"
@@ -95,7 +101,23 @@ class BuilderE2E : public E2ETest {
     argv.insert(argv.end(), extra.begin(), extra.end());
     return spawn(name, argv);
   }
-  Proc* builder(const std::string& name) { return agent(name, {"--builder", "--build-cache", *dir_ / "cache"}); }
+  // A builder agent taking sources from the test folder (the toy tree is
+  // "linux" under it).
+  Proc* builder(const std::string& name, const std::string& cache = "") {
+    return agent(name, {"--builder", "--build-cache", cache.empty() ? *dir_ / "cache" : cache, "--source-root", dir_->path()});
+  }
+  // Builds run in `cache` so far: the lines of build-count in its object folder.
+  int build_count(const std::string& cache) {
+    int n = 0;
+    std::error_code ec;
+    for (auto it = stdfs::recursive_directory_iterator(cache + "/kbuild/src", ec); it != stdfs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->path().filename() == "build-count") {
+        const std::string text = slurp(it->path());
+        n += static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+      }
+    return n;
+  }
 
   Result cli(std::vector<std::string> args) {
     std::vector<std::string> argv = {LEAPFROG, "--coordinator", address_, "--token-file", token_file_};
@@ -108,7 +130,7 @@ class BuilderE2E : public E2ETest {
   int64_t run_build_campaign(const std::vector<std::string>& patches) {
     std::vector<std::string> args = {"campaign", "run",     "--name",     "rebuild", "--scenario", "setattr-lookup",
                                      "--kernel", "toy",     "--seeds",    "2",       "--duration", "300ms",
-                                     "--build",  "toy",     "--source",   src_,      "--json"};
+                                     "--build",  "toy",     "--source",   src_,      "--source-root", dir_->path(), "--json"};
     for (const auto& p : patches) args.insert(args.end(), {"--patch", p});
     Result r = cli(args);
     if (r.exit != 0) throw std::runtime_error("campaign run failed: " + r.out + r.err);
@@ -149,7 +171,7 @@ class BuilderE2E : public E2ETest {
     return r.empty() ? "" : r[0][0];
   }
 
-  std::string image_, src_, count_, good_patch_, bad_patch_, address_;
+  std::string image_, src_, good_patch_, bad_patch_, address_;
   Proc* serve_ = nullptr;
 };
 
@@ -260,7 +282,7 @@ TEST_F(BuilderE2E, ScheduleWithABuildFiresAndReusesTheBuildCache) {
 
   Result add = cli({"schedule", "add", "--name", "nightly-toy", "--cron", "0 2 * * *", "--scenario",
                     "setattr-lookup", "--kernel", "toy", "--duration", "300ms", "--build", "toy", "--source", src_,
-                    "--patch", good_patch_, "--json"});
+                    "--source-root", dir_->path(), "--patch", good_patch_, "--json"});
   ASSERT_EQ(add.exit, 0) << add.out << add.err;
   const int64_t sid = std::stoll(json::parse(add.out).at("id").get<std::string>());  // proto JSON: int64 as text
   EXPECT_EQ(json::parse(add.out).at("campaign").at("builds").size(), 1u) << add.out;
@@ -280,13 +302,98 @@ TEST_F(BuilderE2E, ScheduleWithABuildFiresAndReusesTheBuildCache) {
   wait_campaign_done(second);
   EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM jobs WHERE verdict = 1 AND campaign_id = " + c(second)), 2);
   // One build across both campaigns; the second build job said cached.
-  EXPECT_EQ(slurp(count_), "built\n");
+  EXPECT_EQ(build_count(*dir_ / "cache"), 1);
   const std::string log = slurp(logs_ + "/builder.out");
   EXPECT_NE(log.find("job.build_done job=" + c(build_job(second)) + " attempt=1 label=toy ok=true release=" +
                      release + " cached=true"),
             std::string::npos)
       << log;
   EXPECT_EQ(kernel("toy").value("build_seconds", 0.0), 0.0) << "a cached build took time";
+}
+
+// Issue 41 §1, the attack as sent: CreateCampaign with a build whose patch
+// and config fragment are /etc/shadow, and one whose source climbs out of
+// the source roots. Each is refused with INVALID_ARGUMENT naming why, and
+// nothing is queued; the same build carrying its patch as content is taken
+// (the control).
+TEST_F(BuilderE2E, ABuildNamingFilesOnTheBuilderIsRefused) {
+  auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  auto stub = v1::ControlService::NewStub(channel);
+  const std::string token = slurp(token_file_).substr(0, 32);
+  auto create = [&](const v1::KernelBuild& b) {
+    v1::CreateCampaignRequest req;
+    auto* spec = req.mutable_spec();
+    spec->set_name("attack");
+    spec->add_scenarios("setattr-lookup");
+    spec->add_kernels("toy");
+    *spec->add_builds() = b;
+    v1::Campaign resp;
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    return stub->CreateCampaign(&ctx, req, &resp);
+  };
+  v1::KernelBuild shadow;
+  shadow.set_label("toy");
+  shadow.set_source("linux");
+  shadow.add_patches("/etc/shadow");
+  grpc::Status s = create(shadow);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("sent as content"), std::string::npos) << s.error_message();
+  v1::KernelBuild fragment;
+  fragment.set_label("toy");
+  fragment.set_source("linux");
+  fragment.add_config_fragments("/etc/shadow");
+  s = create(fragment);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  for (const char* source : {"/etc", "../../etc", "linux/../../../etc"}) {
+    v1::KernelBuild climb;
+    climb.set_label("toy");
+    climb.set_source(source);
+    s = create(climb);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << source << ": " << s.error_message();
+  }
+  EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM campaigns"), 0);
+  // The control: the patch as content.
+  v1::KernelBuild ok;
+  ok.set_label("toy");
+  ok.set_source("linux");
+  auto* f = ok.add_patch_files();
+  f->set_name("0001-namei.patch");
+  f->set_content(slurp(good_patch_));
+  s = create(ok);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM campaigns"), 1);
+}
+
+// Issue 41 §1 on a real builder: a source tree whose Makefile reads the
+// builder's token, /etc/shadow and a 0600 file of root's, dumps them into
+// the build log and fails, so that the log's tail is what the unauthenticated
+// kernel page shows. In the sandbox the reads fail; the build ran as the
+// build user. (As root, before the sandbox, the tail held them all.)
+TEST_F(BuilderE2E, AHostileSourceTreeReadsNothingOfTheBuilders) {
+  const std::string secret = *dir_ / "root-only";
+  std::ofstream(secret) << "ROOT-ONLY-SECRET\n";
+  stdfs::permissions(secret, stdfs::perms::owner_read | stdfs::perms::owner_write);
+  std::ofstream(src_ + "/Makefile", std::ios::trunc)
+      << "allnoconfig:\n\tmkdir -p $(O)\n\tgrep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config\n"
+         "bzImage:\n"
+         "\t-id -un\n"
+         "\t-cat " + token_file_ + "\n"
+         "\t-head -n 3 /etc/shadow\n"
+         "\t-cat " + secret + "\n"
+         "\tfalse\n";
+  builder("builder");
+  const int64_t id = run_build_campaign({});
+  ASSERT_TRUE(poll_until([&] { return job_done(build_job(id)); }, 120s, 100ms));
+  const json k = kernel("toy");
+  ASSERT_EQ(k.value("status", ""), "build-failure") << k.dump();
+  const std::string tail = k.value("build_log_tail", "");
+  EXPECT_NE(tail.find("leapfrog-build"), std::string::npos) << "the build did not run as the build user: " << tail;
+  EXPECT_EQ(tail.find(slurp(token_file_).substr(0, 32)), std::string::npos) << "the token leaked: " << tail;
+  EXPECT_EQ(tail.find("root:"), std::string::npos) << "/etc/shadow leaked: " << tail;
+  EXPECT_EQ(tail.find("ROOT-ONLY-SECRET"), std::string::npos) << "a 0600 file leaked: " << tail;
+  // The probes ran (their refusals are in the log), so their silence means something.
+  EXPECT_NE(tail.find("/etc/shadow"), std::string::npos) << tail;
 }
 
 // Bad build flags get one clear error line each, and nothing is queued.
@@ -299,16 +406,22 @@ TEST_F(BuilderE2E, BadBuildInputIsRefusedClearly) {
     EXPECT_NE(r.err.find(want), std::string::npos) << "want \"" << want << "\" in: " << r.err;
   };
   expect_error({"--kernel", "toy", "--build", "toy"}, "--source (a kernel source folder or tarball) is required");
-  expect_error({"--kernel", "other", "--build", "toy", "--source", src_}, "not among the campaign's kernels");
-  expect_error({"--build", "host", "--source", src_}, "cannot be built");
+  const std::string root = dir_->path();
+  expect_error({"--kernel", "other", "--build", "toy", "--source", src_, "--source-root", root},
+               "not among the campaign's kernels");
+  expect_error({"--build", "host", "--source", src_, "--source-root", root}, "cannot be built");
   expect_error({"--kernel", "toy", "--build", "toy", "--source", *dir_ / "no-such-tree"}, "no such file or folder");
-  expect_error({"--kernel", "toy", "--build", "toy", "--source", src_, "--patch", *dir_ / "nope.patch"},
-               "no such file or folder");
+  expect_error({"--kernel", "toy", "--build", "toy", "--source", src_, "--source-root", root, "--patch",
+                *dir_ / "nope.patch"},
+               "no such file");
+  // A source outside every source root, and a name that climbs out of one.
+  expect_error({"--kernel", "toy", "--build", "toy", "--source", src_}, "is under no source root (/usr/src)");
+  expect_error({"--kernel", "toy", "--build", "toy", "--source", "../../etc"}, "has a \"..\" component");
   expect_error({"--kernel", "toy", "--patch", good_patch_}, "add --build LABEL");
   EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM campaigns"), 0);
   // Positive control: the same flags, complete, are accepted.
   Result ok = cli({"campaign", "run", "--scenario", "setattr-lookup", "--kernel", "toy", "--build", "toy",
-                   "--source", src_, "--json"});
+                   "--source", src_, "--source-root", root, "--json"});
   EXPECT_EQ(ok.exit, 0) << ok.err;
   EXPECT_EQ(sql_int(url(), "SELECT count(*) FROM campaigns"), 1);
 }
@@ -335,13 +448,10 @@ TEST_F(BuilderE2E, VmRunWaitsForAKernelNotBuiltYet) {
 // A builder killed mid-build: the lease expires and another builder builds.
 TEST_F(BuilderE2E, ExpiredBuildLeaseIsRequeued) {
   // The first build sleeps, so the builder is killed while it holds the lease.
-  const std::string slow = *dir_ / "slow";
-  std::ofstream(slow) << "1\n";
   std::ofstream(src_ + "/Makefile", std::ios::trunc)
-      << toy_makefile(image_, count_).insert(std::string("bzImage:\n").size() +
-                                                 toy_makefile(image_, count_).find("bzImage:\n"),
-                                             "\t@if [ -f " + slow + " ]; then rm -f " + slow + "; sleep 8; fi\n");
-  Proc* first = agent("builder-1", {"--builder", "--build-cache", *dir_ / "cache-1"});
+      << toy_makefile().insert(std::string("bzImage:\n").size() + toy_makefile().find("bzImage:\n"),
+                               "\t@if [ ! -f $(O)/slept ]; then touch $(O)/slept; sleep 8; fi\n");
+  Proc* first = builder("builder-1", *dir_ / "cache-1");
   const int64_t id = run_build_campaign({});
   const int64_t build = build_job(id);
   ASSERT_TRUE(poll_until([&] { return agent_of(build) == "builder-1"; }, 60s, 50ms));
@@ -364,10 +474,10 @@ TEST_F(BuilderE2E, LauncherRebootsIdleVmsIntoARebuiltKernel) {
   if (!stdfs::exists(static_agent)) GTEST_SKIP() << "no " << static_agent;
   if (access("/usr/bin/qemu-system-x86_64", X_OK) != 0) GTEST_SKIP() << "no qemu-system-x86_64";
   const std::string cache = *dir_ / "cache";
-  const std::string padded = *dir_ / "vmlinuz-padded";
+  const std::string padded = src_ + "/vmlinuz-padded";
   stdfs::copy_file(image_, padded);
   std::ofstream(padded, std::ios::app) << std::string(4096, '\0');
-  std::ofstream(src_ + "/Makefile", std::ios::trunc) << toy_makefile(padded, count_);
+  std::ofstream(src_ + "/Makefile", std::ios::trunc) << toy_makefile("vmlinuz-padded");
   Result add = cli({"kernel", "add", "toy", image_, "--cache-dir", cache, "--json", "--no-prepare"});
   ASSERT_EQ(add.exit, 0) << add.out << add.err;
   const std::string old_sha = kernel("toy").value("sha256", "");
@@ -378,7 +488,7 @@ TEST_F(BuilderE2E, LauncherRebootsIdleVmsIntoARebuiltKernel) {
       << log();
   ASSERT_FALSE(vm->exited()) << log();
 
-  agent("builder", {"--builder", "--build-cache", cache});
+  builder("builder", cache);
   const int64_t id = run_build_campaign({good_patch_});
   ASSERT_TRUE(poll_until([&] { return job_done(build_job(id)); }, 120s, 100ms));
   const json k = kernel("toy");

@@ -47,7 +47,7 @@ for f in usr/bin/leapfrog usr/bin/leapfrog-agent usr/lib/leapfrog/bin/leapfrog-a
   usr/lib/leapfrog/share/leapfrog/kprobe-widen/build.sh \
   lib/systemd/system/leapfrog-coordinator.service lib/systemd/system/leapfrog-agent@.service \
   lib/systemd/system/leapfrog-vm@.service etc/leapfrog/coordinator.conf etc/leapfrog/agent.conf \
-  etc/leapfrog/vm.conf usr/share/doc/leapfrog/copyright usr/share/doc/leapfrog/deploy.md; do
+  etc/leapfrog/vm.conf usr/lib/sysusers.d/leapfrog.conf usr/share/doc/leapfrog/copyright usr/share/doc/leapfrog/deploy.md; do
   [ -e "$root/$f" ] || fail "the package did not install /$f"
 done
 # The widening series is the one in the tree, patch for patch.

@@ -1,27 +1,9 @@
 #include "common/kernel/build_and_store.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include "common/kernel/kernel_image.h"
 #include "common/proto_time.h"
 
 namespace leapfrog::kbuild {
-
-namespace {
-
-// The "Subject:" header of a patch file before its first diff; "" if none.
-std::string patch_subject(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("Subject: ", 0) == 0) return line.substr(9);
-    if (line.rfind("--- ", 0) == 0) break;
-  }
-  return "";
-}
-
-}  // namespace
 
 v1::KernelBuildResult build_and_store(const BuildSpec& spec, const Progress& progress) {
   v1::KernelBuildResult out;
@@ -54,15 +36,12 @@ v1::KernelBuildResult build_and_store(const BuildSpec& spec, const Progress& pro
     r->set_error(e.what());
     r->set_log_tail(e.log_tail());
     r->set_log_path(e.log_path());
+    // The series is recorded as fully as for a good build, so the failure can be read.
     for (const auto& p : spec.patches) {
       auto* kp = r->add_patches();
-      kp->set_name(std::filesystem::path(p).filename().string());
-      // The series is recorded as fully as for a good build, so the failure can be read.
-      try {
-        kp->set_sha256(sha256_of_file(p));
-      } catch (const std::exception&) {  // unreadable now: the name still says which
-      }
-      kp->set_subject(patch_subject(p));
+      kp->set_name(p.name);
+      kp->set_sha256(sha256_hex(p.content));
+      kp->set_subject(patch_subject(p.content));
     }
   }
   return out;

@@ -9,7 +9,7 @@ v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r
   k.set_label(b.label());
   k.set_cmdline(b.cmdline());
   std::string source = "build of " + b.source();
-  for (const auto& p : b.patches()) source += " + " + p.substr(p.find_last_of('/') + 1);
+  for (const auto& p : b.patch_files()) source += " + " + p.name();
   k.set_source(source);
   for (const auto& p : r.patches()) {
     auto* kp = k.add_patches();
@@ -18,7 +18,11 @@ v1::Kernel built_kernel(const v1::KernelBuild& b, const v1::KernelBuildResult& r
     kp->set_subject(p.subject());
   }
   if (r.patches().empty()) {
-    for (const auto& p : b.patches()) k.add_patches()->set_name(p.substr(p.find_last_of('/') + 1));
+    for (const auto& p : b.patch_files()) {
+      auto* kp = k.add_patches();
+      kp->set_name(p.name());
+      kp->set_sha256(p.sha256());
+    }
   }
   k.set_inputs_hash(r.inputs_hash());
   k.set_build_log_path(r.log_path());

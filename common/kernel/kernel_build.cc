@@ -58,6 +58,8 @@ std::string read_file(const std::string& path, const std::string& stage, const s
   return ss.str();
 }
 
+// Written whole (a temporary, then renamed), mode 0640: a build's files are
+// not world-readable.
 void write_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
@@ -65,6 +67,7 @@ void write_file(const std::string& path, const std::string& text) {
     out << text;
     if (!out) throw BuildError("source", "cannot write \"" + tmp + "\"", "");
   }
+  sfs::permissions(tmp, sfs::perms::owner_read | sfs::perms::owner_write | sfs::perms::group_read);
   sfs::rename(tmp, path);
 }
 
@@ -75,29 +78,37 @@ std::string tail_of_file(const std::string& path) {
   return tail_lines(ss.str(), kTailLines);
 }
 
-// Runs argv with stdout and stderr appended to `log`; returns the exit code.
-int run_logged(const std::vector<std::string>& argv, const std::string& log) {
-  const std::string exe = find_in_path(argv.front());
-  if (exe.empty()) throw BuildError("source", "\"" + argv.front() + "\" is not installed", "");
-  std::vector<std::string> args = argv;
-  args.front() = exe;
-  {
-    std::ofstream out(log, std::ios::app);
-    out << "$";
-    for (const auto& a : argv) out << ' ' << a;
-    out << '\n';
+// The build log, open for appending (mode 0640), for the tools' output.
+class Log {
+ public:
+  explicit Log(std::string path)
+      : path_(std::move(path)),
+        fd_(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640)) {
+    if (fd_ < 0) throw BuildError("source", "cannot open the build log \"" + path_ + "\"", "");
   }
-  // Appending: open the log ourselves and hand the descriptor to the child.
-  FILE* f = std::fopen(log.c_str(), "a");
-  if (!f) throw BuildError("source", "cannot open the build log \"" + log + "\"", "");
-  SpawnOptions opts;
-  opts.stdin_path = "/dev/null";
-  opts.stdout_fd = fileno(f);
-  opts.stderr_to_stdout = true;
-  const int rc = run_process(args, opts);
-  std::fclose(f);
-  return rc;
-}
+  ~Log() { ::close(fd_); }
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+  const std::string& path() const { return path_; }
+  void line(const std::string& text) const {
+    const std::string l = text + "\n";
+    (void)!::write(fd_, l.data(), l.size());
+  }
+  // Runs argv in the sandbox with `binds` (stdin from `stdin_fd`), its
+  // output appended; the exit code.
+  int run(const BuildSandbox& sandbox, const std::vector<std::string>& argv,
+          const std::vector<Bind>& binds, int stdin_fd = -1) const {
+    std::string shown = "$";
+    for (const auto& a : argv) shown += " " + a;
+    line(shown);
+    return sandbox.run(argv, binds, fd_, stdin_fd);
+  }
+  int fd() const { return fd_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
 
 // Runs argv and returns its stdout; "" if it fails.
 std::string capture(const std::vector<std::string>& argv) {
@@ -196,7 +207,9 @@ std::string find_base_fragment(const BuildSpec& spec) {
   return found;
 }
 
-std::string subject_of(const std::string& patch_text) {
+}  // namespace
+
+std::string patch_subject(const std::string& patch_text) {
   std::istringstream in(patch_text);
   std::string line;
   while (std::getline(in, line)) {
@@ -206,11 +219,13 @@ std::string subject_of(const std::string& patch_text) {
   return "";
 }
 
+namespace {
+
 // Holds an exclusive flock on a file for the lifetime of the object.
 class FileLock {
  public:
   explicit FileLock(const std::string& path)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
     if (fd_ < 0) throw BuildError("source", "cannot create the lock \"" + path + "\"", "");
     ::flock(fd_, LOCK_EX);
   }
@@ -246,34 +261,65 @@ struct SourceTree {
   sfs::path applied;  // root/applied: sha256 per line, in order
 };
 
-void unpack(const BuildSpec& spec, const SourceTree& st, const std::string& log,
-            const Progress& progress) {
+// A folder made here (root) for the build user to write into: theirs, 0750.
+void make_build_folder(const BuildSandbox& sandbox, const sfs::path& dir) {
+  sfs::create_directories(dir);
+  sfs::permissions(dir, sfs::perms::owner_all | sfs::perms::group_read | sfs::perms::group_exec);
+  sandbox.hand_over(dir.string());
+}
+
+void unpack(const BuildSpec& spec, const BuildSandbox& sandbox, const SourceTree& st,
+            const Log& log, const Progress& progress) {
   std::error_code ec;
   sfs::remove_all(st.tree, ec);
   sfs::remove_all(st.obj, ec);  // old objects would look newer than the fresh sources
   sfs::remove(st.applied, ec);
   const sfs::path tmp = st.root / "tree.unpacking";
   sfs::remove_all(tmp, ec);
-  sfs::create_directories(tmp);
+  make_build_folder(sandbox, tmp);
   int rc;
   if (sfs::is_regular_file(spec.source)) {
+    // The sandbox reads the tarball from stdin, opened here: the build user
+    // needs no right on its folder. tar cannot guess the compression there.
     if (progress) progress("unpacking " + spec.source);
-    rc = run_logged({"tar", "-xf", spec.source, "-C", tmp.string(), "--strip-components=1"}, log);
+    std::vector<std::string> tar = {"tar", "-x", "-f", "-", "-C", tmp.string(), "--strip-components=1",
+                                    "--no-same-owner", "--no-same-permissions"};
+    for (const auto& [ext, flag] : std::vector<std::pair<std::string, std::string>>{
+             {".gz", "-z"}, {".tgz", "-z"}, {".xz", "-J"}, {".txz", "-J"}, {".bz2", "-j"}, {".zst", "--zstd"}})
+      if (spec.source.size() > ext.size() &&
+          spec.source.compare(spec.source.size() - ext.size(), ext.size(), ext) == 0)
+        tar.insert(tar.begin() + 1, flag);
+    const int in = ::open(spec.source.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw BuildError("source", "cannot read \"" + spec.source + "\"", "");
+    rc = log.run(sandbox, tar, {{tmp.string(), true}}, in);
+    ::close(in);
   } else {
+    // A folder (a source root's, or the caller's own) is copied here, its
+    // symlinks as symlinks, and then handed to the build user.
     if (progress) progress("copying " + spec.source);
-    rc = run_logged({"cp", "-a", "--reflink=auto", spec.source + "/.", tmp.string()}, log);
+    SpawnOptions opts;
+    opts.stdin_path = "/dev/null";
+    opts.stdout_fd = log.fd();
+    opts.stderr_to_stdout = true;
+    log.line("$ cp -R --preserve=timestamps,links --reflink=auto " + spec.source + "/. " + tmp.string());
+    rc = run_process({find_in_path("cp"), "-R", "--preserve=timestamps,links", "--reflink=auto",
+                      spec.source + "/.", tmp.string()},
+                     opts);
     sfs::remove_all(tmp / ".git", ec);
+    sandbox.hand_over(tmp.string());
   }
   if (rc != 0)
-    throw BuildError("source", "cannot unpack \"" + spec.source + "\"", tail_of_file(log), log);
+    throw BuildError("source", "cannot unpack \"" + spec.source + "\"", tail_of_file(log.path()),
+                     log.path());
   sfs::rename(tmp, st.tree);
 }
 
 // Brings the tree to exactly `want` (patch files, in order), reversing what is
 // applied beyond the common prefix. Throws BuildError naming the patch that
 // does not apply.
-void apply_series(const BuildSpec& spec, const SourceTree& st, const std::vector<PatchInfo>& want,
-                  const std::string& log, const Progress& progress) {
+void apply_series(const BuildSpec& spec, const BuildSandbox& sandbox, const SourceTree& st,
+                  const std::vector<PatchInfo>& want, const Log& log, const Progress& progress) {
+  const std::vector<Bind> binds = {{st.tree.string(), true}, {st.patches.string(), false}};
   auto applied = read_lines(st.applied);
   size_t common = 0;
   while (common < applied.size() && common < want.size() && applied[common] == want[common].sha256)
@@ -281,12 +327,13 @@ void apply_series(const BuildSpec& spec, const SourceTree& st, const std::vector
   while (applied.size() > common) {
     const auto copy = (st.patches / (applied.back() + ".patch")).string();
     if (progress) progress("reverting patch " + applied.back().substr(0, 12));
-    int rc = run_logged({"patch", "-p1", "-R", "--batch", "-s", "-d", st.tree.string(), "-i", copy},
-                        log);
+    int rc = log.run(sandbox,
+                     {"patch", "-p1", "-R", "--batch", "-s", "-d", st.tree.string(), "-i", copy},
+                     binds);
     if (rc != 0) {
       // The tree is in an unknown state: start again from the source.
       if (progress) progress("cannot revert; unpacking the source again");
-      unpack(spec, st, log, progress);
+      unpack(spec, sandbox, st, log, progress);
       applied.clear();
       common = 0;
       break;
@@ -298,20 +345,23 @@ void apply_series(const BuildSpec& spec, const SourceTree& st, const std::vector
     const auto& p = want[i];
     const auto copy = (st.patches / (p.sha256 + ".patch")).string();
     if (progress) progress("applying " + p.name);
-    int dry = run_logged({"patch", "-p1", "--dry-run", "--batch", "--forward", "--fuzz=0", "-d",
-                          st.tree.string(), "-i", copy},
-                         log);
+    int dry = log.run(sandbox,
+                      {"patch", "-p1", "--dry-run", "--batch", "--forward", "--fuzz=0", "-d",
+                       st.tree.string(), "-i", copy},
+                      binds);
     if (dry != 0) {
       throw BuildError("patch",
                        "patch \"" + p.name + "\" does not apply to \"" + spec.source + "\"" +
                            (i > 0 ? " after " + want[i - 1].name : ""),
-                       tail_of_file(log), log);
+                       tail_of_file(log.path()), log.path());
     }
-    int rc = run_logged({"patch", "-p1", "--batch", "--forward", "--fuzz=0", "-s", "-d",
-                         st.tree.string(), "-i", copy},
-                        log);
+    int rc = log.run(sandbox,
+                     {"patch", "-p1", "--batch", "--forward", "--fuzz=0", "-s", "-d",
+                      st.tree.string(), "-i", copy},
+                     binds);
     if (rc != 0)
-      throw BuildError("patch", "patch \"" + p.name + "\" failed to apply", tail_of_file(log), log);
+      throw BuildError("patch", "patch \"" + p.name + "\" failed to apply", tail_of_file(log.path()),
+                       log.path());
     applied.push_back(p.sha256);
     write_file(st.applied.string(), join_lines(applied));
   }
@@ -338,10 +388,8 @@ std::vector<std::string> widen_series(const std::string& dir) {
   return out;
 }
 
-std::string sha256_hex(const std::string& bytes) {
-  Sha256 h;
-  h.update(bytes.data(), bytes.size());
-  return h.hex();
+InputFile read_input_file(const std::string& path, const std::string& stage) {
+  return {sfs::path(path).filename().string(), read_file(path, stage, stage == "patch" ? "patch" : "config fragment")};
 }
 
 std::string sha256_of_file(const std::string& path) {
@@ -392,21 +440,28 @@ std::string inputs_hash(const BuildSpec& spec) {
   Sha256 h;
   h.update(kRecipeVersion);
   h.update(source_id(spec.source));
-  for (const auto& p : spec.patches) h.update(sha256_of_file(p));
+  for (const auto& p : spec.patches) h.update(sha256_hex(p.content));
   h.update("config");
   h.update(read_file(find_base_fragment(spec), "config", "config fragment"));
-  for (const auto& f : spec.config_fragments) h.update(read_file(f, "config", "config fragment"));
+  for (const auto& f : spec.config_fragments) h.update(f.content);
   h.update(compiler_id());
   return h.hex();
 }
 
 BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
   if (spec.cache_dir.empty()) throw BuildError("source", "no cache folder given", "");
+  for (const auto& p : spec.patches)
+    if (auto why = file_name_problem(p.name); !why.empty()) throw BuildError("patch", "patch: " + why, "");
+  for (const auto& f : spec.config_fragments)
+    if (auto why = file_name_problem(f.name); !why.empty())
+      throw BuildError("config", "config fragment: " + why, "");
+  const BuildSandbox sandbox(spec.sandbox, spec.cache_dir);
   const std::string src_id = source_id(spec.source);
   const std::string hash = inputs_hash(spec);
   const sfs::path kb = sfs::path(spec.cache_dir) / "kbuild";
   const sfs::path out = kb / "out" / hash;
   sfs::create_directories(kb / "out");
+  sfs::permissions(kb / "out", sfs::perms::owner_all | sfs::perms::group_read | sfs::perms::group_exec);
 
   BuildResult r;
   r.label = spec.label;
@@ -415,10 +470,8 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
   r.vmlinux = (out / "vmlinux").string();
   r.bzimage = (out / "bzImage").string();
   r.build_log = (out / "build.log").string();
-  for (const auto& p : spec.patches) {
-    const auto text = read_file(p, "patch", "patch");
-    r.patches.push_back({sfs::path(p).filename().string(), sha256_hex(text), subject_of(text)});
-  }
+  for (const auto& p : spec.patches)
+    r.patches.push_back({p.name, sha256_hex(p.content), patch_subject(p.content)});
 
   SourceTree st;
   st.root = kb / "src" / src_id;
@@ -427,6 +480,11 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
   st.patches = st.root / "patches";
   st.applied = st.root / "applied";
   sfs::create_directories(st.patches);
+  // The build user may pass through to its tree and objects, and read the
+  // patch copies; the rest of the cache is root's.
+  sandbox.let_through(kb.string());
+  sandbox.let_through((kb / "src").string());
+  sandbox.let_through(st.root.string());
   FileLock lock((st.root / "lock").string());
 
   if (sfs::exists(out / "meta.json")) {
@@ -449,34 +507,50 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
   std::error_code ec;
   sfs::remove_all(out, ec);
   sfs::create_directories(out);
-  const std::string log = r.build_log;
+  sfs::permissions(out, sfs::perms::owner_all | sfs::perms::group_read | sfs::perms::group_exec);
+  const Log log(r.build_log);
+  if (sandbox.enabled()) log.line("# tools run in the build sandbox as " + sandbox.user());
   const auto started = std::chrono::steady_clock::now();
 
-  if (!sfs::exists(st.tree)) unpack(spec, st, log, progress);
+  // What an older Leapfrog or a build without the sandbox left is the build
+  // user's from now on.
+  sandbox.hand_over(st.tree.string());
+  sandbox.hand_over(st.obj.string());
+  // The patches as the tools read them: root's, readable by the build user's
+  // group only, so no build can change a later build's series.
+  sandbox.let_through(st.patches.string(), true);
   for (size_t i = 0; i < spec.patches.size(); ++i) {
     const auto copy = st.patches / (r.patches[i].sha256 + ".patch");
-    if (!sfs::exists(copy))
-      sfs::copy_file(spec.patches[i], copy, sfs::copy_options::overwrite_existing);
+    if (!sfs::exists(copy)) write_file(copy.string(), spec.patches[i].content);
+    if (sandbox.enabled() && ::chown(copy.c_str(), 0, sandbox.gid()) != 0)
+      throw BuildError("sandbox", "cannot hand the patch copies to the build user", "");
   }
+  // A sandbox that cannot start fails this build, and is not recorded as
+  // these inputs' failure.
+  if (sandbox.enabled() && log.run(sandbox, {"true"}, {}) != 0)
+    throw BuildError("sandbox", "the build sandbox does not start (as " + sandbox.user() + ")",
+                     tail_of_file(log.path()), log.path());
+  if (!sfs::exists(st.tree)) unpack(spec, sandbox, st, log, progress);
   try {
-    apply_series(spec, st, r.patches, log, progress);
+    apply_series(spec, sandbox, st, r.patches, log, progress);
 
     // allnoconfig + our fragment + the user's, with a version suffix naming the inputs.
     std::string fragment = read_file(find_base_fragment(spec), "config", "config fragment");
-    for (const auto& f : spec.config_fragments)
-      fragment += "\n" + read_file(f, "config", "config fragment");
+    for (const auto& f : spec.config_fragments) fragment += "\n" + f.content;
     const std::string all = fragment + "\nCONFIG_LOCALVERSION=\"-lf" + hash.substr(0, 8) +
                             "\"\n# CONFIG_LOCALVERSION_AUTO is not set\n";
-    sfs::create_directories(st.obj);
+    if (!sfs::exists(st.obj)) make_build_folder(sandbox, st.obj);
     write_file((st.obj / "leapfrog.fragment").string(), all);
+    sandbox.hand_over((st.obj / "leapfrog.fragment").string());
     if (progress) progress("configuring");
+    const std::vector<Bind> binds = {{st.tree.string(), true}, {st.obj.string(), true}};
     const std::vector<std::string> make = {"make", "-C", st.tree.string(), "O=" + st.obj.string(),
                                            "ARCH=x86_64"};
     auto cmd = make;
     cmd.push_back("KCONFIG_ALLCONFIG=" + (st.obj / "leapfrog.fragment").string());
     cmd.push_back("allnoconfig");
-    if (run_logged(cmd, log) != 0)
-      throw BuildError("config", "kernel configuration failed", tail_of_file(log), log);
+    if (log.run(sandbox, cmd, binds) != 0)
+      throw BuildError("config", "kernel configuration failed", tail_of_file(log.path()), log.path());
     const auto missing =
         missing_options(all, read_file((st.obj / ".config").string(), "config", ".config"));
     if (!missing.empty()) {
@@ -485,16 +559,16 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
       throw BuildError(
           "config",
           "the configuration lost options (missing dependencies or misspelt names): " + list,
-          tail_of_file(log), log);
+          tail_of_file(log.path()), log.path());
     }
 
     const unsigned jobs = spec.jobs ? spec.jobs : std::max(1u, std::thread::hardware_concurrency());
-    if (progress) progress("building with " + std::to_string(jobs) + " jobs (log: " + log + ")");
+    if (progress) progress("building with " + std::to_string(jobs) + " jobs (log: " + log.path() + ")");
     cmd = make;
     cmd.push_back("-j" + std::to_string(jobs));
     cmd.push_back("bzImage");
-    if (run_logged(cmd, log) != 0)
-      throw BuildError("build", "the kernel build failed", tail_of_file(log), log);
+    if (log.run(sandbox, cmd, binds) != 0)
+      throw BuildError("build", "the kernel build failed", tail_of_file(log.path()), log.path());
 
     r.release =
         read_file((st.obj / "include/config/kernel.release").string(), "build", "kernel release");

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "common/kernel/build_file.h"
+#include "common/kernel/build_sandbox.h"
+
 namespace leapfrog::kbuild {
 
 // One patch of the series, as recorded with the kernel.
@@ -27,14 +30,29 @@ struct PatchInfo {
   std::string subject;  // its "Subject:" line, if any
 };
 
+// A patch or config fragment as a build takes it: bytes and a file name,
+// never a path the build reads (a builder agent gets them in the request).
+struct InputFile {
+  std::string name;
+  std::string content;
+};
+
+// The file at `path` as an InputFile named by its file name. Throws
+// BuildError(stage) when it cannot be read.
+InputFile read_input_file(const std::string& path, const std::string& stage = "patch");
+
 struct BuildSpec {
   std::string label;
-  // A kernel source folder, or a tarball (.tar, .tar.gz, .tar.xz, .tar.bz2).
+  // A kernel source folder, or a tarball (.tar, .tar.gz, .tar.xz, .tar.bz2):
+  // a path here, resolved by the caller (a builder agent: under its source
+  // roots, build_file.h).
   std::string source;
   // Applied in order with `patch -p1`.
-  std::vector<std::string> patches;
+  std::vector<InputFile> patches;
   // User fragments, applied on top of Leapfrog's own.
-  std::vector<std::string> config_fragments;
+  std::vector<InputFile> config_fragments;
+  // Where tar, cp, patch and make run (build_sandbox.h); off: as this process.
+  SandboxConfig sandbox;
   // Leapfrog's fragment; empty: found next to the executable or in the tree.
   std::string base_fragment;
   std::string cache_dir;
@@ -57,7 +75,8 @@ struct BuildResult {
   double seconds = 0;   // build time (0 when cached)
 };
 
-// What failed and where: stage is "source", "patch", "config" or "build".
+// What failed and where: stage is "source", "patch", "config", "build" or
+// "sandbox" (the sandbox could not be set up).
 // log_tail holds the last lines of the tool's output.
 class BuildError : public std::runtime_error {
  public:
@@ -87,8 +106,7 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress = {});
 // BuildError for a missing input.
 std::string inputs_hash(const BuildSpec& spec);
 
-// Lowercase hex sha256 of bytes / of a file's bytes.
-std::string sha256_hex(const std::string& bytes);
+// Lowercase hex sha256 of a file's bytes (of bytes: build_file.h).
 std::string sha256_of_file(const std::string& path);
 
 // Leapfrog's window-widening series (deploy/kernel/widen/*.patch, in name
@@ -100,6 +118,9 @@ std::vector<std::string> widen_series(const std::string& dir = {});
 // .config (a missing dependency or a misspelt name), as "CONFIG_X=y".
 std::vector<std::string> missing_options(const std::string& fragment_text,
                                          const std::string& dot_config_text);
+
+// The "Subject:" header of a patch's text before its first diff; "" if none.
+std::string patch_subject(const std::string& patch_text);
 
 // The last `lines` lines of a text.
 std::string tail_lines(const std::string& text, size_t lines);

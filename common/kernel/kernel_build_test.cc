@@ -8,7 +8,12 @@
 #include "common/kernel/kernel_build.h"
 
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -108,7 +113,7 @@ TEST_F(KernelBuildTest, BuildsOnceAndThenComesFromTheCache) {
 }
 
 TEST_F(KernelBuildTest, SwitchesPatchSeriesBothWays) {
-  spec_.patches = {dir_ + "/p1.patch"};
+  spec_.patches = {read_input_file(dir_ + "/p1.patch")};
   auto one = build_kernel(spec_);
   EXPECT_EQ(slurp(one.vmlinux), "line one\nline TWO\nline three\n");
   ASSERT_EQ(one.patches.size(), 1u);
@@ -116,7 +121,7 @@ TEST_F(KernelBuildTest, SwitchesPatchSeriesBothWays) {
   EXPECT_EQ(one.patches[0].subject, "[PATCH] first");
   EXPECT_EQ(one.patches[0].sha256, sha256_of_file(dir_ + "/p1.patch"));
 
-  spec_.patches = {dir_ + "/p1.patch", dir_ + "/p2.patch"};
+  spec_.patches = {read_input_file(dir_ + "/p1.patch"), read_input_file(dir_ + "/p2.patch")};
   auto two = build_kernel(spec_);
   EXPECT_EQ(slurp(two.vmlinux), "line one\nline TWO\nline THREE\n");
 
@@ -130,7 +135,7 @@ TEST_F(KernelBuildTest, SwitchesPatchSeriesBothWays) {
 }
 
 TEST_F(KernelBuildTest, APatchThatDoesNotApplyIsAClearErrorAndIsRemembered) {
-  spec_.patches = {dir_ + "/p2.patch"};  // needs p1 first
+  spec_.patches = {read_input_file(dir_ + "/p2.patch")};  // needs p1 first
   try {
     build_kernel(spec_);
     FAIL() << "expected a BuildError";
@@ -149,7 +154,7 @@ TEST_F(KernelBuildTest, APatchThatDoesNotApplyIsAClearErrorAndIsRemembered) {
   }
   EXPECT_EQ(builds(), 0);
   // A good series on the same tree still builds (the failed one left nothing applied).
-  spec_.patches = {dir_ + "/p1.patch", dir_ + "/p2.patch"};
+  spec_.patches = {read_input_file(dir_ + "/p1.patch"), read_input_file(dir_ + "/p2.patch")};
   EXPECT_EQ(slurp(build_kernel(spec_).vmlinux), "line one\nline TWO\nline THREE\n");
 }
 
@@ -157,7 +162,7 @@ TEST_F(KernelBuildTest, ABuildFailureCarriesTheLogTail) {
   spit(dir_ + "/break.patch",
        "--- a/fs/namei.c\n+++ b/fs/namei.c\n@@ -1,3 +1,3 @@\n line one\n-line two\n+BREAK_BUILD\n "
        "line three\n");
-  spec_.patches = {dir_ + "/break.patch"};
+  spec_.patches = {read_input_file(dir_ + "/break.patch")};
   try {
     build_kernel(spec_);
     FAIL() << "expected a BuildError";
@@ -172,7 +177,7 @@ TEST_F(KernelBuildTest, ABuildFailureCarriesTheLogTail) {
 
 TEST_F(KernelBuildTest, AnOptionTheConfigDropsIsNamed) {
   spit(dir_ + "/user.config", "CONFIG_ONLY_ON_REAL_KERNELS=y\n");
-  spec_.config_fragments = {dir_ + "/user.config"};
+  spec_.config_fragments = {read_input_file(dir_ + "/user.config", "config")};
   try {
     build_kernel(spec_);
     FAIL() << "expected a BuildError";
@@ -188,13 +193,14 @@ TEST_F(KernelBuildTest, EveryInputChangesTheHash) {
   EXPECT_EQ(inputs_hash(spec_), base);
   spit(dir_ + "/user.config", "CONFIG_FUSE_FS=y\n");
   auto with_fragment = spec_;
-  with_fragment.config_fragments = {dir_ + "/user.config"};
+  with_fragment.config_fragments = {read_input_file(dir_ + "/user.config", "config")};
   EXPECT_NE(inputs_hash(with_fragment), base);
   auto with_patch = spec_;
-  with_patch.patches = {dir_ + "/p1.patch"};
+  with_patch.patches = {read_input_file(dir_ + "/p1.patch")};
   const auto patched = inputs_hash(with_patch);
   EXPECT_NE(patched, base);
   spit(dir_ + "/p1.patch", slurp(dir_ + "/p1.patch") + "\n");
+  with_patch.patches = {read_input_file(dir_ + "/p1.patch")};
   EXPECT_NE(inputs_hash(with_patch), patched);
   spit(src_ + "/fs/extra.c", "x\n");
   EXPECT_NE(inputs_hash(spec_), base) << "a changed source tree is a new input";
@@ -248,7 +254,7 @@ TEST_F(KernelBuildTest, TheWidenSeriesIsThePatchesOfItsFolderInOrder) {
 // build_and_store never throws for a failed build: the result names the
 // stage and records the series as given, sha256 and subject included.
 TEST_F(KernelBuildTest, BuildAndStoreRecordsAFailedSeriesFully) {
-  spec_.patches = {dir_ + "/p2.patch", dir_ + "/p1.patch"};  // p2 needs p1 first
+  spec_.patches = {read_input_file(dir_ + "/p2.patch"), read_input_file(dir_ + "/p1.patch")};  // p2 needs p1 first
   const v1::KernelBuildResult r = build_and_store(spec_);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.failed_stage(), "patch");
@@ -274,12 +280,165 @@ TEST_F(KernelBuildTest, BuildAndStoreFailsAtTheStoreForWhatIsNoKernelImage) {
   EXPECT_EQ(builds(), 1);
 }
 
+// ---- the build sandbox (issue 41: a builder that read any file) ----
+
+// A toy tree whose bzImage step probes what a hostile Makefile could reach,
+// each probe's answer in a file of the object folder.
+const char* const kProbeMakefile = R"mk(
+allnoconfig:
+	mkdir -p $(O)
+	grep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config
+bzImage:
+	mkdir -p $(O)/arch/x86/boot $(O)/include/config
+	id -un > $(O)/probe-user
+	-cat $(SECRET) > $(O)/probe-secret 2>&1
+	-cat $(CACHE)/kbuild/out/*/build.log > $(O)/probe-cache 2>&1
+	-bash -c 'echo hello > /dev/tcp/127.0.0.1/$(PORT) && echo reached' > $(O)/probe-net 2>&1
+	-touch $(ESCAPE) > $(O)/probe-write 2>&1
+	cp fs/namei.c $(O)/vmlinux
+	cp fs/namei.c $(O)/arch/x86/boot/bzImage
+	echo 6.1.0-toy > $(O)/include/config/kernel.release
+)mk";
+
+class BuildSandboxTest : public KernelBuildTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "the build sandbox needs root";
+    KernelBuildTest::SetUp();
+    // The build user passes through the test folder to the cache (mkdtemp
+    // made it 0700), as it does through /var/cache.
+    sfs::permissions(dir_, sfs::perms::others_exec, sfs::perm_options::add);
+    // A listener on the host's loopback: the network a build must not reach.
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(listener_, 4), 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    const std::string port = std::to_string(ntohs(addr.sin_port));
+    spit(dir_ + "/secret", "TOPSECRET-4242\n");
+    sfs::permissions(dir_ + "/secret", sfs::perms::owner_read | sfs::perms::owner_write);
+    // The probe's targets ride in the Makefile (the sandbox clears the environment).
+    spit(src_ + "/Makefile", "SECRET := " + dir_ + "/secret\nCACHE := " + spec_.cache_dir + "\nPORT := " + port +
+                                 "\nESCAPE := " + dir_ + "/escaped\n" + kProbeMakefile);
+  }
+  void TearDown() override {
+    if (listener_ >= 0) ::close(listener_);
+    KernelBuildTest::TearDown();
+  }
+  std::string probe(const BuildResult& r, const std::string& name) {
+    for (auto& e : sfs::recursive_directory_iterator(spec_.cache_dir + "/kbuild/src"))
+      if (e.path().filename() == "probe-" + name) return slurp(e.path().string());
+    ADD_FAILURE() << "no probe-" << name << " (log: " << slurp(r.build_log) << ")";
+    return "";
+  }
+  int listener_ = -1;
+};
+
+// Positive control: without the sandbox (as root) every probe reaches its
+// target, so the probes can fire.
+TEST_F(BuildSandboxTest, WithoutTheSandboxTheProbesReachEverything) {
+  build_kernel(spec_);  // a first build, so the second finds a log in the cache
+  spit(src_ + "/fs/namei.c", "line one\nline two, again\n");
+  const BuildResult r = build_kernel(spec_);
+  EXPECT_EQ(probe(r, "user"), "root\n");
+  EXPECT_EQ(probe(r, "secret"), "TOPSECRET-4242\n");
+  EXPECT_NE(probe(r, "cache").find("$ make"), std::string::npos) << probe(r, "cache");
+  EXPECT_NE(probe(r, "net").find("reached"), std::string::npos) << probe(r, "net");
+  EXPECT_TRUE(sfs::exists(dir_ + "/escaped"));
+}
+
+// In the sandbox the same Makefile runs as the build user, reads no secret
+// and no cache, reaches no network, writes nothing outside its tree and
+// objects, and what it writes is not world-readable.
+TEST_F(BuildSandboxTest, InTheSandboxAHostileMakefileReachesNothing) {
+  spec_.sandbox.enabled = true;
+  build_kernel(spec_);
+  spit(src_ + "/fs/namei.c", "line one\nline two, again\n");
+  const BuildResult r = build_kernel(spec_);
+  EXPECT_EQ(probe(r, "user"), std::string(kBuildUser) + "\n");
+  EXPECT_EQ(probe(r, "secret").find("TOPSECRET"), std::string::npos) << probe(r, "secret");
+  EXPECT_EQ(probe(r, "cache").find("$ make"), std::string::npos) << probe(r, "cache");
+  EXPECT_EQ(probe(r, "net").find("reached"), std::string::npos) << probe(r, "net");
+  EXPECT_FALSE(sfs::exists(dir_ + "/escaped"));
+  EXPECT_EQ(slurp(r.build_log).find("TOPSECRET"), std::string::npos);
+  EXPECT_NE(slurp(r.build_log).find("build sandbox as " + std::string(kBuildUser)), std::string::npos);
+  // Nothing the build left is world-readable: the tree, the objects, the log, the record.
+  std::vector<std::string> readable;
+  for (const auto* top : {"/kbuild/src", "/kbuild/out"})
+    for (auto& e : sfs::recursive_directory_iterator(spec_.cache_dir + top))
+      if (!e.is_symlink() && (e.status().permissions() & sfs::perms::others_read) != sfs::perms::none)
+        readable.push_back(e.path().string());
+  std::string list;
+  for (const auto& r : readable) list += "\n  " + r;
+  EXPECT_TRUE(readable.empty()) << "world-readable:" << list;
+}
+
+// A tree a root build left (an older Leapfrog) is handed to the build user,
+// and builds in the sandbox.
+TEST_F(BuildSandboxTest, ATreeARootBuildLeftBuildsInTheSandbox) {
+  build_kernel(spec_);
+  spec_.sandbox.enabled = true;
+  spec_.patches = {read_input_file(dir_ + "/p1.patch")};
+  const BuildResult r = build_kernel(spec_);
+  EXPECT_FALSE(r.cached);
+  EXPECT_EQ(slurp(r.vmlinux), "line one\nline TWO\nline three\n");
+  EXPECT_EQ(probe(r, "user"), std::string(kBuildUser) + "\n");
+}
+
+// A sandbox without its user says so, before anything runs.
+TEST(BuildSandbox, AMissingBuildUserIsAClearError) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the build sandbox needs root";
+  SandboxConfig c;
+  c.enabled = true;
+  c.user = "leapfrog-no-such-user";
+  try {
+    BuildSandbox sandbox(c, "/nonexistent");
+    FAIL() << "expected a BuildError";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "sandbox");
+    EXPECT_NE(std::string(e.what()).find("no system user \"leapfrog-no-such-user\""), std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- source names under source roots ----
+
+TEST(SourceRoots, ANameResolvesInsideItsRootAndNowhereElse) {
+  char tmpl[] = "/tmp/leapfrog-roots-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  spit(dir + "/roots/a/linux.tar.xz", "x");
+  spit(dir + "/roots/b/trees/linux/Makefile", "x");
+  spit(dir + "/outside/secret.tar.xz", "x");
+  sfs::create_symlink(dir + "/outside", dir + "/roots/a/escape");
+  const std::vector<std::string> roots = {dir + "/roots/a", dir + "/roots/b"};
+  EXPECT_EQ(resolve_source("linux.tar.xz", roots), dir + "/roots/a/linux.tar.xz");
+  EXPECT_EQ(resolve_source("trees/linux", roots), dir + "/roots/b/trees/linux");
+  auto error_of = [&](const std::string& name) {
+    try {
+      resolve_source(name, roots);
+      return std::string();
+    } catch (const BuildError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(error_of("escape/secret.tar.xz").find("resolves outside its source root"), std::string::npos);
+  EXPECT_NE(error_of("../outside/secret.tar.xz").find("\"..\" component"), std::string::npos);
+  EXPECT_NE(error_of(dir + "/outside/secret.tar.xz").find("absolute path"), std::string::npos);
+  EXPECT_NE(error_of("missing.tar.xz").find("is in no source root"), std::string::npos);
+  EXPECT_NE(error_of("").find("no source"), std::string::npos);
+  sfs::remove_all(dir);
+}
+
 v1::KernelBuild toy_build() {
   v1::KernelBuild b;
   b.set_label("toy");
-  b.set_source("/src/linux");
-  b.add_patches("/patches/0001-first.patch");
-  b.add_patches("0002-second.patch");
+  b.set_source("linux");
+  b.add_patch_files()->set_name("0001-first.patch");
+  b.add_patch_files()->set_name("0002-second.patch");
   b.set_cmdline("leapfrog_planted=0");
   return b;
 }
@@ -300,7 +459,7 @@ TEST(BuiltKernel, AReadyKernelCarriesTheStoredImage) {
   const v1::Kernel k = built_kernel(toy_build(), r);
   EXPECT_EQ(k.label(), "toy");
   EXPECT_EQ(k.status(), v1::KERNEL_STATUS_READY);
-  EXPECT_EQ(k.source(), "build of /src/linux + 0001-first.patch + 0002-second.patch");
+  EXPECT_EQ(k.source(), "build of linux + 0001-first.patch + 0002-second.patch");
   EXPECT_EQ(k.cmdline(), "leapfrog_planted=0");
   EXPECT_EQ(k.release(), "6.1.0-lfabcdef01");
   EXPECT_EQ(k.sha256(), "0123");

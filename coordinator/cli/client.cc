@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "common/duration.h"
+#include "common/kernel/build_file.h"
+#include "common/kernel/kernel_build.h"
 #include "common/ktap/words.h"
 #include "common/proto_time.h"
 
@@ -44,6 +46,34 @@ Endpoint resolve_endpoint(const std::string& address, const std::string& token_f
   ep.token = read_first_line(tf);
   if (ep.token.empty()) throw std::runtime_error("no token: cannot read \"" + tf + "\" (pass --token-file)");
   return ep;
+}
+
+// What --source names for a builder: a path here under one of `roots`
+// becomes its name relative to that root; a name that is no path here is
+// sent as it is (the builder resolves it under its own roots).
+static std::string source_name(const std::string& source, std::vector<std::string> roots) {
+  namespace sfs = std::filesystem;
+  if (roots.empty()) roots = kbuild::default_source_roots();
+  std::error_code ec;
+  if (!sfs::exists(source, ec)) {
+    if (source.front() == '/')
+      throw std::runtime_error("--source \"" + source + "\": no such file or folder");
+    if (auto why = kbuild::source_name_problem(source); !why.empty())
+      throw std::runtime_error("--source: " + why);
+    return source;  // a name on the builder
+  }
+  const sfs::path real = sfs::canonical(source, ec);
+  std::string tried;
+  for (const auto& root : roots) {
+    const sfs::path real_root = sfs::canonical(root, ec);
+    tried += (tried.empty() ? "" : ", ") + root;
+    if (ec) continue;
+    const sfs::path rel = real.lexically_relative(real_root);
+    if (!rel.empty() && rel != "." && *rel.begin() != "..") return rel.string();
+  }
+  throw std::runtime_error("--source \"" + source + "\" is under no source root (" + tried +
+                           "): a builder takes sources only from its --source-root folders; pass "
+                           "--source-root DIR here and to the builder");
 }
 
 v1::CampaignSpec to_spec(const CampaignFlags& f) {
@@ -77,21 +107,31 @@ v1::CampaignSpec to_spec(const CampaignFlags& f) {
     if (!f.build_source.empty() || !f.build_patches.empty() || !f.build_configs.empty() || !f.build_cmdline.empty())
       throw std::runtime_error("--source, --patch, --config and --kernel-cmdline describe a build: add --build LABEL");
   } else {
-    // The builder agent reads these paths: absolute, and checked here while
-    // the user can still fix them (builder and CLI usually share a machine).
-    auto path = [](const std::string& p, const char* flag) {
+    // Patches and fragments travel as content; the source is named relative
+    // to the builder's source roots. Checked here while the user can still
+    // fix them (builder and CLI usually share a machine).
+    auto read = [](const std::string& p, const char* flag) {
       std::error_code ec;
-      if (!std::filesystem::exists(p, ec))
-        throw std::runtime_error(std::string(flag) + " \"" + p + "\": no such file or folder");
-      return std::filesystem::absolute(p).lexically_normal().string();
+      if (!std::filesystem::is_regular_file(p, ec))
+        throw std::runtime_error(std::string(flag) + " \"" + p + "\": no such file");
+      try {
+        return kbuild::read_input_file(p, flag);
+      } catch (const kbuild::BuildError& e) {
+        throw std::runtime_error(std::string(flag) + ": " + e.what());
+      }
+    };
+    auto file = [](v1::BuildFile* out, const kbuild::InputFile& in) {
+      out->set_name(in.name);
+      out->set_content(in.content);
+      out->set_sha256(kbuild::sha256_hex(in.content));
     };
     if (f.build_source.empty())
       throw std::runtime_error("--build " + f.build_label + ": --source (a kernel source folder or tarball) is required");
     v1::KernelBuild* b = spec.add_builds();
     b->set_label(f.build_label);
-    b->set_source(path(f.build_source, "--source"));
-    for (const auto& p : f.build_patches) b->add_patches(path(p, "--patch"));
-    for (const auto& c : f.build_configs) b->add_config_fragments(path(c, "--config"));
+    b->set_source(source_name(f.build_source, f.build_source_roots));
+    for (const auto& p : f.build_patches) file(b->add_patch_files(), read(p, "--patch"));
+    for (const auto& c : f.build_configs) file(b->add_config_files(), read(c, "--config"));
     b->set_cmdline(f.build_cmdline);
   }
   for (const auto& p : f.params) {
@@ -349,8 +389,9 @@ int Client::campaign_show(int64_t id, bool json_out) {
   for (const auto& j : jobs.jobs()) {
     if (!j.has_build()) continue;
     std::printf("\nbuild job %lld: kernel %s from %s (%d patches)\n", static_cast<long long>(j.job_id()),
-                j.build().label().c_str(), j.build().source().c_str(), j.build().patches_size());
-    for (const auto& p : j.build().patches()) std::printf("  patch %s\n", p.c_str());
+                j.build().label().c_str(), j.build().source().c_str(), j.build().patch_files_size());
+    for (const auto& p : j.build().patch_files())
+      std::printf("  patch %s %s\n", p.name().c_str(), p.sha256().substr(0, 12).c_str());
     if (j.state() == v1::JOB_STATE_DONE)
       std::printf("  %s%s%s\n", verdict_name(j.verdict()).c_str(), j.reason().empty() ? "" : ": ", j.reason().c_str());
     else

@@ -43,6 +43,7 @@ struct CampaignFlags {
   // A kernel to build before the campaign tests it (--build LABEL --source ...).
   std::string build_label;
   std::string build_source;
+  std::vector<std::string> build_source_roots;  // empty: /usr/src
   std::vector<std::string> build_patches;
   std::vector<std::string> build_configs;
   std::string build_cmdline;

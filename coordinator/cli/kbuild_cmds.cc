@@ -1,4 +1,6 @@
 #include "coordinator/cli/kbuild_cmds.h"
+
+#include <unistd.h>
 #include "coordinator/channel.h"
 
 #include <grpcpp/grpcpp.h>
@@ -83,25 +85,32 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
   kbuild::BuildSpec spec;
   spec.label = label_;
   spec.source = std::filesystem::absolute(source_).string();
-  for (const auto& p : patches_) spec.patches.push_back(std::filesystem::absolute(p).string());
-  if (widen_) {
-    try {
-      for (const auto& p : kbuild::widen_series()) spec.patches.push_back(p);
-    } catch (const kbuild::BuildError& e) {
-      throw std::runtime_error(e.what());
-    }
+  try {
+    for (const auto& p : patches_) spec.patches.push_back(kbuild::read_input_file(p, "patch"));
+    if (widen_)
+      for (const auto& p : kbuild::widen_series()) spec.patches.push_back(kbuild::read_input_file(p, "patch"));
+    for (const auto& f : fragments_) spec.config_fragments.push_back(kbuild::read_input_file(f, "config"));
+  } catch (const kbuild::BuildError& e) {
+    throw std::runtime_error(e.what());
   }
-  for (const auto& f : fragments_) spec.config_fragments.push_back(std::filesystem::absolute(f).string());
   spec.cache_dir = cache_dir_.empty() ? vm::default_cache_dir() : cache_dir_;
   spec.jobs = jobs_;
   spec.retry_failed = retry_;
+  // As root, the tools run as the build user in the build sandbox, as on a
+  // builder agent: the source's Makefile is not trusted with root. As
+  // another user they run as that user.
+  spec.sandbox.enabled = ::geteuid() == 0;
 
   // The build as a build job would carry it: the kernel record is then the
   // one a builder agent's result registers.
   v1::KernelBuild build;
   build.set_label(label_);
   build.set_source(spec.source);
-  for (const auto& p : patches_) build.add_patches(std::filesystem::absolute(p).string());
+  for (size_t i = 0; i < patches_.size(); ++i) {
+    auto* f = build.add_patch_files();
+    f->set_name(spec.patches[i].name);
+    f->set_sha256(kbuild::sha256_hex(spec.patches[i].content));
+  }
   build.set_cmdline(cmdline_);
   auto progress = [&](const std::string& line) {
     if (!json) std::fprintf(stderr, "kernel build %s: %s\n", label_.c_str(), line.c_str());

@@ -92,7 +92,13 @@ v1::JobInfo job_info_from_row(const pqxx::row& r) {
   j.set_verdict(static_cast<v1::Verdict>(r[7].as<int>()));
   j.set_reason(r[8].as<std::string>());
   if (r.size() > 10) {
-    if (!r[9].is_null()) *j.mutable_build() = parse<v1::KernelBuild>(r[9], "kernel build");
+    if (!r[9].is_null()) {
+      *j.mutable_build() = parse<v1::KernelBuild>(r[9], "kernel build");
+      // Lists show a build's files by name and sha256; only the builder's
+      // lease carries their bytes (lease_build).
+      for (auto* files : {j.mutable_build()->mutable_patch_files(), j.mutable_build()->mutable_config_files()})
+        for (auto& f : *files) f.clear_content();
+    }
     j.set_release(r[10].as<std::string>());
   }
   if (r.size() > 14 && r[11].as<int64_t>() >= 0) {

@@ -1208,8 +1208,11 @@ NewJob build_job(const std::string& label) {
   j.spec.set_fs("kernel-build");
   v1::KernelBuild b;
   b.set_label(label);
-  b.set_source("/src/linux");
-  b.add_patches("/src/0001-fix.patch");
+  b.set_source("linux");
+  auto* f = b.add_patch_files();
+  f->set_name("0001-fix.patch");
+  f->set_content("--- a/x\n+++ b/x\n");
+  f->set_sha256("ab12");
   j.build = b;
   return j;
 }
@@ -1226,7 +1229,18 @@ TEST_F(PgStoreTest, BuildJobQueuesItsWaitingJobsForTheBuiltRelease) {
   auto build = store_->lease_build_job("b", kT0, kLease);
   ASSERT_TRUE(build);
   ASSERT_TRUE(build->has_build());
-  EXPECT_EQ(build->build().patches(0), "/src/0001-fix.patch");
+  ASSERT_EQ(build->build().patch_files_size(), 1);
+  EXPECT_EQ(build->build().patch_files(0).content(), "--- a/x\n+++ b/x\n") << "the lease carries the bytes";
+  // Lists show the file by name and sha256, without its bytes.
+  bool listed = false;
+  for (const auto& info : store_->list_jobs(c)) {
+    if (!info.has_build() || info.build().patch_files_size() == 0) continue;
+    listed = true;
+    EXPECT_EQ(info.build().patch_files(0).name(), "0001-fix.patch");
+    EXPECT_EQ(info.build().patch_files(0).sha256(), "ab12");
+    EXPECT_TRUE(info.build().patch_files(0).content().empty());
+  }
+  EXPECT_TRUE(listed) << "the build job is not in the campaign's list";
   EXPECT_FALSE(store_->lease_build_job("b2", kT0, kLease));
 
   v1::Outcome o = outcome(v1::VERDICT_PASS);
@@ -1243,7 +1257,7 @@ TEST_F(PgStoreTest, BuildJobQueuesItsWaitingJobsForTheBuiltRelease) {
   EXPECT_EQ(kernels[0].label(), "nightly");
   EXPECT_EQ(kernels[0].status(), v1::KERNEL_STATUS_READY);
   EXPECT_EQ(kernels[0].release(), "6.1.0-lfabcdef12");
-  EXPECT_EQ(kernels[0].source(), "build of /src/linux + 0001-fix.patch");
+  EXPECT_EQ(kernels[0].source(), "build of linux + 0001-fix.patch");
 
   EXPECT_FALSE(lease("a", kT0 + 2s, nightly)) << "an agent without the built release leased";
   v1::Capabilities built = nightly;

@@ -58,6 +58,8 @@ ln -s ../lib/leapfrog/bin/leapfrog "$root/usr/bin/leapfrog"
 ln -s ../lib/leapfrog/bin/leapfrog-agent "$root/usr/bin/leapfrog-agent"
 install -m 0644 "$src"/deploy/systemd/*.service "$root/lib/systemd/system/"
 install -m 0644 "$src"/deploy/debian/etc/*.conf "$root/etc/leapfrog/"
+install -d "$root/usr/lib/sysusers.d"
+install -m 0644 "$src/deploy/debian/sysusers/leapfrog.conf" "$root/usr/lib/sysusers.d/leapfrog.conf"
 
 # Debug symbols stay in the build tree; the package carries stripped binaries.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$lib/bin/leapfrog" \
@@ -90,7 +92,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $size
 Depends: $shlibs, postgresql, qemu-system-x86, busybox-static, cpio, e2fsprogs, xfsprogs, btrfs-progs, fuse3, acl
-Recommends: linux-source-6.1, bc, bison, flex, libelf-dev, libssl-dev, build-essential
+Recommends: linux-source-6.1, bubblewrap, bc, bison, flex, libelf-dev, libssl-dev, build-essential
 Section: devel
 Priority: optional
 Homepage: https://localhost/leapfrog
