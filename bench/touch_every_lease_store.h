@@ -113,9 +113,9 @@ class TouchEveryLeaseStore : public Store {
     if (discard_reports) return done(ReportResult::Stored, nullptr);
     inner_.report_outcome_async(agent_id, job_id, attempt, outcome, now, std::move(done), key);
   }
-  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+  bool release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                    const std::string& key = kTrustedCaller) override {
-    inner_.release_job(agent_id, job_id, attempt, key);
+    return inner_.release_job(agent_id, job_id, attempt, key);
   }
   int expire_leases(TimePoint now) override { return inner_.expire_leases(now); }
   std::vector<v1::OutcomeRecord> find_outcomes(const OutcomeFilter& filter) override {

@@ -381,7 +381,13 @@ Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJ
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
   return guarded("ReleaseJob", [&] {
     if (req->agent_secret().empty()) return missing_secret();
-    store_.release_job(req->agent_id(), req->job_id(), req->attempt(), key_of(req->agent_secret()));
+    if (!store_.release_job(req->agent_id(), req->job_id(), req->attempt(),
+                            key_of(req->agent_secret())))
+      // Another agent's lease, or one that has ended: nothing is released,
+      // and the caller is told so (issue 41 §7).
+      return Status(StatusCode::PERMISSION_DENIED,
+                    "job " + std::to_string(req->job_id()) + " attempt " + std::to_string(req->attempt()) +
+                        " is not leased to agent " + quoted_start(req->agent_id()) + ": nothing released");
     spdlog::info("job.release job={} attempt={} agent={} reason=\"{}\"", req->job_id(), req->attempt(),
                  req->agent_id(), req->reason());
     work_.notify();

@@ -16,7 +16,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <functional>
 #include <latch>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -711,6 +714,51 @@ TEST_F(CoordinatorServerTest, RegisterCampaignLeaseHeartbeatReport) {
   EXPECT_EQ(outcomes(c.id(), /*failed_only=*/true).size(), 1u);
 }
 
+// Issue 41 §5, the values an agent sent on its own lease: each is refused
+// with INVALID_ARGUMENT naming the field, nothing is stored, and the lists
+// and pages that printed such rows still answer; a sound outcome then stores
+// (the control).
+TEST_F(CoordinatorServerTest, ReportOutcomeRefusesValuesNoReaderCanPrint) {
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  auto refused = [&](const std::function<void(v1::Outcome&)>& poison, const std::string& field) {
+    v1::Outcome o = outcome(v1::VERDICT_PASS);
+    poison(o);
+    const auto r = report(a, job->job_id(), job->attempt(), o);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_THAT(r.status.error_message(), HasSubstr(field));
+  };
+  const int64_t big = int64_t{1} << 62;
+  refused([&](v1::Outcome& o) { o.mutable_elapsed()->set_seconds(big); }, "outcome.elapsed");
+  refused([&](v1::Outcome& o) { o.mutable_finished_at()->set_seconds(big); }, "outcome.finished_at");
+  refused([](v1::Outcome& o) { o.mutable_run()->mutable_setup()->set_nanos(2'000'000'000); }, "outcome.run.setup");
+  refused([](v1::Outcome& o) {
+    o.mutable_elapsed()->set_seconds(5);
+    o.mutable_elapsed()->set_nanos(-5);
+  }, "outcome.elapsed");
+  refused([](v1::Outcome& o) { o.set_violation_count(~uint64_t{0}); }, "outcome.violation_count");
+  refused([](v1::Outcome& o) { o.set_ops_per_sec(std::nan("")); }, "outcome.ops_per_sec");
+  refused([](v1::Outcome& o) { o.set_ops_per_sec(INFINITY); }, "outcome.ops_per_sec");
+  refused([](v1::Outcome& o) { o.set_epsilon_ns(std::numeric_limits<int64_t>::min()); }, "outcome.epsilon_ns");
+  refused([](v1::Outcome& o) { (*o.mutable_violations_by_kind())["stale-grant"] = ~uint64_t{0}; },
+          "outcome.violations_by_kind");
+  refused([](v1::Outcome& o) {
+    o.set_verdict(v1::VERDICT_VIOLATION);
+    o.add_violations()->set_kind(v1::VIOLATION_KIND_STALE_GRANT);
+  }, "outcome.violation_count 0 is less than the 1 violations listed");
+  EXPECT_EQ(outcome_rows(job->job_id()), 0);
+  // The control: the same outcome, sound, stores; the lists print it.
+  v1::Outcome good = outcome(v1::VERDICT_PASS);
+  good.mutable_elapsed()->set_seconds(5);
+  good.set_ops_per_sec(1000.5);
+  good.set_epsilon_ns(-1);
+  ASSERT_TRUE(report(a, job->job_id(), job->attempt(), good).status.ok());
+  EXPECT_EQ(outcome_rows(job->job_id()), 1);
+  EXPECT_EQ(outcomes(c.id(), /*failed_only=*/false).size(), 1u);
+}
+
 TEST_F(CoordinatorServerTest, ReportOutcomeValidatesItsInput) {
   const std::string a = register_agent("a", caps("host", {"tmpfs"}));
   const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}));
@@ -921,8 +969,11 @@ TEST_F(CoordinatorServerTest, ReleaseJobRequeuesWithoutSpendingAnAttempt) {
   auto first = lease(a);
   ASSERT_TRUE(first.has_value());
 
-  // Only the holder of the lease can give it back.
-  ASSERT_TRUE(release(b, first->job_id(), first->attempt()).status.ok());
+  // Only the holder of the lease can give it back: another agent, with its
+  // own secret, is refused and changes nothing.
+  const auto refused = release(b, first->job_id(), first->attempt());
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.status.error_message();
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("is not leased to agent"));
   v1::JobInfo info = job_info(c.id(), first->job_id());
   EXPECT_EQ(info.state(), v1::JOB_STATE_LEASED);
   EXPECT_EQ(info.agent_id(), a);

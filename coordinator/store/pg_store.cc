@@ -430,7 +430,7 @@ void PgStore::report_outcome_async(const std::string& agent_id, int64_t job_id, 
 
 size_t PgStore::queued_reports() { return reports_->queued(); }
 
-void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+bool PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                           const std::string& key) {
   const bool requeued = run_autocommit(*pool_, "release_job", [&](pqxx::nontransaction& txn) {
     auto r = txn.exec_prepared("release_job", job_id, attempt, clean(agent_id), clean(key));
@@ -439,6 +439,7 @@ void PgStore::release_job(const std::string& agent_id, int64_t job_id, uint32_t 
     return r.affected_rows() > 0;
   });
   if (!requeued) throw_if_leased_with_other_key(agent_id, job_id, attempt, key);
+  return requeued;
 }
 
 int PgStore::expire_leases(TimePoint now) {

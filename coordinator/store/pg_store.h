@@ -121,7 +121,7 @@ class PgStore : public Store {
   void report_outcome_async(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                             const v1::Outcome& outcome, TimePoint now, ReportDone done,
                             const std::string& key = kTrustedCaller) override;
-  void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+  bool release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                    const std::string& key = kTrustedCaller) override;
   int expire_leases(TimePoint now) override;
   std::optional<AgentJob> agent_job(const std::string& agent_name, int64_t job_id) override;

@@ -380,9 +380,10 @@ class Store {
   }
   // The agent gives the job back unfinished: queued again, attempt not counted
   // against max_attempts (the next lease still gets a new attempt number).
-  // Ignored unless (job, attempt) is leased by this agent; throws
-  // WrongAgentSecret if it is, but was taken with another key.
-  virtual void release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
+  // Ignored unless (job, attempt) is leased by this agent (false: nothing
+  // released); throws WrongAgentSecret if it is, but was taken with another
+  // key. True when the job was queued again.
+  virtual bool release_job(const std::string& agent_id, int64_t job_id, uint32_t attempt,
                            const std::string& key = kTrustedCaller) = 0;
   // Leases past their deadline: requeued (the next lease is attempt + 1) or,
   // after max_attempts, done as VERDICT_INFRA_FAILURE with the reason. Jobs
