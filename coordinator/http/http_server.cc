@@ -171,9 +171,15 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
   // address they dialled as Host; the answer says only whether this
   // process serves, so neither check applies.
   const bool probe = reads && (req.path == "/healthz" || req.path == "/readyz");
+  // HTTP/1.1 names its host exactly once; without one, or with two, which
+  // name the check below should judge is a guess a proxy may make otherwise
+  // (issue 41 §7).
+  const size_t hosts = req.get_header_value_count("Host");
+  if (hosts == 0) return refuse(res, 400, "the request has no Host header");
+  if (hosts > 1) return refuse(res, 400, "the request has " + std::to_string(hosts) + " Host headers");
   // A page on another origin that rebinds its name to 127.0.0.1 still sends
   // its own name as Host.
-  if (req.has_header("Host") && !probe) {
+  if (!probe) {
     const std::string host = lower(req.get_header_value("Host"));
     if (std::find(hosts_.begin(), hosts_.end(), host) == hosts_.end())
       return refuse(res, 421,

@@ -283,6 +283,21 @@ TEST_F(HttpServerTest, OnlyOurOwnHostNamesAreAnswered) {
   }
 }
 
+// No Host, or two (the first deciding the check, another reaching a proxy's
+// routing): 400, for the probes too. A single Host is answered (the control).
+TEST_F(HttpServerTest, ARequestWithNoHostOrTwoIsRefused) {
+  start_http(options());
+  const std::string port = std::to_string(http_->port());
+  for (const std::string& path : {"/api/overview", "/healthz"}) {
+    EXPECT_EQ(ask("GET " + path + " HTTP/1.1\r\n\r\n").status, 400) << path;
+    const Answer two = ask("GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + port +
+                           "\r\nHost: evil.example\r\n\r\n");
+    EXPECT_EQ(two.status, 400) << path << ": " << two.body;
+    EXPECT_EQ(two.body.find("\"campaigns\""), std::string::npos) << two.body;
+    EXPECT_EQ(ask(get(path, "127.0.0.1:" + port)).status, 200) << path;
+  }
+}
+
 // ---- 2. bodies: the token before the body, a cap however framed ----
 
 std::string post_head(const std::string& host, const std::string& framing,
