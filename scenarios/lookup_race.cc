@@ -39,8 +39,8 @@ Outcome begin_outcome(const RunContext& ctx) {
   return out;
 }
 
-// Records per actor in flight between an actor and the judge.
-constexpr uint64_t kRaceRing = uint64_t{1} << 15;
+// Records per actor in flight between an actor and the judge (kRaceRing,
+// lookup_race.h).
 // Lookups the judge takes at a time in a live run.
 constexpr size_t kLiveBatch = size_t{1} << 14;
 
@@ -59,8 +59,7 @@ static RaceConfig race_config(const RunContext& ctx) {
   return cfg;
 }
 
-// The history's identifying header fields, from the run.
-static void fill_header(HistoryHeader& h, const Outcome& out, const RunContext& ctx) {
+void fill_header(HistoryHeader& h, const Outcome& out, const RunContext& ctx) {
   h.scenario = ctx.opts.scenario;
   h.seed = ctx.opts.seed;
   h.fs = ctx.ws.name();
@@ -70,7 +69,7 @@ static void fill_header(HistoryHeader& h, const Outcome& out, const RunContext& 
 }
 
 // The race's figures; false (the outcome an error) if the race failed.
-static bool take_race(Outcome& out, const RaceResult& race) {
+bool take_race(Outcome& out, const RaceResult& race) {
   out.rounds = race.rounds;
   out.duration_s = race.elapsed_s;
   out.timing = race.timing;
@@ -83,7 +82,7 @@ static bool take_race(Outcome& out, const RaceResult& race) {
 }
 
 // The verdict out.check earned, with its notes.
-static void judge_outcome(Outcome& out) {
+void judge_outcome(Outcome& out) {
   out.notes.insert(out.notes.end(), out.check.notes.begin(), out.check.notes.end());
   if (out.check.unjudged)
     out.notes.push_back(std::to_string(out.check.unjudged) +
@@ -99,7 +98,7 @@ static void judge_outcome(Outcome& out) {
   if (!why.empty()) out.error = why;
 }
 
-static void note_ops(Outcome& out) {
+void note_ops(Outcome& out) {
   out.ops_per_sec = out.duration_s > 0 ? static_cast<double>(out.ops) / out.duration_s : 0;
   if (out.ops == 0) {
     out.verdict = "error";

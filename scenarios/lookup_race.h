@@ -160,6 +160,23 @@ Outcome run_lookup_race(RacePlan& plan, RunContext& ctx);
 
 // Shared by every scenario's run(): fills the outcome's identifying fields.
 Outcome begin_outcome(const RunContext& ctx);
+
+// Records per actor in flight between an actor and a race's sink: each
+// actor's buffer is a ring of this many.
+inline constexpr uint64_t kRaceRing = uint64_t{1} << 15;
+
+// The history's identifying header fields (scenario, seed, fs, clock,
+// epsilon, base device), from the run.
+void fill_header(HistoryHeader& h, const Outcome& out, const RunContext& ctx);
+
+// The race's figures into `out`; false (the outcome an error) if the race failed.
+bool take_race(Outcome& out, const RaceResult& race);
+
+// ops_per_sec from ops and duration; an error when nothing was recorded.
+void note_ops(Outcome& out);
+
+// The verdict out.check earned, with its notes (and the backpressure's).
+void judge_outcome(Outcome& out);
 // Converts race records into a History and checks it (used by lookup races and
 // foffset). Writes the history file when asked.
 void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext& ctx);

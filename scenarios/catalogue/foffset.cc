@@ -10,11 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <system_error>
 #include <vector>
 
 #include "scenarios/catalogue/catalogue.h"
 #include "scenarios/catalogue/common.h"
+#include "scenarios/lookup_race.h"
+#include "scenarios/offset_recorder.h"
 #include "scenarios/shared_region.h"
 #include "scenarios/sys/posix_ops.h"
 
@@ -117,49 +120,40 @@ class Foffset : public Scenario {
     cfg.duration = ctx.opts.iterations ? kMaxDuration : ctx.opts.duration;
     cfg.fuzzy = fuzzy;
     cfg.pin_cpus = ctx.strategy.pin_cpus;
-    cfg.capacity = std::min<uint64_t>(
-        ctx.opts.iterations
-            ? ctx.opts.iterations + 16
-            : static_cast<uint64_t>(static_cast<double>(ctx.opts.duration) / 1e9 * 2e6) + 1024,
-        32u << 20);
-    RaceResult race = run_race(actors, cfg, ctx.opts.seed);
-    ::close(fd);
+    // The records go to the recorder as the race runs, which judges each pass
+    // over the file once every peer has left it: a run of any length holds
+    // about a pass.
+    cfg.capacity = kRaceRing;
 
-    History h;
-    h.header.block_size = bs;
-    h.header.blocks = blocks;
+    HistoryHeader header;
+    fill_header(header, out, ctx);
+    header.block_size = bs;
+    header.blocks = blocks;
     for (uint32_t i = 0; i < ctx.observers; ++i)
-      h.header.actors.push_back(Actor{i, "peer", ctx.opts.observer, fuzzy ? "fuzzy" : "free"});
-    // A round counts as a race-window hit when two actors' calls overlapped in it.
-    std::vector<std::pair<TimeNs, TimeNs>> first_in_round;
-    std::vector<uint8_t> hit;
-    for (size_t a = 0; a < race.records.size(); ++a) {
-      for (const RawRecord& r : race.records[a]) {
-        OffsetRecord o;
-        o.kind = (r.aux & 1) ? OffsetRecord::Kind::Seek : OffsetRecord::Kind::Read;
-        o.actor = static_cast<uint32_t>(a);
-        o.epoch = r.aux >> 1;
-        o.invoke = r.invoke;
-        o.complete = r.complete;
-        o.err = r.err;
-        o.offset = static_cast<int64_t>(r.a);
-        o.length = static_cast<uint32_t>(r.b);
-        h.offsets.push_back(o);
-        if (!fuzzy) continue;
-        if (first_in_round.size() <= r.round) {
-          first_in_round.resize(r.round + 1, {0, -1});
-          hit.resize(r.round + 1, 0);
-        }
-        auto& f = first_in_round[r.round];
-        if (f.second < f.first) {
-          f = {r.invoke, r.complete};
-        } else if (r.invoke <= f.second && f.first <= r.complete && !hit[r.round]) {
-          hit[r.round] = 1;
-          ++out.race_window_hits;
-        }
+      header.actors.push_back(Actor{i, "peer", ctx.opts.observer, fuzzy ? "fuzzy" : "free"});
+    std::ofstream history;
+    if (!ctx.opts.history_path.empty()) {
+      history.open(ctx.opts.history_path);
+      if (!history)
+        throw UsageError("cannot write history file \"" + ctx.opts.history_path + "\"");
+    }
+    OffsetRecorder recorder(header, ctx.observers, fuzzy, history.is_open() ? &history : nullptr,
+                            ctx.opts.progress);
+    RaceResult race = run_race(actors, cfg, ctx.opts.seed, &recorder);
+    ::close(fd);
+    if (take_race(out, race)) {
+      out.check = recorder.finish();
+      if (history.is_open() && !history.flush())
+        throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
+      out.ops = recorder.ops();
+      out.race_window_hits = recorder.race_window_hits();
+      note_ops(out);
+      if (out.ops > 0) {
+        out.first_violation_ns = recorder.first_violation_ns();
+        out.ops_to_first_violation = recorder.ops_to_first_violation();
+        judge_outcome(out);
       }
     }
-    finish_outcome(out, h, race, ctx);
     shared->~Shared();
     return out;
   }
