@@ -13,7 +13,7 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("--fs", f.fs, "tmpfs | ext4 | xfs | btrfs | fuse-cached | fuse-direct, or KIND+VIEW");
   cmd.add_option("--view", f.view, "second view of the tree: bind | overlay | idmap, or overlay-lower (a positive control)");
   cmd.add_option("--dir", f.dir, "run inside this existing directory instead (your NFS, ZFS, ...)");
-  cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m");
+  cmd.add_option("--duration", f.duration, "how long to race, e.g. 5s, 500ms, 2m, 3h (at most 24h)");
   cmd.add_option("--iterations", f.iterations, "rounds to race (instead of --duration)");
   cmd.add_option("--observers", f.observers,
                  "observer processes (default: the scenario's, or chosen by the seed with --strategy seed)");

@@ -82,7 +82,7 @@ static void check_bounds(const v1::CampaignSpec& spec) {
   const auto& d = spec.duration();
   if (d.seconds() < 0 || d.seconds() > kMaxDuration / 1'000'000'000 || d.nanos() < 0 ||
       d.nanos() > 999'999'999)
-    throw SpecError("bad duration: want (0, 3600] seconds");
+    throw SpecError("bad duration: want (0, 86400] seconds (24 h)");
 }
 
 v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
@@ -100,7 +100,7 @@ v1::CampaignSpec normalize(const v1::CampaignSpec& in) {
   if (!spec.has_duration() && spec.iterations() == 0) spec.mutable_duration()->set_seconds(2);
   const int64_t ns = spec.duration().seconds() * 1'000'000'000 + spec.duration().nanos();
   if (spec.iterations() == 0 && (ns <= 0 || ns > kMaxDuration))
-    throw SpecError("bad duration: want (0, 3600] seconds");
+    throw SpecError("bad duration: want (0, 86400] seconds (24 h)");
   if (spec.iterations() > kMaxIterations)
     throw SpecError("bad iterations " + std::to_string(spec.iterations()) + ", want [1, " + std::to_string(kMaxIterations) + "]");
   for (const auto& k : spec.kernels()) {

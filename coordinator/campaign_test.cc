@@ -170,17 +170,19 @@ TEST(CampaignNormalizeTest, BadMaxAttempts) {
 TEST(CampaignNormalizeTest, BadDuration) {
   v1::CampaignSpec in = spec_of({"setattr-lookup"});
   in.mutable_duration()->set_seconds(0);  // present but zero
-  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
-  in.mutable_duration()->set_seconds(3601);
-  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 86400] seconds (24 h)");
+  in.mutable_duration()->set_seconds(86401);
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 86400] seconds (24 h)");
+  in.mutable_duration()->set_seconds(3 * 3600);  // a job of hours (issue 47)
+  EXPECT_EQ(spec_error(in), "");
   in.mutable_duration()->set_seconds(-1);
-  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 86400] seconds (24 h)");
   // 2^55 + 1 seconds: in nanoseconds it wraps around int64 to about 1.5 s.
   in.mutable_duration()->set_seconds((int64_t{1} << 55) + 1);
-  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 86400] seconds (24 h)");
   in.mutable_duration()->set_seconds(1);
   in.mutable_duration()->set_nanos(-5);
-  EXPECT_EQ(spec_error(in), "bad duration: want (0, 3600] seconds");
+  EXPECT_EQ(spec_error(in), "bad duration: want (0, 86400] seconds (24 h)");
 }
 
 TEST(CampaignNormalizeTest, BadIterations) {

@@ -34,7 +34,7 @@ void add_campaign_flags(CLI::App* cmd, leapfrog::cli::CampaignFlags& f, bool wit
   cmd->add_option("--kernel", f.kernels, "kernel label (repeatable; default host)");
   cmd->add_option("--seeds", f.seeds, "seeds per cell");
   cmd->add_option("--first-seed", f.first_seed, "first seed");
-  cmd->add_option("--duration", f.duration, "per job, e.g. 2s, 500ms");
+  cmd->add_option("--duration", f.duration, "per job, e.g. 2s, 500ms, 90m, 3h (at most 24h)");
   cmd->add_option("--iterations", f.iterations, "rounds per job (instead of --duration)");
   cmd->add_option("--observers", f.observers,
                   "observers per job (default: each job's seed chooses)");

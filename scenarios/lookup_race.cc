@@ -106,25 +106,6 @@ void note_ops(Outcome& out) {
   }
 }
 
-void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext& ctx) {
-  if (!take_race(out, race)) return;
-  fill_header(h.header, out, ctx);
-  out.ops = h.mutations.size() + h.lookups.size() + h.offsets.size();
-  out.mutations = h.mutations.size();
-  if (!ctx.opts.history_path.empty()) {
-    std::ofstream f(ctx.opts.history_path);
-    if (!f) throw UsageError("cannot write history file \"" + ctx.opts.history_path + "\"");
-    write_history(h, f);
-    if (!f.flush())
-      throw UsageError("writing history file \"" + ctx.opts.history_path + "\" failed");
-  }
-  note_ops(out);
-  if (out.ops == 0) return;
-  out.check = check_history(h);
-  note_detection(out, h);
-  judge_outcome(out);
-}
-
 namespace {
 
 // One lookup of an observer's mix as its hot loop reads it.

@@ -177,8 +177,5 @@ void note_ops(Outcome& out);
 
 // The verdict out.check earned, with its notes (and the backpressure's).
 void judge_outcome(Outcome& out);
-// Converts race records into a History and checks it (used by lookup races and
-// foffset). Writes the history file when asked.
-void finish_outcome(Outcome& out, History& h, RaceResult& race, const RunContext& ctx);
 
 }  // namespace leapfrog

@@ -29,7 +29,7 @@ std::map<std::string, int64_t> resolve_params(const Scenario& s, const RunOption
     throw UsageError("bad iterations: " + std::to_string(opts.iterations) + ", want [1, " +
                      std::to_string(kMaxIterations) + "]");
   if (opts.duration <= 0 || opts.duration > kMaxDuration)
-    throw UsageError("bad duration: want (0, 3600] seconds");
+    throw UsageError("bad duration: want (0, 86400] seconds (24 h)");
   if (opts.epsilon < 0 || opts.epsilon > 1'000'000'000) throw UsageError("bad epsilon: want [0, 1s]");
   return out;
 }

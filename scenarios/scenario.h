@@ -59,7 +59,9 @@ struct RunOptions {
 // Limits of the options every scenario shares.
 inline constexpr uint32_t kMaxObservers = 32;
 inline constexpr uint64_t kMaxIterations = 50'000'000;
-inline constexpr TimeNs kMaxDuration = 3600LL * 1'000'000'000;
+// A job may run for hours: every scenario judges as it runs and holds what
+// is in flight, not the run (issue 47).
+inline constexpr TimeNs kMaxDuration = 24LL * 3600 * 1'000'000'000;
 
 struct RunContext {
   const RunOptions& opts;
