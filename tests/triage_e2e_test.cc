@@ -208,6 +208,47 @@ TEST_F(TriageE2E, IssuesReplayBisectMinimizeAndRegression) {
   std::printf("repro on fuse-cached: %srepro on fuse-direct: %s", cached.second.c_str(),
               direct.second.c_str());
 
+  // The report (issue 42 §4): its parts in Markdown, and as a mail that
+  // Python's email package parses, the reproducer attached byte for byte
+  // (minimize's, the latest finished one).
+  const Result md = cli({"issue", "report", id, "--link", "http://127.0.0.1:9/"});
+  ASSERT_EQ(md.exit, 0) << md.err;
+  std::printf("issue report:\n%s\n", md.out.substr(0, md.out.find("```c")).c_str());
+  for (const std::string& part :
+       {"# " + issue["title"].get<std::string>(), "Signature: " + issue["signature"].get<std::string>(),
+        std::string("## Kernels that reproduce it"), std::string("k4"), std::string("reproduced in"),
+        std::string("95% interval"), std::string("## Kernels that stayed clean"), std::string("k1"),
+        std::string("lookups judged"), std::string("## What the oracle saw"), std::string("stat(\""),
+        std::string("No order of the operations"), std::string("## Reproducer"), std::string("```c\n"),
+        "Page: http://127.0.0.1:9/issues/" + id})
+    EXPECT_NE(md.out.find(part), std::string::npos) << "no \"" << part << "\" in:\n" << md.out;
+  const std::string mail = *dir_ / "report.eml", attached = *dir_ / "attached.c";
+  const Result m = cli({"issue", "report", id, "--format", "mail", "--to", "maintainers@example.org",
+                        "--out", mail});
+  ASSERT_EQ(m.exit, 0) << m.err;
+  const Result parsed = run_to_end(
+      {"python3", "-c",
+       "import email, email.policy, sys\n"
+       "m = email.message_from_binary_file(open(sys.argv[1], 'rb'), policy=email.policy.default)\n"
+       "assert m['Subject'].startswith('[leapfrog] '), m['Subject']\n"
+       "assert m['To'] == 'maintainers@example.org', m['To']\n"
+       "assert m.get_content_type() == 'multipart/mixed'\n"
+       "body = m.get_body(preferencelist=('plain',)).get_content()\n"
+       "assert 'What the oracle saw' in body and 'Kernels that reproduce it' in body, body\n"
+       "parts = list(m.iter_attachments())\n"
+       "assert len(parts) == 1 and parts[0].get_filename() == 'repro.c', parts\n"
+       "open(sys.argv[2], 'wb').write(parts[0].get_payload(decode=True))\n"
+       "print('parsed')\n",
+       mail, attached},
+      logs_, 60s);
+  ASSERT_EQ(parsed.exit, 0) << parsed.out << parsed.err;
+  EXPECT_EQ(slurp(attached), slurp(repro)) << "the attachment is not minimize's reproducer";
+  // A bad format is one clear error line (the control of the parser above is
+  // its asserts: a mail without the attachment fails them).
+  const Result bad_format = cli({"issue", "report", id, "--format", "pdf"});
+  EXPECT_EQ(bad_format.exit, 2);
+  EXPECT_EQ(bad_format.err, "error: bad --format \"pdf\", want markdown or mail\n");
+
   // Actions and issues that do not exist: one clear error line.
   const Result missing = cli({"replay", "999", "--kernel", "k1"});
   EXPECT_EQ(missing.exit, 2);

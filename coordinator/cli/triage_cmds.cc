@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <thread>
 
 #include "coordinator/triage/actions.h"
+#include "coordinator/triage/issue_report.h"
+#include "leapfrog/v1/control.grpc.pb.h"
 #include "leapfrog/v1/triage.grpc.pb.h"
 
 namespace leapfrog::cli {
@@ -141,6 +144,15 @@ class Commands : public TriageCommands {
         ->required();
     status_->add_option("--duplicate-of", duplicate_of_,
                         "the issue it duplicates (status duplicate)");
+    report_ = issue_->add_subcommand(
+        "report", "the issue as a report for a kernel list: Markdown, or a mail with the reproducer attached");
+    report_->add_option("id", id_, "issue id")->required();
+    report_->add_option("--format", report_format_, "markdown (default) or mail");
+    report_->add_option("--to", report_to_, "--format mail: the To header");
+    report_->add_option("--from", report_from_, "--format mail: the From header");
+    report_->add_option("--link", report_link_,
+                        "the dashboard's address (http://HOST:PORT): the report links the issue's page");
+    report_->add_option("--out", out_, "write the report here instead of standard output");
     note_ = issue_->add_subcommand("note", "add a note");
     note_->add_option("id", id_, "issue id")->required();
     note_->add_option("text", note_text_, "the note")->required();
@@ -173,7 +185,7 @@ class Commands : public TriageCommands {
     for (auto* cmd : {replay_, minimize_, bisect_, action_})
       cmd->add_flag("--wait", wait_, "wait until the action finishes, printing its progress");
     for (auto* sub :
-         {issues_, issue_, show_, status_, note_, replay_, minimize_, bisect_, action_, actions_})
+         {issues_, issue_, show_, status_, note_, report_, replay_, minimize_, bisect_, action_, actions_})
       sub->fallthrough();
   }
 
@@ -186,6 +198,7 @@ class Commands : public TriageCommands {
     json_ = json;
     if (issues_->parsed()) return list_issues();
     if (show_->parsed()) return show_issue();
+    if (report_->parsed()) return report_issue();
     if (status_->parsed()) return set_status();
     if (note_->parsed()) return add_note();
     if (replay_->parsed()) return replay();
@@ -295,6 +308,67 @@ class Commands : public TriageCommands {
     v1::Issue resp;
     if (auto s = stub_->GetIssue(ctx().get(), req, &resp); !s.ok()) return fail(s);
     return print_issue(resp);
+  }
+
+  // Gathers what the report needs: the issue, the kernels, the clean runs of
+  // its scenario per kernel, and the example's console for a crash.
+  int report_issue() {
+    if (report_format_ != "markdown" && report_format_ != "mail") {
+      std::fprintf(stderr, "error: bad --format \"%s\", want markdown or mail\n", report_format_.c_str());
+      return 2;
+    }
+    coord::triage::IssueReportInput in;
+    v1::GetIssueRequest req;
+    req.set_id(id_);
+    if (auto s = stub_->GetIssue(ctx().get(), req, &in.issue); !s.ok()) return fail(s);
+    auto control = v1::ControlService::NewStub(coord::coordinator_channel(ep_.address));
+    v1::ListKernelsResponse kernels;
+    if (auto s = control->ListKernels(ctx().get(), v1::ListKernelsRequest(), &kernels); !s.ok()) return fail(s);
+    in.kernels.assign(kernels.kernels().begin(), kernels.kernels().end());
+    std::map<std::string, coord::triage::CleanRuns> clean;
+    v1::ListOutcomesRequest oreq;
+    oreq.set_scenario(in.issue.scenario());
+    oreq.set_limit(1000);
+    for (;;) {
+      v1::ListOutcomesResponse page;
+      if (auto s = control->ListOutcomes(ctx().get(), oreq, &page); !s.ok()) return fail(s);
+      for (const auto& o : page.outcomes()) {
+        if (o.job_id() == in.issue.example_job_id() && o.attempt() == in.issue.example_attempt())
+          in.console_tail = o.outcome().console_tail();
+        if (o.outcome().verdict() != v1::VERDICT_PASS) continue;
+        auto& c = clean[o.kernel_label()];
+        c.kernel_label = o.kernel_label();
+        ++c.runs;
+        c.lookups += o.outcome().lookups_checked() + o.outcome().offsets_checked();
+      }
+      if (page.next_page_token().empty()) break;
+      oreq.set_page_token(page.next_page_token());
+    }
+    for (auto& [label, c] : clean) in.clean.push_back(c);
+    if (!report_link_.empty()) {
+      while (!report_link_.empty() && report_link_.back() == '/') report_link_.pop_back();
+      in.link = report_link_ + "/issues/" + std::to_string(id_);
+    }
+    std::string text;
+    if (report_format_ == "mail") {
+      coord::triage::MailOptions mo;
+      if (!report_from_.empty()) mo.from = report_from_;
+      mo.to = report_to_;
+      text = coord::triage::issue_report_mail(in, mo);
+    } else {
+      text = coord::triage::issue_report_markdown(in);
+    }
+    if (out_.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      return 0;
+    }
+    std::ofstream f(out_, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f.flush()) {
+      std::fprintf(stderr, "error: cannot write \"%s\"\n", out_.c_str());
+      return 2;
+    }
+    return 0;
   }
 
   int set_status() {
@@ -423,13 +497,14 @@ class Commands : public TriageCommands {
     return 0;
   }
 
-  CLI::App *issues_, *issue_, *show_, *status_, *note_, *replay_, *minimize_, *bisect_, *action_,
+  CLI::App *issues_, *issue_, *show_, *status_, *note_, *report_, *replay_, *minimize_, *bisect_, *action_,
       *actions_;
   std::vector<std::string> statuses_, kernels_;
   uint32_t limit_ = 0, runs_ = 0;
   std::string issue_scenario_, issue_kind_, issue_kernel_;
   int64_t id_ = 0, duplicate_of_ = 0;
   std::string status_text_, note_text_, target_, kernel_, out_;
+  std::string report_format_ = "markdown", report_to_, report_from_, report_link_;
   bool wait_ = false, json_ = false;
   Endpoint ep_;
   std::unique_ptr<v1::TriageService::Stub> stub_;
