@@ -220,7 +220,7 @@ TEST_F(TriageE2E, IssuesReplayBisectMinimizeAndRegression) {
         std::string("95% interval"), std::string("## Kernels that stayed clean"), std::string("k1"),
         std::string("lookups judged"), std::string("## What the oracle saw"), std::string("stat(\""),
         std::string("No order of the operations"), std::string("## Reproducer"), std::string("```c\n"),
-        "Page: http://127.0.0.1:9/issues/" + id})
+        "Page: http://127.0.0.1:9/#/issues/" + id})
     EXPECT_NE(md.out.find(part), std::string::npos) << "no \"" << part << "\" in:\n" << md.out;
   const std::string mail = *dir_ / "report.eml", attached = *dir_ / "attached.c";
   const Result m = cli({"issue", "report", id, "--format", "mail", "--to", "maintainers@example.org",
@@ -243,6 +243,30 @@ TEST_F(TriageE2E, IssuesReplayBisectMinimizeAndRegression) {
       logs_, 60s);
   ASSERT_EQ(parsed.exit, 0) << parsed.out << parsed.err;
   EXPECT_EQ(slurp(attached), slurp(repro)) << "the attachment is not minimize's reproducer";
+  // The same from the dashboard's download links: GET /api/issues/N/report.
+  std::string http = slurp(*dir_ / "coord/http");
+  http = http.substr(0, http.find('\n'));
+  ASSERT_EQ(http.rfind("http://127.0.0.1:", 0), 0u) << http;
+  const std::string http_attached = *dir_ / "http-attached.c";
+  const Result fetched = run_to_end(
+      {"python3", "-c",
+       "import email, email.policy, sys, urllib.request\n"
+       "base, issue = sys.argv[1], sys.argv[2]\n"
+       "md = urllib.request.urlopen(f'{base}/api/issues/{issue}/report?format=markdown').read().decode()\n"
+       "assert '## What the oracle saw' in md, md\n"
+       "assert f'Page: {base}/#/issues/{issue}' in md, md\n"
+       "r = urllib.request.urlopen(f'{base}/api/issues/{issue}/report?format=mail')\n"
+       "assert r.headers['Content-Type'] == 'message/rfc822', r.headers\n"
+       "m = email.message_from_bytes(r.read(), policy=email.policy.default)\n"
+       "parts = list(m.iter_attachments())\n"
+       "assert len(parts) == 1 and parts[0].get_filename() == 'repro.c', parts\n"
+       "open(sys.argv[3], 'wb').write(parts[0].get_payload(decode=True))\n"
+       "print('fetched')\n",
+       http, id, http_attached},
+      logs_, 60s);
+  ASSERT_EQ(fetched.exit, 0) << fetched.out << fetched.err;
+  EXPECT_EQ(slurp(http_attached), slurp(repro));
+
   // A bad format is one clear error line (the control of the parser above is
   // its asserts: a mail without the attachment fails them).
   const Result bad_format = cli({"issue", "report", id, "--format", "pdf"});

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <map>
 #include <stdexcept>
 #include <thread>
 
@@ -325,30 +324,17 @@ class Commands : public TriageCommands {
     v1::ListKernelsResponse kernels;
     if (auto s = control->ListKernels(ctx().get(), v1::ListKernelsRequest(), &kernels); !s.ok()) return fail(s);
     in.kernels.assign(kernels.kernels().begin(), kernels.kernels().end());
-    std::map<std::string, coord::triage::CleanRuns> clean;
     v1::ListOutcomesRequest oreq;
     oreq.set_scenario(in.issue.scenario());
     oreq.set_limit(1000);
     for (;;) {
       v1::ListOutcomesResponse page;
       if (auto s = control->ListOutcomes(ctx().get(), oreq, &page); !s.ok()) return fail(s);
-      for (const auto& o : page.outcomes()) {
-        if (o.job_id() == in.issue.example_job_id() && o.attempt() == in.issue.example_attempt())
-          in.console_tail = o.outcome().console_tail();
-        if (o.outcome().verdict() != v1::VERDICT_PASS) continue;
-        auto& c = clean[o.kernel_label()];
-        c.kernel_label = o.kernel_label();
-        ++c.runs;
-        c.lookups += o.outcome().lookups_checked() + o.outcome().offsets_checked();
-      }
+      for (const auto& o : page.outcomes()) coord::triage::add_outcome(in, o);
       if (page.next_page_token().empty()) break;
       oreq.set_page_token(page.next_page_token());
     }
-    for (auto& [label, c] : clean) in.clean.push_back(c);
-    if (!report_link_.empty()) {
-      while (!report_link_.empty() && report_link_.back() == '/') report_link_.pop_back();
-      in.link = report_link_ + "/issues/" + std::to_string(id_);
-    }
+    if (!report_link_.empty()) in.link = coord::triage::issue_page_link(report_link_, id_);
     std::string text;
     if (report_format_ == "mail") {
       coord::triage::MailOptions mo;

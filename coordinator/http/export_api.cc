@@ -8,13 +8,59 @@
 #include <stdexcept>
 
 #include "coordinator/export/export.h"
+#include "coordinator/triage/issue_report.h"
+#include "coordinator/triage/triage_engine.h"
 #include "coordinator/http/api.h"
 #include "coordinator/http/http_server.h"
 
 namespace leapfrog::coord {
 
+namespace {
+
+// GET /api/issues/{id}/report?format=markdown|mail: the issue as a report
+// for a kernel list (coordinator/triage/issue_report.h), as `leapfrog issue
+// report` writes it, to download from the issue's page.
+void register_issue_report(httplib::Server& server, Store& store, triage::TriageEngine* triage,
+                           const HttpOptions& options) {
+  server.Get(R"(/api/issues/(\d+)/report)", [&store, triage, &options](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+    try {
+      if (!triage) throw RequestError(ErrorKind::kUnavailable, "triage is not running here");
+      const std::string format = req.has_param("format") ? req.get_param_value("format") : "markdown";
+      if (format != "markdown" && format != "mail")
+        throw RequestError(ErrorKind::kInvalidArgument,
+                           "bad format \"" + format.substr(0, 40) + "\": want markdown or mail");
+      const int64_t id = std::stoll(req.matches[1]);
+      triage::IssueReportInput in;
+      in.issue = triage->get_issue(id);
+      in.kernels = store.list_kernels();
+      OutcomeQuery q;
+      q.scenario = in.issue.scenario();
+      for (;;) {
+        const Page<v1::OutcomeRecord> page = store.page_outcomes(q);
+        for (const auto& o : page.items) triage::add_outcome(in, o);
+        if (page.next_page_token.empty()) break;
+        q.page_token = page.next_page_token;
+      }
+      std::string base = options.link_base;
+      if (base.empty() && req.has_header("Host")) base = "http://" + req.get_header_value("Host");
+      if (!base.empty()) in.link = triage::issue_page_link(base, id);
+      const bool mail = format == "mail";
+      res.set_header("Content-Disposition", "attachment; filename=\"issue-" + std::to_string(id) +
+                                                (mail ? ".eml" : ".md") + "\"");
+      res.set_content(mail ? triage::issue_report_mail(in) : triage::issue_report_markdown(in),
+                      mail ? "message/rfc822" : "text/markdown; charset=utf-8");
+    } catch (...) {
+      answer_error(res, req.path, std::current_exception());
+    }
+  });
+}
+
+}  // namespace
+
 void register_export_api(httplib::Server& server, Store& store, triage::TriageEngine* triage,
                          const HttpOptions& options) {
+  register_issue_report(server, store, triage, options);
   server.Get(R"(/api/campaigns/(\d+)/export)", [&store, triage, &options](
                                                    const httplib::Request& req,
                                                    httplib::Response& res) {

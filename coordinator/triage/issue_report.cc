@@ -219,6 +219,25 @@ std::string header_value(std::string s) {
 
 }  // namespace
 
+void add_outcome(IssueReportInput& in, const v1::OutcomeRecord& o) {
+  if (o.job_id() == in.issue.example_job_id() && o.attempt() == in.issue.example_attempt())
+    in.console_tail = o.outcome().console_tail();
+  if (o.outcome().verdict() != v1::VERDICT_PASS) return;
+  auto it = std::find_if(in.clean.begin(), in.clean.end(),
+                         [&](const CleanRuns& c) { return c.kernel_label == o.kernel_label(); });
+  if (it == in.clean.end()) {
+    in.clean.push_back(CleanRuns{o.kernel_label(), 0, 0});
+    it = in.clean.end() - 1;
+  }
+  ++it->runs;
+  it->lookups += o.outcome().lookups_checked() + o.outcome().offsets_checked();
+}
+
+std::string issue_page_link(std::string base, int64_t id) {
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return base + "/#/issues/" + std::to_string(id);
+}
+
 std::string report_reproducer(const v1::Issue& issue, std::string* why) {
   // The latest finished minimize's: actions come most recent first.
   for (const auto& a : issue.actions())

@@ -32,6 +32,16 @@ struct IssueReportInput {
   std::string link;                 // the issue's page on the dashboard ("" if unknown)
 };
 
+// Counts one outcome of the issue's scenario into `in`: a PASS into its
+// kernel's clean runs, the issue's example outcome's console into
+// console_tail. The CLI (over gRPC) and the HTTP API (over the store) hand
+// every outcome of the scenario here, page by page.
+void add_outcome(IssueReportInput& in, const v1::OutcomeRecord& o);
+
+// The address of the issue's page on a dashboard served at `base`
+// (http://HOST:PORT).
+std::string issue_page_link(std::string base, int64_t id);
+
 // The reproducer the report carries: the latest finished minimize's, else
 // one made from the example (c_reproducer); "" with `why` set when the
 // scenario has none.

@@ -87,6 +87,7 @@ export const issuePage: Page = async (root, [id]) => {
     head.replaceChildren(
       h('p', {}, h('span', { class: `badge s-${enumText(issue.status)}`, id: 'issue-status' }, enumText(issue.status)), ` ${enumText(issue.kind)} in ${issue.scenario}; seen ${issue.count} times, first ${when(issue.first_seen)}, last ${when(issue.last_seen)}`, issue.duplicate_of !== '0' ? h('span', {}, ', duplicate of ', link(`#/issues/${issue.duplicate_of}`, `#${issue.duplicate_of}`)) : '', issue.regressions ? `, reopened ${issue.regressions}×` : ''),
       h('p', { class: 'signature' }, `signature: ${issue.signature}`),
+      h('p', { class: 'report' }, 'report for a kernel list: ', h('a', { id: 'report-markdown', href: `/api/issues/${id}/report?format=markdown`, download: `issue-${id}.md` }, 'Markdown'), ', ', h('a', { id: 'report-mail', href: `/api/issues/${id}/report?format=mail`, download: `issue-${id}.eml` }, 'mail with the reproducer attached')),
       table(['kernel', 'count', 'first seen', 'last seen'], issue.kernels.map((k) => [d.kernels[k.kernel_label] ? link(kernelHref(k.kernel_label), k.kernel_label) : k.kernel_label, k.count, when(k.first_seen), when(k.last_seen)])),
     );
     if (first) {
