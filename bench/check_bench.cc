@@ -14,7 +14,7 @@
 // best of three each, in lookups per second, and the ratio of end to end to
 // judging alone (target >= 0.5); also the CPU time of judging alone and of
 // the agent (both its threads), which a loaded machine disturbs less.
-//   leapfrog_check_bench [--ops N] [--dir DIR] [--reference 0]
+//   leapfrog_check_bench [--ops N] [--dir DIR] [--reference 0] [--batch LOOKUPS]
 // (--reference 0 skips the slow nlohmann reader's row.)
 
 #include <fcntl.h>
@@ -93,6 +93,7 @@ int main_(int argc, char** argv) {
   int64_t ops = 2'000'000;
   std::string dir = "/var/tmp";
   bool with_reference = true;
+  size_t batch = size_t{1} << 14;  // what a live run judges at a time (lookup_race.cc kLiveBatch)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--ops")
@@ -101,6 +102,8 @@ int main_(int argc, char** argv) {
       dir = argv[i + 1];
     else if (a == "--reference")
       with_reference = std::atoi(argv[i + 1]) != 0;
+    else if (a == "--batch")
+      batch = static_cast<size_t>(std::atoll(argv[i + 1]));
   }
   std::unique_ptr<History> h = bench::make_history(ops);
   const std::string path = dir + "/leapfrog-check-bench-" + std::to_string(::getpid()) + ".jsonl";
@@ -136,7 +139,7 @@ int main_(int argc, char** argv) {
   uint64_t live_peak = 0;
   const double live = seconds_of([&] {
     WindowOptions opts;
-    opts.batch = size_t{1} << 14;
+    opts.batch = batch;
     WindowJudge judge(h->header, h->effects, h->queries, opts);
     size_t m = 0;
     for (const LookupRecord& l : h->lookups) {
