@@ -28,6 +28,7 @@
 #include <set>
 #include <thread>
 
+#include "common/bounds.h"
 #include "common/proto_time.h"
 #include "coordinator/agent_secret.h"
 #include "coordinator/pg/embedded_postgres.h"
@@ -1645,6 +1646,98 @@ TEST_F(CoordinatorServerTest, MaintenanceAppliesRetentionOnceOutcomesAreOldEnoug
   EXPECT_EQ(stored[0].outcome().run().notes_size(), 0);
   EXPECT_EQ(stored[0].outcome().ops(), o.ops());
 }
+
+
+// ---- sizes (issue 41 §6) ----
+
+// Issue 41 §6, what the tester sent: strings of 40 MiB in an agent's
+// registration, a kernel and a launcher, and a 5 MB widen in a campaign and
+// a schedule. Each is refused with INVALID_ARGUMENT naming the field and its
+// size, nothing is stored, and the lists that could no longer be sent
+// (RESOURCE_EXHAUSTED) answer; the same requests with sound values are
+// taken (the control).
+TEST_F(CoordinatorServerTest, EveryOversizedStringARequestCarriesIsRefusedNamingTheField) {
+  const std::string huge(40u << 20, 'x');
+  const std::string widen(5'000'000, 'w');
+  auto refused = [](const grpc::Status& s, const std::string& field, size_t bytes) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(field));
+    EXPECT_THAT(s.error_message(), HasSubstr("(" + std::to_string(bytes) + " bytes) is too long"));
+    EXPECT_LT(s.error_message().size(), 400u) << "the message quotes only the value's start";
+  };
+
+  for (auto poison : std::vector<std::pair<std::string, std::function<void(v1::Capabilities&)>>>{
+           {"capabilities.host", [&](v1::Capabilities& c) { c.set_host(huge); }},
+           {"capabilities.uname", [&](v1::Capabilities& c) { c.set_uname(huge); }},
+           {"capabilities.filesystems[1]", [&](v1::Capabilities& c) { c.add_filesystems(huge); }}}) {
+    v1::RegisterRequest req;
+    req.set_name("big");
+    *req.mutable_capabilities() = caps("host", {"tmpfs"});
+    poison.second(*req.mutable_capabilities());
+    refused(call(*agent_, &v1::AgentService::Stub::Register, req).status, poison.first, huge.size());
+  }
+  v1::RegisterLauncherRequest launcher;
+  launcher.set_name("l");
+  launcher.set_kernel_label(huge);
+  refused(call(*agent_, &v1::AgentService::Stub::RegisterLauncher, launcher).status, "kernel_label",
+          huge.size());
+
+  for (auto poison : std::vector<std::pair<std::string, std::function<void(v1::Kernel&)>>>{
+           {"kernel.version", [&](v1::Kernel& k) { k.set_version(huge); }},
+           {"kernel.cmdline", [&](v1::Kernel& k) { k.set_cmdline(huge); }},
+           {"kernel.build_log_tail", [&](v1::Kernel& k) { k.set_build_log_tail(huge); }},
+           {"kernel.patches[0].subject", [&](v1::Kernel& k) { k.add_patches()->set_subject(huge); }}}) {
+    v1::AddKernelRequest req;
+    req.mutable_kernel()->set_label("6.1-big");
+    poison.second(*req.mutable_kernel());
+    refused(call(*control_, &v1::ControlService::Stub::AddKernel, req).status, poison.first,
+            huge.size());
+  }
+
+  v1::CampaignSpec spec = campaign_spec({}, {"tmpfs"});
+  spec.set_widen(widen);
+  refused(try_create_campaign(spec).status, "widen", widen.size());
+  v1::AddScheduleRequest schedule;
+  schedule.set_name("nightly");
+  schedule.set_cron("0 3 * * *");
+  *schedule.mutable_campaign() = spec;
+  refused(call(*control_, &v1::ControlService::Stub::AddSchedule, schedule).status, "widen",
+          widen.size());
+  v1::ListOutcomesRequest list;
+  list.set_scenario(huge);
+  refused(call(*control_, &v1::ControlService::Stub::ListOutcomes, list).status, "scenario",
+          huge.size());
+
+  // The control: the same requests, sound, are taken, and every list answers.
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  v1::AddKernelRequest kernel;
+  kernel.mutable_kernel()->set_label("6.1-test");
+  kernel.mutable_kernel()->set_version("6.1.0-18-amd64");
+  ASSERT_TRUE(call(*control_, &v1::ControlService::Stub::AddKernel, kernel).status.ok());
+  spec.set_widen("off");
+  const v1::Campaign c = create_campaign(spec);
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  v1::ReleaseJobRequest release;
+  release.set_agent_id(a);
+  release.set_agent_secret(secret(a));
+  release.set_job_id(job->job_id());
+  release.set_attempt(job->attempt());
+  release.set_reason(huge);
+  refused(call(*agent_, &v1::AgentService::Stub::ReleaseJob, release).status, "reason", huge.size());
+  EXPECT_EQ(job_info(c.id(), job->job_id()).state(), v1::JOB_STATE_LEASED) << "nothing released";
+
+  const auto agents_now = agents();
+  ASSERT_EQ(agents_now.size(), 1u) << "no refused registration was stored";
+  EXPECT_EQ(agents_now.begin()->second.capabilities().host(), "test-host");
+  const auto kernels =
+      call(*control_, &v1::ControlService::Stub::ListKernels, v1::ListKernelsRequest{});
+  ASSERT_TRUE(kernels.status.ok()) << kernels.status.error_message();
+  ASSERT_EQ(kernels.resp.kernels_size(), 1);
+  EXPECT_EQ(kernels.resp.kernels(0).version(), "6.1.0-18-amd64");
+  EXPECT_EQ(get_campaign(c.id()).spec().widen(), "off");
+}
+
 
 }  // namespace
 }  // namespace leapfrog::coord
