@@ -48,6 +48,12 @@ inline constexpr size_t kMaxOutcomeBytes = 1 << 20;
 // (coordinator/channel.h): gRPC's 4 MiB default would refuse answers the
 // server sends. Lists page (docs/api.md), so an answer stays far below.
 inline constexpr int kMaxMessageBytes = 64 << 20;
+// What one page of a list holds, serialized: a page is cut at its count or
+// here, whichever comes first (at least one item), and says more follow.
+// Below gRPC's default 4 MiB receive limit, so that a client with default
+// settings (a Python stub) reads every page; what one HTTP answer of a list
+// holds too.
+inline constexpr size_t kMaxPageBytes = 3 << 20;
 // How much of a bad value an error message quotes.
 inline constexpr size_t kQuotedBytes = 64;
 

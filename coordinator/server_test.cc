@@ -1738,6 +1738,53 @@ TEST_F(CoordinatorServerTest, EveryOversizedStringARequestCarriesIsRefusedNaming
   EXPECT_EQ(get_campaign(c.id()).spec().widen(), "off");
 }
 
+// Issue 41 §6: seventy outcomes of nearly kMaxOutcomeBytes each, every one
+// within the per-outcome cap and reported on its own lease, made
+// ListOutcomes at its default limit larger than a message may be. Pages are
+// cut by bytes too: each stays within kMaxPageBytes, says more follow, and
+// every outcome is reached exactly once.
+TEST_F(CoordinatorServerTest, SeventyOutcomesOfAMebibyteEachAreListedInPagesUnderTheByteBudget) {
+  constexpr int kOutcomes = 70;
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, kOutcomes));
+  std::set<int64_t> reported;
+  for (int i = 0; i < kOutcomes; ++i) {
+    auto job = lease(a);
+    ASSERT_TRUE(job.has_value()) << i;
+    v1::Outcome o = outcome(v1::VERDICT_ERROR);
+    // Varied bytes, so that the store's packing cannot shrink them away.
+    std::string tail(kMaxOutcomeBytes - 4096, '\0');
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);
+    for (char& ch : tail) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      ch = static_cast<char>('!' + x % 90);
+    }
+    o.set_console_tail(tail);
+    ASSERT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
+    const auto r = report(a, job->job_id(), job->attempt(), o);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    reported.insert(job->job_id());
+  }
+
+  std::set<int64_t> listed;
+  v1::ListOutcomesRequest req;
+  req.set_campaign_id(c.id());
+  int pages = 0;
+  do {
+    const auto page = call(*control_, &v1::ControlService::Stub::ListOutcomes, req);
+    ASSERT_TRUE(page.status.ok()) << "page " << pages << ": " << page.status.error_message();
+    ASSERT_GT(page.resp.outcomes_size(), 0) << "a page holds one outcome at least";
+    EXPECT_LE(page.resp.ByteSizeLong(), kMaxPageBytes) << "page " << pages;
+    for (const auto& o : page.resp.outcomes()) {
+      EXPECT_TRUE(listed.insert(o.job_id()).second) << "job " << o.job_id() << " listed twice";
+      EXPECT_EQ(o.outcome().console_tail().size(), kMaxOutcomeBytes - 4096);
+    }
+    req.set_page_token(page.resp.next_page_token());
+    ++pages;
+  } while (!req.page_token().empty() && pages < 100);
+  EXPECT_EQ(listed, reported);
+  EXPECT_GE(pages, kOutcomes * static_cast<int>(kMaxOutcomeBytes) / static_cast<int>(kMaxPageBytes));
+}
 
 }  // namespace
 }  // namespace leapfrog::coord
