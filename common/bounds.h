@@ -37,6 +37,9 @@ inline constexpr size_t kMaxUrlBytes = 2048;
 inline constexpr size_t kMaxMailAddressBytes = 254;
 // A patch's subject line in a kernel record (conventionally under 75).
 inline constexpr size_t kMaxPatchSubjectBytes = 512;
+// Notification subscriptions kept at once (ListSubscriptions answers them
+// all): 128 of the largest still fit one page (kMaxPageBytes).
+inline constexpr size_t kMaxSubscriptions = 128;
 // A kernel's build log tail (the last 40 lines of the tool's output).
 inline constexpr size_t kMaxLogTailBytes = 64 << 10;
 // A campaign's widening request: "seed", "off", or up to a few dozen

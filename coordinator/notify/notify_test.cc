@@ -36,6 +36,9 @@ using notify_testing::Received;
 using notify_testing::SmtpSink;
 using notify_testing::WebhookReceiver;
 
+// The entries of a mail subscription's `to` (request_bounds.h's default).
+constexpr size_t kMaxEntriesOfAMailSubscription = kMaxFieldEntries;
+
 const TimePoint kT0 = std::chrono::time_point_cast<Duration>(
     std::chrono::sys_days{std::chrono::year{2026} / 11 / 30} + std::chrono::hours(2));
 
@@ -283,6 +286,25 @@ TEST_F(NotifyTest, AddSubscriptionRefusesAnOversizedUrlOrAddressNamingTheField) 
   ASSERT_TRUE(stub->ListSubscriptions(&ctx, v1::ListSubscriptionsRequest{}, &listed).ok());
   ASSERT_EQ(listed.subscriptions_size(), 1);
   EXPECT_EQ(listed.subscriptions(0).webhook().url(), "http://127.0.0.1:9/hook");
+
+  // ListSubscriptions answers them all: their number is bounded too, and
+  // the most of the largest still make one page.
+  v1::Subscription largest;
+  largest.set_name(std::string(kMaxNameBytes, 'n'));
+  for (size_t i = 0; i < kMaxEntriesOfAMailSubscription; ++i)
+    largest.mutable_email()->add_to(std::string(kMaxMailAddressBytes - 12, 'a') + "@example.org");
+  largest.mutable_filter()->set_kernel(std::string(kMaxLabelBytes, 'k'));
+  largest.mutable_filter()->set_scenario(std::string(kMaxLabelBytes, 's'));
+  for (size_t i = 1; i < kMaxSubscriptions; ++i) ASSERT_TRUE(add(largest).ok()) << i;
+  const grpc::Status over = add(largest);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << over.error_message();
+  EXPECT_NE(over.error_message().find("remove one first"), std::string::npos) << over.error_message();
+  grpc::ClientContext again;
+  again.AddMetadata("authorization", "Bearer " + token);
+  const grpc::Status all = stub->ListSubscriptions(&again, v1::ListSubscriptionsRequest{}, &listed);
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(listed.subscriptions_size(), static_cast<int>(kMaxSubscriptions));
+  EXPECT_LE(listed.ByteSizeLong(), kMaxPageBytes);
 }
 
 TEST_F(NotifyTest, AWebhookAnswering500IsRetriedAndDeliveredOnceAcrossARestart) {
