@@ -53,10 +53,10 @@ inline constexpr size_t kMaxOutcomeBytes = 1 << 20;
 inline constexpr int kMaxMessageBytes = 64 << 20;
 // What one page of a list holds, serialized: a page is cut at its count or
 // here, whichever comes first (at least one item), and says more follow.
-// Below gRPC's default 4 MiB receive limit, so that a client with default
-// settings (a Python stub) reads every page; what one HTTP answer of a list
-// holds too.
-inline constexpr size_t kMaxPageBytes = 3 << 20;
+// Far below kMaxMessageBytes (a client on the coordinator's channel reads
+// it; one with gRPC's default 4 MiB receive limit may not), and what one
+// HTTP answer of a list holds too.
+inline constexpr size_t kMaxPageBytes = 8 << 20;
 // How much of a bad value an error message quotes.
 inline constexpr size_t kQuotedBytes = 64;
 

@@ -31,6 +31,7 @@
 #include "common/bounds.h"
 #include "common/proto_time.h"
 #include "coordinator/agent_secret.h"
+#include "coordinator/channel.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/schedule/cron.h"
@@ -1766,12 +1767,14 @@ TEST_F(CoordinatorServerTest, SeventyOutcomesOfAMebibyteEachAreListedInPagesUnde
     reported.insert(job->job_id());
   }
 
+  // A page may pass gRPC's default 4 MiB: read as the CLI reads (channel.h).
+  auto control = v1::ControlService::NewStub(coordinator_channel(server_->address()));
   std::set<int64_t> listed;
   v1::ListOutcomesRequest req;
   req.set_campaign_id(c.id());
   int pages = 0;
   do {
-    const auto page = call(*control_, &v1::ControlService::Stub::ListOutcomes, req);
+    const auto page = call(*control, &v1::ControlService::Stub::ListOutcomes, req);
     ASSERT_TRUE(page.status.ok()) << "page " << pages << ": " << page.status.error_message();
     ASSERT_GT(page.resp.outcomes_size(), 0) << "a page holds one outcome at least";
     EXPECT_LE(page.resp.ByteSizeLong(), kMaxPageBytes) << "page " << pages;
