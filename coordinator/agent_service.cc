@@ -7,6 +7,7 @@
 #include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/agent_secret.h"
 #include "coordinator/report_check.h"
+#include "coordinator/request_bounds.h"
 #include "coordinator/error_status.h"
 #include "coordinator/wire_paths.h"
 
@@ -67,6 +68,7 @@ void AgentServiceImpl::seen(const std::string& agent_id) {
 Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                   v1::RegisterResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(*req); !s.ok()) return s;
   return guarded("Register", [&] {
     if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent name is empty");
     if (auto why = too_long("agent name", req->name(), kMaxNameBytes); !why.empty())
@@ -283,6 +285,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Lease(grpc::CallbackServerContext* c
                                                   v1::LeaseResponse* resp) {
   LeaseCall* call = nullptr;
   Status refused = auth_.check(*ctx);
+  if (refused.ok()) refused = check_request_bounds(*req);
   if (refused.ok()) {
     refused = guarded("Lease", [&] {
       const std::string key = key_of(req->agent_secret());
@@ -306,6 +309,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Lease(grpc::CallbackServerContext* c
 Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                    v1::HeartbeatResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(*req); !s.ok()) return s;
   return guarded("Heartbeat", [&] {
     if (req->agent_secret().empty()) return missing_secret();
     const TimePoint now = clock_.now();
@@ -327,6 +331,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::ReportOutcome(grpc::CallbackServerCo
                                                           v1::ReportOutcomeResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   Status refused = auth_.check(*ctx);
+  if (refused.ok()) refused = check_request_bounds(*req);
   if (refused.ok()) {
     if (auto why = report_problem(*req); !why.empty())
       refused = Status(StatusCode::INVALID_ARGUMENT, why);
@@ -379,6 +384,7 @@ Status AgentServiceImpl::report_status(const v1::ReportOutcomeRequest* req,
 Status AgentServiceImpl::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
                                     v1::ReleaseJobResponse*) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(*req); !s.ok()) return s;
   return guarded("ReleaseJob", [&] {
     if (req->agent_secret().empty()) return missing_secret();
     if (!store_.release_job(req->agent_id(), req->job_id(), req->attempt(),
@@ -413,6 +419,7 @@ Status AgentServiceImpl::RegisterLauncher(grpc::ServerContext* ctx,
                                           const v1::RegisterLauncherRequest* req,
                                           v1::RegisterLauncherResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(*req); !s.ok()) return s;
   return guarded("RegisterLauncher", [&] {
     if (req->name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "launcher name is empty");
     if (req->kernel_label().empty())
@@ -436,6 +443,7 @@ Status AgentServiceImpl::ClaimAgentName(grpc::ServerContext* ctx,
                                         const v1::ClaimAgentNameRequest* req,
                                         v1::ClaimAgentNameResponse*) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(*req); !s.ok()) return s;
   return guarded("ClaimAgentName", [&] {
     if (req->agent_name().empty())
       return Status(StatusCode::INVALID_ARGUMENT, "agent_name is empty");
@@ -467,6 +475,7 @@ Status AgentServiceImpl::ClaimAgentName(grpc::ServerContext* ctx,
 Status AgentServiceImpl::FailAgentJob(grpc::ServerContext* ctx, const v1::FailAgentJobRequest* req,
                                       v1::FailAgentJobResponse* resp) {
   if (auto s = auth_.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(*req); !s.ok()) return s;
   return guarded("FailAgentJob", [&] {
     if (req->agent_name().empty()) return Status(StatusCode::INVALID_ARGUMENT, "agent_name is empty");
     const v1::Verdict verdict = req->outcome().verdict();

@@ -6,6 +6,7 @@
 
 #include "common/bounds.h"
 #include "common/kernel/build_file.h"
+#include "coordinator/request_bounds.h"
 #include "scenarios/fs/workspace.h"
 #include "scenarios/widen_request.h"
 #include "scenarios/registry.h"
@@ -49,6 +50,10 @@ static void check_bounds(const v1::CampaignSpec& spec) {
   for (const auto& [name, value] : spec.params())
     fail_if(too_long("parameter", name, kMaxLabelBytes));
   fail_if(too_long("align", spec.align(), kMaxLabelBytes));
+  fail_if(too_long("widen", spec.widen(), kMaxWidenBytes));
+  // Whatever the checks above do not name (a build file's sha256, a field
+  // added later) is bounded too, by the walk every request gets.
+  fail_if(request_too_large(spec));
   if (static_cast<size_t>(spec.builds().size()) > kMaxListEntries)
     throw SpecError("campaign has " + std::to_string(spec.builds().size()) +
                     " kernel builds, want at most " + std::to_string(kMaxListEntries));

@@ -4,6 +4,7 @@
 
 #include "common/bounds.h"
 #include "coordinator/error_status.h"
+#include "coordinator/request_bounds.h"
 #include "coordinator/scaling.h"
 #include "coordinator/wire_paths.h"
 
@@ -12,12 +13,19 @@ namespace leapfrog::coord {
 using grpc::Status;
 using grpc::StatusCode;
 
+// The token, then the bounds of every string the request carries
+// (request_bounds.h), before anything reads it.
 #define LEAPFROG_AUTH(ctx)                             \
+  LEAPFROG_TOKEN(ctx);                                 \
+  if (auto s = check_request_bounds(*req); !s.ok()) return s
+// The token only: for a campaign spec, whose check (campaign.cc's
+// check_bounds) names its fields in its own words, then walks it too.
+#define LEAPFROG_TOKEN(ctx)                            \
   if (auto s = auth_.check(*(ctx)); !s.ok()) return s
 
 Status ControlServiceImpl::CreateCampaign(grpc::ServerContext* ctx, const v1::CreateCampaignRequest* req,
                                           v1::Campaign* resp) {
-  LEAPFROG_AUTH(ctx);
+  LEAPFROG_TOKEN(ctx);
   return guarded("CreateCampaign", [&] {
     *resp = campaigns_.create(req->spec());
     return Status::OK;
@@ -101,7 +109,7 @@ Status ControlServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAg
 
 Status ControlServiceImpl::AddSchedule(grpc::ServerContext* ctx, const v1::AddScheduleRequest* req,
                                        v1::Schedule* resp) {
-  LEAPFROG_AUTH(ctx);
+  LEAPFROG_TOKEN(ctx);
   return guarded("AddSchedule", [&] {
     *resp = schedules_.add(req->name(), req->cron(), req->campaign());
     return Status::OK;

@@ -28,8 +28,10 @@
 #include <set>
 #include <thread>
 
+#include "common/bounds.h"
 #include "common/proto_time.h"
 #include "coordinator/agent_secret.h"
+#include "coordinator/channel.h"
 #include "coordinator/pg/embedded_postgres.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/schedule/cron.h"
@@ -1644,6 +1646,147 @@ TEST_F(CoordinatorServerTest, MaintenanceAppliesRetentionOnceOutcomesAreOldEnoug
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].outcome().run().notes_size(), 0);
   EXPECT_EQ(stored[0].outcome().ops(), o.ops());
+}
+
+
+// ---- sizes (issue 41 §6) ----
+
+// Issue 41 §6, what the tester sent: strings of 40 MiB in an agent's
+// registration, a kernel and a launcher, and a 5 MB widen in a campaign and
+// a schedule. Each is refused with INVALID_ARGUMENT naming the field and its
+// size, nothing is stored, and the lists that could no longer be sent
+// (RESOURCE_EXHAUSTED) answer; the same requests with sound values are
+// taken (the control).
+TEST_F(CoordinatorServerTest, EveryOversizedStringARequestCarriesIsRefusedNamingTheField) {
+  const std::string huge(40u << 20, 'x');
+  const std::string widen(5'000'000, 'w');
+  auto refused = [](const grpc::Status& s, const std::string& field, size_t bytes) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(field));
+    EXPECT_THAT(s.error_message(), HasSubstr("(" + std::to_string(bytes) + " bytes) is too long"));
+    EXPECT_LT(s.error_message().size(), 400u) << "the message quotes only the value's start";
+  };
+
+  for (auto poison : std::vector<std::pair<std::string, std::function<void(v1::Capabilities&)>>>{
+           {"capabilities.host", [&](v1::Capabilities& c) { c.set_host(huge); }},
+           {"capabilities.uname", [&](v1::Capabilities& c) { c.set_uname(huge); }},
+           {"capabilities.filesystems[1]", [&](v1::Capabilities& c) { c.add_filesystems(huge); }}}) {
+    v1::RegisterRequest req;
+    req.set_name("big");
+    *req.mutable_capabilities() = caps("host", {"tmpfs"});
+    poison.second(*req.mutable_capabilities());
+    refused(call(*agent_, &v1::AgentService::Stub::Register, req).status, poison.first, huge.size());
+  }
+  v1::RegisterLauncherRequest launcher;
+  launcher.set_name("l");
+  launcher.set_kernel_label(huge);
+  refused(call(*agent_, &v1::AgentService::Stub::RegisterLauncher, launcher).status, "kernel_label",
+          huge.size());
+
+  for (auto poison : std::vector<std::pair<std::string, std::function<void(v1::Kernel&)>>>{
+           {"kernel.version", [&](v1::Kernel& k) { k.set_version(huge); }},
+           {"kernel.cmdline", [&](v1::Kernel& k) { k.set_cmdline(huge); }},
+           {"kernel.build_log_tail", [&](v1::Kernel& k) { k.set_build_log_tail(huge); }},
+           {"kernel.patches[0].subject", [&](v1::Kernel& k) { k.add_patches()->set_subject(huge); }}}) {
+    v1::AddKernelRequest req;
+    req.mutable_kernel()->set_label("6.1-big");
+    poison.second(*req.mutable_kernel());
+    refused(call(*control_, &v1::ControlService::Stub::AddKernel, req).status, poison.first,
+            huge.size());
+  }
+
+  v1::CampaignSpec spec = campaign_spec({}, {"tmpfs"});
+  spec.set_widen(widen);
+  refused(try_create_campaign(spec).status, "widen", widen.size());
+  v1::AddScheduleRequest schedule;
+  schedule.set_name("nightly");
+  schedule.set_cron("0 3 * * *");
+  *schedule.mutable_campaign() = spec;
+  refused(call(*control_, &v1::ControlService::Stub::AddSchedule, schedule).status, "widen",
+          widen.size());
+  v1::ListOutcomesRequest list;
+  list.set_scenario(huge);
+  refused(call(*control_, &v1::ControlService::Stub::ListOutcomes, list).status, "scenario",
+          huge.size());
+
+  // The control: the same requests, sound, are taken, and every list answers.
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  v1::AddKernelRequest kernel;
+  kernel.mutable_kernel()->set_label("6.1-test");
+  kernel.mutable_kernel()->set_version("6.1.0-18-amd64");
+  ASSERT_TRUE(call(*control_, &v1::ControlService::Stub::AddKernel, kernel).status.ok());
+  spec.set_widen("off");
+  const v1::Campaign c = create_campaign(spec);
+  auto job = lease(a);
+  ASSERT_TRUE(job.has_value());
+  v1::ReleaseJobRequest release;
+  release.set_agent_id(a);
+  release.set_agent_secret(secret(a));
+  release.set_job_id(job->job_id());
+  release.set_attempt(job->attempt());
+  release.set_reason(huge);
+  refused(call(*agent_, &v1::AgentService::Stub::ReleaseJob, release).status, "reason", huge.size());
+  EXPECT_EQ(job_info(c.id(), job->job_id()).state(), v1::JOB_STATE_LEASED) << "nothing released";
+
+  const auto agents_now = agents();
+  ASSERT_EQ(agents_now.size(), 1u) << "no refused registration was stored";
+  EXPECT_EQ(agents_now.begin()->second.capabilities().host(), "test-host");
+  const auto kernels =
+      call(*control_, &v1::ControlService::Stub::ListKernels, v1::ListKernelsRequest{});
+  ASSERT_TRUE(kernels.status.ok()) << kernels.status.error_message();
+  ASSERT_EQ(kernels.resp.kernels_size(), 1);
+  EXPECT_EQ(kernels.resp.kernels(0).version(), "6.1.0-18-amd64");
+  EXPECT_EQ(get_campaign(c.id()).spec().widen(), "off");
+}
+
+// Issue 41 §6: seventy outcomes of nearly kMaxOutcomeBytes each, every one
+// within the per-outcome cap and reported on its own lease, made
+// ListOutcomes at its default limit larger than a message may be. Pages are
+// cut by bytes too: each stays within kMaxPageBytes, says more follow, and
+// every outcome is reached exactly once.
+TEST_F(CoordinatorServerTest, SeventyOutcomesOfAMebibyteEachAreListedInPagesUnderTheByteBudget) {
+  constexpr int kOutcomes = 70;
+  const std::string a = register_agent("a", caps("host", {"tmpfs"}));
+  const v1::Campaign c = create_campaign(campaign_spec({}, {"tmpfs"}, kOutcomes));
+  std::set<int64_t> reported;
+  for (int i = 0; i < kOutcomes; ++i) {
+    auto job = lease(a);
+    ASSERT_TRUE(job.has_value()) << i;
+    v1::Outcome o = outcome(v1::VERDICT_ERROR);
+    // Varied bytes, so that the store's packing cannot shrink them away.
+    std::string tail(kMaxOutcomeBytes - 4096, '\0');
+    uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);
+    for (char& ch : tail) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      ch = static_cast<char>('!' + x % 90);
+    }
+    o.set_console_tail(tail);
+    ASSERT_LE(o.ByteSizeLong(), kMaxOutcomeBytes);
+    const auto r = report(a, job->job_id(), job->attempt(), o);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    reported.insert(job->job_id());
+  }
+
+  // A page may pass gRPC's default 4 MiB: read as the CLI reads (channel.h).
+  auto control = v1::ControlService::NewStub(coordinator_channel(server_->address()));
+  std::set<int64_t> listed;
+  v1::ListOutcomesRequest req;
+  req.set_campaign_id(c.id());
+  int pages = 0;
+  do {
+    const auto page = call(*control, &v1::ControlService::Stub::ListOutcomes, req);
+    ASSERT_TRUE(page.status.ok()) << "page " << pages << ": " << page.status.error_message();
+    ASSERT_GT(page.resp.outcomes_size(), 0) << "a page holds one outcome at least";
+    EXPECT_LE(page.resp.ByteSizeLong(), kMaxPageBytes) << "page " << pages;
+    for (const auto& o : page.resp.outcomes()) {
+      EXPECT_TRUE(listed.insert(o.job_id()).second) << "job " << o.job_id() << " listed twice";
+      EXPECT_EQ(o.outcome().console_tail().size(), kMaxOutcomeBytes - 4096);
+    }
+    req.set_page_token(page.resp.next_page_token());
+    ++pages;
+  } while (!req.page_token().empty() && pages < 100);
+  EXPECT_EQ(listed, reported);
+  EXPECT_GE(pages, kOutcomes * static_cast<int>(kMaxOutcomeBytes) / static_cast<int>(kMaxPageBytes));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/bounds.h"
 #include "common/hex.h"
 #include "common/process.h"
 
@@ -75,7 +76,8 @@ std::string tail_of_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
-  return tail_lines(ss.str(), kTailLines);
+  // Lines can be long (a compiler's): the tail stays within what AddKernel takes.
+  return utf8_suffix(tail_lines(ss.str(), kTailLines), kMaxLogTailBytes);
 }
 
 // The build log, open for appending (mode 0640), for the tools' output.
@@ -213,7 +215,8 @@ std::string patch_subject(const std::string& patch_text) {
   std::istringstream in(patch_text);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Subject: ", 0) == 0) return line.substr(9);
+    // Within what AddKernel takes for a subject (common/bounds.h).
+    if (line.rfind("Subject: ", 0) == 0) return utf8_prefix(line.substr(9), kMaxPatchSubjectBytes);
     if (line.rfind("--- ", 0) == 0) break;
   }
   return "";

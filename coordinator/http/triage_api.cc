@@ -10,6 +10,7 @@
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
+#include "coordinator/request_bounds.h"
 #include "coordinator/triage/triage_engine.h"
 #include "leapfrog/v1/http.pb.h"
 
@@ -19,6 +20,16 @@ using nlohmann::json;
 namespace tr = triage;
 
 namespace {
+
+// `request`, once every string it carries is within its bound
+// (request_bounds.h), as the gRPC service checks it; a 400 naming the field
+// otherwise.
+template <class Request>
+const Request& bounded(const Request& request) {
+  if (auto why = request_too_large(request); !why.empty())
+    throw RequestError(ErrorKind::kInvalidArgument, why);
+  return request;
+}
 
 // "crash" or "ISSUE_KIND_CRASH"; empty: any kind.
 v1::IssueKind parse_kind(const std::string& text) {
@@ -66,7 +77,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     lr.set_kernel_label(req.get_param_value("kernel"));
     lr.set_kind(parse_kind(req.get_param_value("kind")));
     lr.set_page_token(query_page(req));
-    return proto_json(e->list_issues(lr));
+    return proto_json(e->list_issues(bounded(lr)));
   });
 
   r.get("/api/actions", [e](const httplib::Request& req) {
@@ -74,7 +85,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     if (req.has_param("issue")) lr.set_issue_id(query_uint(req, "issue", 0, 1, UINT32_MAX));
     lr.set_limit(query_uint(req, "limit", tr::kActionPage.fallback, 1, tr::kActionPage.max));
     lr.set_page_token(query_page(req));
-    return proto_json(e->list_actions(lr));
+    return proto_json(e->list_actions(bounded(lr)));
   });
 
   r.get(R"(/api/issues/([^/]+))", [e, ctx](const httplib::Request& req) {
@@ -108,7 +119,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
         throw RequestError(ErrorKind::kInvalidArgument, "\"duplicate_of\" must be an issue id");
       sr.set_duplicate_of(dup->get<int64_t>());
     }
-    return proto_json(e->set_issue_status(sr));
+    return proto_json(e->set_issue_status(bounded(sr)));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/notes)", [e](const httplib::Request& req) {
@@ -117,7 +128,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     nr.set_id(path_id(req, 1));
     nr.set_text(body_string(body, "text"));
     if (nr.text().empty()) throw RequestError(ErrorKind::kInvalidArgument, "\"text\" is empty");
-    return proto_json(e->add_issue_note(nr));
+    return proto_json(e->add_issue_note(bounded(nr)));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/replay)", [e](const httplib::Request& req) {
@@ -126,7 +137,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     rr.set_issue_id(path_id(req, 1));
     rr.set_kernel_label(body_string(body, "kernel", false));
     rr.set_runs(body_uint(body, "runs", 1000));
-    return proto_json(e->start_replay(rr));
+    return proto_json(e->start_replay(bounded(rr)));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/minimize)", [e](const httplib::Request& req) {
@@ -135,7 +146,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
     mr.set_issue_id(path_id(req, 1));
     mr.set_kernel_label(body_string(body, "kernel", false));
     mr.set_max_runs(body_uint(body, "max_runs", 1000));
-    return proto_json(e->start_minimize(mr));
+    return proto_json(e->start_minimize(bounded(mr)));
   });
 
   r.action("POST", R"(/api/issues/([^/]+)/bisect)", [e](const httplib::Request& req) {
@@ -153,7 +164,7 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
       br.add_kernels(k.get<std::string>());
     }
     br.set_max_runs(body_uint(body, "max_runs", 1000));
-    return proto_json(e->start_bisect(br));
+    return proto_json(e->start_bisect(bounded(br)));
   });
 }
 

@@ -7,6 +7,7 @@
 #include "coordinator/http/proto_json.h"
 #include "coordinator/notify/message.h"
 #include "coordinator/notify/outbox.h"
+#include "coordinator/request_bounds.h"
 #include "leapfrog/v1/http.pb.h"
 
 namespace leapfrog::coord::notify {
@@ -24,6 +25,8 @@ void register_notify_api(ApiRouter& router, PgNotifyStore& store, const Clock& c
                 [&store, &clock, &webhooks](const httplib::Request& req) {
                   // A SubscriptionError is the caller's mistake (400, error_status.h).
                   const auto wanted = subscription_from_json(json_body(req));
+                  if (auto why = request_too_large(wanted); !why.empty())
+                    throw RequestError(ErrorKind::kInvalidArgument, why);
                   check_target(webhooks, wanted);
                   const auto s = store.add_subscription(wanted, clock.now());
                   return proto_json(s);

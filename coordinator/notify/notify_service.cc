@@ -4,16 +4,20 @@
 
 #include "coordinator/notify/outbox.h"
 #include "coordinator/error_status.h"
+#include "coordinator/request_bounds.h"
 
 namespace leapfrog::coord::notify {
 
 namespace {
 
-// Checks the token, then runs `body`, answering what it throws by the table
+// Checks the token and the bounds of the request's strings
+// (request_bounds.h), then runs `body`, answering what it throws by the table
 // (error_status.h).
 template <typename Body>
-grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* rpc, Body&& body) {
+grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx,
+                   const google::protobuf::Message& req, const char* rpc, Body&& body) {
   if (auto s = auth.check(*ctx); !s.ok()) return s;
+  if (auto s = check_request_bounds(req); !s.ok()) return s;
   return guarded(rpc, body);
 }
 
@@ -22,7 +26,7 @@ grpc::Status serve(const TokenAuth& auth, grpc::ServerContext* ctx, const char* 
 grpc::Status NotifyServiceImpl::AddSubscription(grpc::ServerContext* ctx,
                                                 const v1::AddSubscriptionRequest* req,
                                                 v1::Subscription* resp) {
-  return serve(auth_, ctx, "AddSubscription", [&] {
+  return serve(auth_, ctx, *req, "AddSubscription", [&] {
     // A SubscriptionError (INVALID_ARGUMENT) says why a destination is refused.
     check_target(webhooks_, req->subscription());
     *resp = store_.add_subscription(req->subscription(), clock_.now());
@@ -31,9 +35,9 @@ grpc::Status NotifyServiceImpl::AddSubscription(grpc::ServerContext* ctx,
 }
 
 grpc::Status NotifyServiceImpl::ListSubscriptions(grpc::ServerContext* ctx,
-                                                  const v1::ListSubscriptionsRequest*,
+                                                  const v1::ListSubscriptionsRequest* req,
                                                   v1::ListSubscriptionsResponse* resp) {
-  return serve(auth_, ctx, "ListSubscriptions", [&] {
+  return serve(auth_, ctx, *req, "ListSubscriptions", [&] {
     for (auto& s : store_.list_subscriptions()) *resp->add_subscriptions() = std::move(s);
     return grpc::Status::OK;
   });
@@ -42,7 +46,7 @@ grpc::Status NotifyServiceImpl::ListSubscriptions(grpc::ServerContext* ctx,
 grpc::Status NotifyServiceImpl::RemoveSubscription(grpc::ServerContext* ctx,
                                                    const v1::RemoveSubscriptionRequest* req,
                                                    v1::RemoveSubscriptionResponse*) {
-  return serve(auth_, ctx, "RemoveSubscription", [&] {
+  return serve(auth_, ctx, *req, "RemoveSubscription", [&] {
     if (!store_.remove_subscription(req->id()))
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           "no subscription \"" + std::to_string(req->id()) + "\"");

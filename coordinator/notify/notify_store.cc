@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <pqxx/pqxx>
 
+#include "common/bounds.h"
+#include "coordinator/error_status.h"
 #include "coordinator/notify/outbox.h"
 #include "coordinator/store/pg_pool.h"
 #include "coordinator/store/pg_util.h"
@@ -39,6 +41,14 @@ v1::Subscription PgNotifyStore::add_subscription(const v1::Subscription& in, Tim
   s.clear_last_error();
   *s.mutable_created_at() = proto_timestamp(us(now));
   const int64_t id = run_transaction(*pool_, "add_subscription", [&](pqxx::work& txn) {
+    // ListSubscriptions answers every subscription in one message: a bound
+    // on their number, with each one's strings bounded (request_bounds.h),
+    // keeps it within kMaxPageBytes. The lock orders concurrent adds.
+    txn.exec("LOCK TABLE subscriptions IN SHARE ROW EXCLUSIVE MODE");
+    if (const auto n = txn.exec1("SELECT count(*) FROM subscriptions")[0].as<int64_t>();
+        n >= static_cast<int64_t>(kMaxSubscriptions))
+      throw RequestError(ErrorKind::kFailedPrecondition,
+                         "there are " + std::to_string(n) + " subscriptions, the most kept: remove one first");
     return txn
         .exec_params1(
             "INSERT INTO subscriptions (name, subscription, created_at)"

@@ -2,6 +2,7 @@
 // database per test), real campaigns in the real store, a webhook receiver
 // in the test process and an SMTP sink on Debian's python3-aiosmtpd.
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -10,8 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include "common/bounds.h"
 #include "coordinator/notify/message.h"
 #include "coordinator/notify/notifier.h"
+#include "coordinator/notify/notify_service.h"
 #include "coordinator/notify/notify_store.h"
 #include "coordinator/notify/outbox.h"
 #include "coordinator/notify/test_receivers.h"
@@ -19,6 +22,7 @@
 #include "coordinator/campaign.h"
 #include "coordinator/work_signal.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/server.h"
 #include "coordinator/store/pg_store.h"
 #include "coordinator/triage/pg_triage_store.h"
 #include "coordinator/triage/triage_engine.h"
@@ -31,6 +35,9 @@ using nlohmann::json;
 using notify_testing::Received;
 using notify_testing::SmtpSink;
 using notify_testing::WebhookReceiver;
+
+// The entries of a mail subscription's `to` (request_bounds.h's default).
+constexpr size_t kMaxEntriesOfAMailSubscription = kMaxFieldEntries;
 
 const TimePoint kT0 = std::chrono::time_point_cast<Duration>(
     std::chrono::sys_days{std::chrono::year{2026} / 11 / 30} + std::chrono::hours(2));
@@ -227,6 +234,77 @@ TEST_F(NotifyTest, AnEventIsStoredOnceAndQueuedForTheSubscriptionsItMatches) {
   EXPECT_TRUE(notify_->remove_subscription(a.id()));
   EXPECT_FALSE(notify_->remove_subscription(a.id()));
   EXPECT_EQ(count("SELECT count(*) FROM notify_outbox"), 0);
+}
+
+// Issue 41 §6, what the tester sent: AddSubscription over gRPC to a real
+// coordinator with a webhook URL and a mail address of 40 MiB, each then
+// sent back by every ListSubscriptions (RESOURCE_EXHAUSTED for all). Each is
+// refused with INVALID_ARGUMENT naming the field and its size, nothing is
+// stored, and a sound webhook is taken (the control).
+TEST_F(NotifyTest, AddSubscriptionRefusesAnOversizedUrlOrAddressNamingTheField) {
+  const std::string token = "notify-test-token";
+  NotifyServiceImpl service(*notify_, clock_, token, options_.webhooks);
+  ServerOptions opts;
+  opts.token = token;
+  opts.extra_services = {&service};
+  CoordinatorServer server(*store_, clock_, opts);
+  auto stub = v1::NotifyService::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  auto add = [&](const v1::Subscription& s) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    v1::AddSubscriptionRequest req;
+    *req.mutable_subscription() = s;
+    v1::Subscription out;
+    return stub->AddSubscription(&ctx, req, &out);
+  };
+  const std::string huge(40u << 20, 'x');
+  v1::Subscription mail;
+  mail.set_name("mail");
+  mail.mutable_email()->add_to("ci@example.org");
+  mail.mutable_email()->add_to(huge + "@example.org");
+  v1::Subscription named = webhook("http://127.0.0.1:9/hook");
+  named.set_name(huge);
+  for (const auto& [sub, field] : std::vector<std::pair<v1::Subscription, std::string>>{
+           {webhook("http://127.0.0.1:9/" + huge), "subscription.webhook.url"},
+           {mail, "subscription.email.to[1]"},
+           {named, "subscription.name"}}) {
+    const grpc::Status s = add(sub);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_NE(s.error_message().find(field), std::string::npos) << s.error_message();
+    EXPECT_NE(s.error_message().find("bytes) is too long"), std::string::npos) << s.error_message();
+    EXPECT_LT(s.error_message().size(), 400u) << "the message quotes only the value's start";
+  }
+  EXPECT_TRUE(notify_->list_subscriptions().empty());
+  // The control: a sound webhook is stored, and the list answers.
+  const grpc::Status ok = add(webhook("http://127.0.0.1:9/hook"));
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + token);
+  v1::ListSubscriptionsResponse listed;
+  ASSERT_TRUE(stub->ListSubscriptions(&ctx, v1::ListSubscriptionsRequest{}, &listed).ok());
+  ASSERT_EQ(listed.subscriptions_size(), 1);
+  EXPECT_EQ(listed.subscriptions(0).webhook().url(), "http://127.0.0.1:9/hook");
+
+  // ListSubscriptions answers them all: their number is bounded too, and
+  // the most of the largest still make one page.
+  v1::Subscription largest;
+  largest.set_name(std::string(kMaxNameBytes, 'n'));
+  for (size_t i = 0; i < kMaxEntriesOfAMailSubscription; ++i)
+    largest.mutable_email()->add_to(std::string(kMaxMailAddressBytes - 12, 'a') + "@example.org");
+  largest.mutable_filter()->set_kernel(std::string(kMaxLabelBytes, 'k'));
+  largest.mutable_filter()->set_scenario(std::string(kMaxLabelBytes, 's'));
+  for (size_t i = 1; i < kMaxSubscriptions; ++i) ASSERT_TRUE(add(largest).ok()) << i;
+  const grpc::Status over = add(largest);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << over.error_message();
+  EXPECT_NE(over.error_message().find("remove one first"), std::string::npos) << over.error_message();
+  grpc::ClientContext again;
+  again.AddMetadata("authorization", "Bearer " + token);
+  const grpc::Status all = stub->ListSubscriptions(&again, v1::ListSubscriptionsRequest{}, &listed);
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(listed.subscriptions_size(), static_cast<int>(kMaxSubscriptions));
+  EXPECT_LE(listed.ByteSizeLong(), kMaxPageBytes);
 }
 
 TEST_F(NotifyTest, AWebhookAnswering500IsRetriedAndDeliveredOnceAcrossARestart) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -28,6 +29,19 @@ struct Page {
   std::vector<T> items;
   std::string next_page_token;  // "" when no item follows
 };
+
+// Adds `item` to `page` unless that takes the page past `max_bytes`
+// serialized (common/bounds.h's kMaxPageBytes): false when it does not fit,
+// and the page ends before it. An empty page takes any item, so a page
+// always moves the list on. `bytes` is the page's size so far.
+template <class T>
+bool add_within_bytes(Page<T>& page, T item, size_t& bytes, size_t max_bytes) {
+  const size_t size = item.ByteSizeLong() + 8;  // the field's tag and length, then the item
+  if (!page.items.empty() && bytes + size > max_bytes) return false;
+  bytes += size;
+  page.items.push_back(std::move(item));
+  return true;
+}
 
 // Limits of one list: what 0 means, and the most one page holds.
 struct PageLimits {

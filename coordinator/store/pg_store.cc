@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/bounds.h"
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_agents.h"
 #include "coordinator/store/pg_kernels.h"
@@ -195,14 +196,16 @@ Page<v1::AgentInfo> PgStore::page_agents(TimePoint online_since, uint32_t limit,
   touches_->submit(PgTouch{"", 0, true});  // after the touches queued so far
   return run_transaction(*pool_, "page_agents", [&](pqxx::work& txn) {
     Page<v1::AgentInfo> page;
-    // One row more than the page says whether more follow.
+    size_t bytes = 0;
+    // One row more than the page says whether more follow; so does an agent
+    // past the page's bytes.
     for (const auto& r :
          txn.exec_prepared("page_agents", us(online_since), after ? after->text : std::string(),
-                           !after, static_cast<int64_t>(limit) + 1))
-      page.items.push_back(agent_from_row(r));
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
-      page.next_page_token = make_page_token("agents", {}, page.items.back().name());
+                           !after, static_cast<int64_t>(limit) + 1)) {
+      if (page.items.size() == limit || !add_within_bytes(page, agent_from_row(r), bytes, kMaxPageBytes)) {
+        page.next_page_token = make_page_token("agents", {}, page.items.back().name());
+        break;
+      }
     }
     return page;
   });
@@ -233,12 +236,20 @@ Page<v1::Kernel> PgStore::page_kernels(uint32_t limit, const std::string& page_t
   const auto after = parse_text_page_token("kernels", 1, page_token);
   return run_transaction(*pool_, "page_kernels", [&](pqxx::work& txn) {
     Page<v1::Kernel> page;
+    size_t bytes = 0;
+    bool more = false;
+    // One row more than the page says whether more follow; so does a kernel
+    // past the page's bytes (a long series with its build log tail is
+    // near a MiB).
     for (const auto& r : txn.exec_prepared("page_kernels", after ? after->numbers[0] : int64_t{0},
                                            after ? after->text : std::string(), !after,
-                                           static_cast<int64_t>(limit) + 1))
-      page.items.push_back(kernel_from_row(r));
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
+                                           static_cast<int64_t>(limit) + 1)) {
+      if (page.items.size() == limit || !add_within_bytes(page, kernel_from_row(r), bytes, kMaxPageBytes)) {
+        more = true;
+        break;
+      }
+    }
+    if (more) {
       const v1::Kernel& last = page.items.back();
       page.next_page_token = make_page_token(
           "kernels", {last.added_at().seconds() * 1000000 + last.added_at().nanos() / 1000},
@@ -562,21 +573,46 @@ std::vector<v1::OutcomeRecord> PgStore::find_outcomes(const OutcomeFilter& f) {
 Page<v1::OutcomeRecord> PgStore::page_outcomes(const OutcomeQuery& q) {
   const uint32_t limit =
       (q.with_violations ? kOutcomePageWithViolations : kOutcomePage).resolve(q.limit);
+  const size_t max_bytes = q.max_bytes ? q.max_bytes : kMaxPageBytes;
   const auto after = parse_page_token("outcomes", 1, q.page_token);
   return run_transaction(*pool_, "page_outcomes", [&](pqxx::work& txn) {
-    // One row more than the page says whether more follow.
-    pqxx::result rows = select_outcomes(txn, q, static_cast<int64_t>(limit) + 1,
-                                        after.empty() ? int64_t{0} : after[0]);
+    // Read in chunks, so that a page of outcomes near kMaxOutcomeBytes holds
+    // no more of them in memory than its byte budget (their stored size is
+    // packed, so only the parsed one counts). Each chunk reads one row more
+    // than it uses, which says whether more follow. The order is by seq
+    // within the filter (select_outcomes), so a chunk goes on from the seq
+    // where the one before stopped.
     Page<v1::OutcomeRecord> page;
-    const bool more = rows.size() > limit;
+    size_t bytes = 0;
+    int64_t before = after.empty() ? int64_t{0} : after[0];
     int64_t last_seq = 0;
-    if (more) last_seq = rows[static_cast<pqxx::result::size_type>(limit) - 1][9].as<int64_t>();
-    page.items = outcome_records(txn, rows, q.with_violations);
-    if (more) {
-      page.items.resize(limit);
-      page.next_page_token = make_page_token("outcomes", {last_seq});
+    uint32_t chunk = 16;
+    for (;;) {
+      const uint32_t want = std::min<uint32_t>(chunk, limit - static_cast<uint32_t>(page.items.size()));
+      pqxx::result rows = select_outcomes(txn, q, static_cast<int64_t>(want) + 1, before);
+      std::vector<v1::OutcomeRecord> records = outcome_records(txn, rows, q.with_violations);
+      for (size_t i = 0; i < records.size() && i < want; ++i) {
+        // The field's tag and length, then the record.
+        const size_t size = records[i].ByteSizeLong() + 8;
+        if (!page.items.empty() && bytes + size > max_bytes) {
+          page.next_page_token = make_page_token("outcomes", {last_seq});
+          return page;
+        }
+        bytes += size;
+        last_seq = rows[static_cast<pqxx::result::size_type>(i)][9].as<int64_t>();
+        page.items.push_back(std::move(records[i]));
+      }
+      if (rows.size() <= want) return page;  // the list ends here
+      if (page.items.size() == limit) {
+        page.next_page_token = make_page_token("outcomes", {last_seq});
+        return page;
+      }
+      before = last_seq;
+      // Size the next chunk by what the page has room for at this chunk's
+      // mean size: small records read in large chunks, large ones in few.
+      const size_t mean = bytes / page.items.size() + 1;
+      chunk = static_cast<uint32_t>(std::clamp<size_t>((max_bytes - std::min(bytes, max_bytes)) / mean + 1, 1, 256));
     }
-    return page;
   });
 }
 

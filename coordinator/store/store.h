@@ -111,6 +111,9 @@ struct OutcomeQuery {
   // Each outcome with its violations; without, Outcome.violations is empty.
   bool with_violations = false;
   uint32_t limit = 0;  // kOutcomePage (kOutcomePageWithViolations) resolves it
+  // The most a page holds, serialized; 0 means kMaxPageBytes. The page ends
+  // before the outcome that would pass it (it holds one at least).
+  size_t max_bytes = 0;
   std::string page_token;
 };
 
