@@ -576,43 +576,22 @@ Page<v1::OutcomeRecord> PgStore::page_outcomes(const OutcomeQuery& q) {
   const size_t max_bytes = q.max_bytes ? q.max_bytes : kMaxPageBytes;
   const auto after = parse_page_token("outcomes", 1, q.page_token);
   return run_transaction(*pool_, "page_outcomes", [&](pqxx::work& txn) {
-    // Read in chunks, so that a page of outcomes near kMaxOutcomeBytes holds
-    // no more of them in memory than its byte budget (their stored size is
-    // packed, so only the parsed one counts). Each chunk reads one row more
-    // than it uses, which says whether more follow. The order is by seq
-    // within the filter (select_outcomes), so a chunk goes on from the seq
-    // where the one before stopped.
+    // One row more than the page says whether more follow.
+    pqxx::result rows = select_outcomes(txn, q, static_cast<int64_t>(limit) + 1,
+                                        after.empty() ? int64_t{0} : after[0]);
+    // The page ends at `limit`, or before the outcome that would take it
+    // past its bytes; either way the token is the last kept one's key.
+    std::vector<v1::OutcomeRecord> records = outcome_records(txn, rows, q.with_violations);
     Page<v1::OutcomeRecord> page;
     size_t bytes = 0;
-    int64_t before = after.empty() ? int64_t{0} : after[0];
-    int64_t last_seq = 0;
-    uint32_t chunk = 16;
-    for (;;) {
-      const uint32_t want = std::min<uint32_t>(chunk, limit - static_cast<uint32_t>(page.items.size()));
-      pqxx::result rows = select_outcomes(txn, q, static_cast<int64_t>(want) + 1, before);
-      std::vector<v1::OutcomeRecord> records = outcome_records(txn, rows, q.with_violations);
-      for (size_t i = 0; i < records.size() && i < want; ++i) {
-        // The field's tag and length, then the record.
-        const size_t size = records[i].ByteSizeLong() + 8;
-        if (!page.items.empty() && bytes + size > max_bytes) {
-          page.next_page_token = make_page_token("outcomes", {last_seq});
-          return page;
-        }
-        bytes += size;
-        last_seq = rows[static_cast<pqxx::result::size_type>(i)][9].as<int64_t>();
-        page.items.push_back(std::move(records[i]));
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (i == limit || !add_within_bytes(page, std::move(records[i]), bytes, max_bytes)) {
+        page.next_page_token = make_page_token(
+            "outcomes", {rows[static_cast<pqxx::result::size_type>(i) - 1][9].as<int64_t>()});
+        break;
       }
-      if (rows.size() <= want) return page;  // the list ends here
-      if (page.items.size() == limit) {
-        page.next_page_token = make_page_token("outcomes", {last_seq});
-        return page;
-      }
-      before = last_seq;
-      // Size the next chunk by what the page has room for at this chunk's
-      // mean size: small records read in large chunks, large ones in few.
-      const size_t mean = bytes / page.items.size() + 1;
-      chunk = static_cast<uint32_t>(std::clamp<size_t>((max_bytes - std::min(bytes, max_bytes)) / mean + 1, 1, 256));
     }
+    return page;
   });
 }
 
