@@ -70,7 +70,10 @@ struct Style {
   std::string bullet;
 };
 
-std::string body(const IssueReportInput& in, const Style& st, bool inline_repro) {
+// `repro` is report_reproducer's answer (`why` when it is empty), made once
+// by the caller: the mail attaches the same text.
+std::string body(const IssueReportInput& in, const Style& st, bool inline_repro, const std::string& repro,
+                 const std::string& why) {
   const v1::Issue& i = in.issue;
   std::string out;
   out += "Signature: " + i.signature() + "\n";
@@ -181,8 +184,6 @@ std::string body(const IssueReportInput& in, const Style& st, bool inline_repro)
   }
 
   out += "\n" + st.heading("Reproducer");
-  std::string why;
-  const std::string repro = report_reproducer(i, &why);
   if (repro.empty()) {
     out += "No C reproducer: " + why + "\n";
   } else {
@@ -263,7 +264,9 @@ std::string issue_report_markdown(const IssueReportInput& in) {
     return "```" + lang + "\n" + text + (text.empty() || text.back() == '\n' ? "" : "\n") + "```\n";
   };
   st.bullet = "- ";
-  return "# " + in.issue.title() + "\n\n" + body(in, st, true);
+  std::string why;
+  const std::string repro = report_reproducer(in.issue, &why);
+  return "# " + in.issue.title() + "\n\n" + body(in, st, true, repro, why);
 }
 
 std::string issue_report_mail(const IssueReportInput& in, const MailOptions& opts) {
@@ -280,9 +283,9 @@ std::string issue_report_mail(const IssueReportInput& in, const MailOptions& opt
     return out;
   };
   st.bullet = "  ";
-  const std::string text = in.issue.title() + "\n\n" + body(in, st, false);
   std::string why;
   const std::string repro = report_reproducer(in.issue, &why);
+  const std::string text = in.issue.title() + "\n\n" + body(in, st, false, repro, why);
   std::string date = opts.date;
   if (date.empty()) {
     const time_t now = std::time(nullptr);
