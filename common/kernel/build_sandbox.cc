@@ -90,22 +90,30 @@ bool searchable(const struct stat& st, uid_t uid, gid_t gid) {
   return st.st_mode & S_IXOTH;
 }
 
-}  // namespace
-
-int BuildSandbox::run(const std::vector<std::string>& argv, const std::vector<Bind>& binds,
-                      int log_fd, int stdin_fd) const {
+// Stdout and stderr to the log, stdin from `stdin_fd` or /dev/null.
+SpawnOptions logged(int log_fd, int stdin_fd) {
   SpawnOptions opts;
   opts.stdin_path = "/dev/null";
   opts.stdin_fd = stdin_fd;
   opts.stdout_fd = log_fd;
   opts.stderr_to_stdout = true;
-  if (!config_.enabled) {
-    std::vector<std::string> direct = argv;
-    const std::string exe = find_in_path(direct.front());
-    if (exe.empty()) return 127;
-    direct.front() = exe;
-    return run_process(direct, opts);
-  }
+  return opts;
+}
+
+}  // namespace
+
+int run_logged_here(const std::vector<std::string>& argv, int log_fd, int stdin_fd) {
+  std::vector<std::string> direct = argv;
+  const std::string exe = find_in_path(direct.front());
+  if (exe.empty()) return 127;
+  direct.front() = exe;
+  return run_process(direct, logged(log_fd, stdin_fd));
+}
+
+int BuildSandbox::run(const std::vector<std::string>& argv, const std::vector<Bind>& binds,
+                      int log_fd, int stdin_fd) const {
+  if (!config_.enabled) return run_logged_here(argv, log_fd, stdin_fd);
+  const SpawnOptions opts = logged(log_fd, stdin_fd);
   std::vector<std::string> cmd = {setpriv_,
                                   "--reuid=" + std::to_string(uid_),
                                   "--regid=" + std::to_string(gid_),

@@ -26,6 +26,11 @@ namespace leapfrog::kbuild {
 // package create it.
 inline constexpr const char* kBuildUser = "leapfrog-build";
 
+// Runs `argv` (looked up in $PATH) as this process, stdout and stderr
+// appended to `log_fd`, stdin from `stdin_fd` (-1: /dev/null): its exit code,
+// 127 when it is not installed. What BuildSandbox::run does when off.
+int run_logged_here(const std::vector<std::string>& argv, int log_fd, int stdin_fd = -1);
+
 struct SandboxConfig {
   bool enabled = false;
   std::string user = kBuildUser;

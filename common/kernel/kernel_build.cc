@@ -100,14 +100,21 @@ class Log {
   // output appended; the exit code.
   int run(const BuildSandbox& sandbox, const std::vector<std::string>& argv,
           const std::vector<Bind>& binds, int stdin_fd = -1) const {
+    show(argv);
+    return sandbox.run(argv, binds, fd_, stdin_fd);
+  }
+  // Runs argv as this process (root), its output appended; the exit code.
+  int run_here(const std::vector<std::string>& argv) const {
+    show(argv);
+    return run_logged_here(argv, fd_);
+  }
+
+ private:
+  void show(const std::vector<std::string>& argv) const {
     std::string shown = "$";
     for (const auto& a : argv) shown += " " + a;
     line(shown);
-    return sandbox.run(argv, binds, fd_, stdin_fd);
   }
-  int fd() const { return fd_; }
-
- private:
   std::string path_;
   int fd_;
 };
@@ -300,14 +307,8 @@ void unpack(const BuildSpec& spec, const BuildSandbox& sandbox, const SourceTree
     // A folder (a source root's, or the caller's own) is copied here, its
     // symlinks as symlinks, and then handed to the build user.
     if (progress) progress("copying " + spec.source);
-    SpawnOptions opts;
-    opts.stdin_path = "/dev/null";
-    opts.stdout_fd = log.fd();
-    opts.stderr_to_stdout = true;
-    log.line("$ cp -R --preserve=timestamps,links --reflink=auto " + spec.source + "/. " + tmp.string());
-    rc = run_process({find_in_path("cp"), "-R", "--preserve=timestamps,links", "--reflink=auto",
-                      spec.source + "/.", tmp.string()},
-                     opts);
+    rc = log.run_here({"cp", "-R", "--preserve=timestamps,links", "--reflink=auto",
+                       spec.source + "/.", tmp.string()});
     sfs::remove_all(tmp / ".git", ec);
     sandbox.hand_over(tmp.string());
   }
