@@ -440,10 +440,14 @@ std::vector<std::string> missing_options(const std::string& fragment_text,
   return missing;
 }
 
-std::string inputs_hash(const BuildSpec& spec) {
+namespace {
+
+// inputs_hash, given the source's id (build_kernel has it already: for a
+// tarball it is the sha256 of every byte).
+std::string inputs_hash_of(const BuildSpec& spec, const std::string& src_id) {
   Sha256 h;
   h.update(kRecipeVersion);
-  h.update(source_id(spec.source));
+  h.update(src_id);
   for (const auto& p : spec.patches) h.update(sha256_hex(p.content));
   h.update("config");
   h.update(read_file(find_base_fragment(spec), "config", "config fragment"));
@@ -451,6 +455,10 @@ std::string inputs_hash(const BuildSpec& spec) {
   h.update(compiler_id());
   return h.hex();
 }
+
+}  // namespace
+
+std::string inputs_hash(const BuildSpec& spec) { return inputs_hash_of(spec, source_id(spec.source)); }
 
 BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
   if (spec.cache_dir.empty()) throw BuildError("source", "no cache folder given", "");
@@ -461,7 +469,7 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
       throw BuildError("config", "config fragment: " + why, "");
   const BuildSandbox sandbox(spec.sandbox, spec.cache_dir);
   const std::string src_id = source_id(spec.source);
-  const std::string hash = inputs_hash(spec);
+  const std::string hash = inputs_hash_of(spec, src_id);
   const sfs::path kb = sfs::path(spec.cache_dir) / "kbuild";
   const sfs::path out = kb / "out" / hash;
   sfs::create_directories(kb / "out");
