@@ -46,7 +46,7 @@ using Ms = std::chrono::duration<double, std::milli>;
 
 std::string newest_kernel() {
   if (const char* k = std::getenv("LEAPFROG_BENCH_KERNEL")) return k;
-  return newest_boot_kernel();
+  return stock_boot_kernel();
 }
 
 double median(std::vector<double> v) {
@@ -445,7 +445,7 @@ int main(int argc, char** argv) {
   }
   const std::string image_path = newest_kernel();
   if (image_path.empty()) {
-    std::printf("vm bench: skipped (no /boot/vmlinuz-*)\n");
+    std::printf("vm bench: skipped (no /boot/vmlinuz-6.1.*)\n");
     return 0;
   }
   Bench b;

@@ -18,6 +18,9 @@ packages=(
   fuse3 acl e2fsprogs xfsprogs btrfs-progs util-linux
   # VMs
   qemu-system-x86 busybox-static linux-image-amd64 cpio xz-utils zstd libssl-dev
+  # the current long-term line's stock kernel beside 6.1's, with the headers
+  # the kprobe delay-point module is built against (issue 48)
+  linux-image-6.12-amd64 linux-headers-6.12-amd64
   # dashboard: HTTP server library, front-end build (Node; npm below), browser tests
   libcpp-httplib-dev nodejs chromium
   # kernel builds (leapfrog kernel build; issue 7), run as the build user in

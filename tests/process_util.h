@@ -37,13 +37,19 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// The newest /boot/vmlinuz-* (the distribution's kernel), or "" if none.
-inline std::string newest_boot_kernel() {
+// The line of Debian's stock kernel the VM tests were written against. Other
+// lines (6.12) are installed beside it; a test that means one says which.
+inline constexpr const char* kStockLine = "6.1";
+
+// The newest /boot/vmlinuz-<line>.* (a Debian stock kernel of that line:
+// "6.1" takes 6.1.0-57-amd64, not 6.12.118+deb12-amd64), or "" if none.
+inline std::string stock_boot_kernel(const std::string& line = kStockLine) {
+  const std::string prefix = "vmlinuz-" + line + ".";
   std::string best;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/boot", ec)) {
     const std::string name = e.path().filename();
-    if (name.rfind("vmlinuz-", 0) == 0 && name > std::filesystem::path(best).filename().string())
+    if (name.rfind(prefix, 0) == 0 && name > std::filesystem::path(best).filename().string())
       best = e.path();
   }
   return best;

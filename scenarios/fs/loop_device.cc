@@ -69,7 +69,15 @@ std::string attach_loop_device(const std::string& image, int* fd_out) {
     std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), image.c_str(),
                  LO_NAME_SIZE - 1);
     if (ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) {
-      *fd_out = loop.release();
+      // Hold the device through a read-only open, and let the writable one
+      // go: a kernel that blocks writes to mounted devices (6.8 and later
+      // without CONFIG_BLK_DEV_WRITE_MOUNTED, as allnoconfig builds are, or
+      // booted with bdev_allow_write_mounted=0) refuses to mount a device
+      // someone holds open for writing, with EBUSY. Both fds are openers
+      // while the second opens, so autoclear does not detach in between.
+      Fd hold(open(dev.c_str(), O_RDONLY | O_CLOEXEC));
+      if (hold.get() < 0) throw SetupError(errno_message("open " + dev + " read-only", errno));
+      *fd_out = hold.release();
       return dev;
     }
     last_err = errno;

@@ -83,6 +83,7 @@
 #include <linux/string.h>
 #include <linux/sysfs.h>
 #include <linux/uidgid.h>
+#include <linux/version.h>
 
 #define LF_PPM 1000000U
 #define LF_MAX_DELAY_NS 1000000U
@@ -132,10 +133,20 @@ static bool lf_dir_search(struct pt_regs *regs)
 	return (mask & ~MAY_NOT_BLOCK) == MAY_EXEC && inode && S_ISDIR(READ_ONCE(inode->i_mode));
 }
 
+/*
+ * handle_dots()'s type for "..": LAST_DOTDOT of namei.h's enum, which later
+ * lines (6.12) keep private to fs/namei.c with the same order and value.
+ */
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 12, 0)
+#define LF_LAST_DOTDOT LAST_DOTDOT
+#else
+#define LF_LAST_DOTDOT 3
+#endif
+
 /* handle_dots(nd, type) */
 static bool lf_dotdot(struct pt_regs *regs)
 {
-	return (int)regs_get_kernel_argument(regs, 1) == LAST_DOTDOT;
+	return (int)regs_get_kernel_argument(regs, 1) == LF_LAST_DOTDOT;
 }
 
 static struct lf_point lf_points[] = {
