@@ -44,7 +44,7 @@ int64_t sql_int(const std::string& url, const std::string& query) {
 // says BREAK_BUILD; every build appends a line to build-count in the object
 // folder. The build sandbox shows it nothing outside its tree and objects.
 std::string toy_makefile(const std::string& image = "vmlinuz-toy", const std::string& count = "$(O)/build-count") {
-  return "allnoconfig:\n"
+  return "VERSION = 6\nPATCHLEVEL = 1\nSUBLEVEL = 0\nallnoconfig:\n"
          "\tmkdir -p $(O)\n"
          "\tgrep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config\n"
          "bzImage:\n"
@@ -375,7 +375,7 @@ TEST_F(BuilderE2E, AHostileSourceTreeReadsNothingOfTheBuilders) {
   std::ofstream(secret) << "ROOT-ONLY-SECRET\n";
   stdfs::permissions(secret, stdfs::perms::owner_read | stdfs::perms::owner_write);
   std::ofstream(src_ + "/Makefile", std::ios::trunc)
-      << "allnoconfig:\n\tmkdir -p $(O)\n\tgrep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config\n"
+      << "VERSION = 6\nPATCHLEVEL = 1\nallnoconfig:\n\tmkdir -p $(O)\n\tgrep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config\n"
          "bzImage:\n"
          "\t-id -un\n"
          "\t-cat " + token_file_ + "\n"

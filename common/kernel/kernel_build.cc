@@ -419,6 +419,37 @@ std::string tail_lines(const std::string& text, size_t lines) {
   return pos == 0 ? text : text.substr(pos + 1);
 }
 
+std::string TreeVersion::str() const {
+  return std::to_string(version) + "." + std::to_string(patchlevel) + "." + std::to_string(sublevel);
+}
+
+std::optional<TreeVersion> tree_version(const std::string& makefile_text) {
+  std::map<std::string, int> found;
+  std::istringstream in(makefile_text);
+  std::string line;
+  // Kbuild's own lines: "VERSION = 6", "PATCHLEVEL = 12", "SUBLEVEL = 118".
+  for (int n = 0; n < 64 && std::getline(in, line); ++n) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    auto trim = [](std::string& t) {
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t\r") + 1);
+    };
+    trim(key);
+    trim(value);
+    if (key != "VERSION" && key != "PATCHLEVEL" && key != "SUBLEVEL") continue;
+    if (found.count(key)) continue;
+    if (value.empty() || value.size() > 6 ||
+        value.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    found[key] = std::stoi(value);
+  }
+  if (!found.count("VERSION") || !found.count("PATCHLEVEL")) return std::nullopt;
+  return TreeVersion{found["VERSION"], found["PATCHLEVEL"],
+                     found.count("SUBLEVEL") ? found["SUBLEVEL"] : 0};
+}
+
 std::vector<std::string> missing_options(const std::string& fragment_text,
                                          const std::string& dot_config_text) {
   std::map<std::string, std::string> have;
@@ -546,6 +577,20 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
   try {
     apply_series(spec, sandbox, st, r.patches, log, progress);
 
+    // A tree Leapfrog's fragment and points are written for, before any
+    // configuration: an older one would build a kernel without what the
+    // scenarios need, or fail somewhere less clear.
+    const auto version = tree_version(read_file((st.tree / "Makefile").string(), "source", "Makefile"));
+    if (!version)
+      throw BuildError("source", spec.source + " is no kernel tree: its Makefile sets no VERSION and PATCHLEVEL", "");
+    if (version->older_than(kOldestVersion, kOldestPatchlevel))
+      throw BuildError("source",
+                       "Linux " + version->str() + " is older than " + std::to_string(kOldestVersion) + "." +
+                           std::to_string(kOldestPatchlevel) +
+                           ", the oldest line Leapfrog's config fragment and delay points are written for",
+                       "");
+    log.line("# Linux " + version->str());
+
     // allnoconfig + our fragment + the user's, with a version suffix naming the inputs.
     std::string fragment = read_file(find_base_fragment(spec), "config", "config fragment");
     for (const auto& f : spec.config_fragments) fragment += "\n" + f.content;
@@ -570,7 +615,9 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
       for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
       throw BuildError(
           "config",
-          "the configuration lost options (missing dependencies or misspelt names): " + list,
+          "the configuration of Linux " + version->str() +
+              " lost options (missing dependencies, misspelt names, or options this version renamed or"
+              " does not have): " + list,
           tail_of_file(log.path()), log.path());
     }
 

@@ -14,6 +14,7 @@
 //   kbuild/out/<inputs-hash>/failed  present when that build failed (log kept)
 
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -113,6 +114,22 @@ std::string sha256_of_file(const std::string& path);
 // order): `dir`, or found next to the executable or in the current folder.
 // Throws BuildError("patch") when the folder is missing or holds no patch.
 std::vector<std::string> widen_series(const std::string& dir = {});
+
+// A kernel tree's version, from the first lines of its Makefile.
+struct TreeVersion {
+  int version = 0, patchlevel = 0, sublevel = 0;
+  std::string str() const;  // "6.12.118"
+  bool older_than(int v, int p) const { return version < v || (version == v && patchlevel < p); }
+};
+
+// VERSION, PATCHLEVEL and SUBLEVEL of a kernel's top Makefile (the first
+// assignment of each); nullopt when VERSION or PATCHLEVEL is missing or not
+// a number (no kernel tree).
+std::optional<TreeVersion> tree_version(const std::string& makefile_text);
+
+// The oldest line Leapfrog's fragment, delay points and scenarios are
+// written for: an older tree is refused before it is configured.
+inline constexpr int kOldestVersion = 6, kOldestPatchlevel = 1;
 
 // The `=y`/`=m`/`=<value>` lines of a fragment that did not survive into a
 // .config (a missing dependency or a misspelt name), as "CONFIG_X=y".

@@ -30,6 +30,9 @@ namespace sfs = std::filesystem;
 
 const char* const kToyMakefile = R"mk(
 # Stand-in for Kbuild: supports the targets and variables build_kernel uses.
+VERSION = 6
+PATCHLEVEL = 1
+SUBLEVEL = 0
 allnoconfig:
 	mkdir -p $(O)
 	grep '^CONFIG_' $(KCONFIG_ALLCONFIG) | grep -v '^CONFIG_ONLY_ON_REAL_KERNELS' > $(O)/.config
@@ -185,6 +188,38 @@ TEST_F(KernelBuildTest, AnOptionTheConfigDropsIsNamed) {
     EXPECT_EQ(e.stage(), "config");
     EXPECT_NE(std::string(e.what()).find("CONFIG_ONLY_ON_REAL_KERNELS=y"), std::string::npos)
         << e.what();
+    EXPECT_NE(std::string(e.what()).find("configuration of Linux 6.1.0 lost"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A tree older than the oldest line Leapfrog is written for is refused before
+// it is configured, naming its version; so is a tree whose Makefile says no
+// version at all. Neither reaches `make`.
+TEST_F(KernelBuildTest, AnOlderTreeOrNoKernelTreeIsRefusedBeforeConfiguring) {
+  std::string old_tree = kToyMakefile;
+  const std::string line61 = "VERSION = 6\nPATCHLEVEL = 1\n";
+  old_tree.replace(old_tree.find(line61), line61.size(), "VERSION = 5\nPATCHLEVEL = 15\n");
+  spit(src_ + "/Makefile", old_tree);
+  try {
+    build_kernel(spec_);
+    FAIL() << "expected a BuildError";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "source");
+    EXPECT_NE(std::string(e.what()).find("Linux 5.15.0 is older than 6.1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(builds(), 0);
+
+  const std::string src2 = dir_ + "/not-linux";
+  spit(src2 + "/Makefile", "all:\n\techo hello\n");
+  spit(src2 + "/fs/namei.c", "line one\n");
+  spec_.source = src2;
+  try {
+    build_kernel(spec_);
+    FAIL() << "expected a BuildError";
+  } catch (const BuildError& e) {
+    EXPECT_EQ(e.stage(), "source");
+    EXPECT_NE(std::string(e.what()).find("is no kernel tree"), std::string::npos) << e.what();
   }
 }
 
@@ -223,6 +258,22 @@ TEST(KernelBuildText, MissingOptionsComparesValues) {
   const std::string cfg = "CONFIG_A=y\nCONFIG_B=4\n# CONFIG_C is not set\n";
   EXPECT_EQ(missing_options(frag, cfg), (std::vector<std::string>{"CONFIG_B=8", "CONFIG_C=y"}));
   EXPECT_TRUE(missing_options("CONFIG_A=y\n", "CONFIG_A=y\n").empty());
+}
+
+TEST(KernelBuildText, TreeVersionReadsKbuildsOwnLines) {
+  const auto v = tree_version(
+      "# SPDX-License-Identifier: GPL-2.0\nVERSION = 6\nPATCHLEVEL = 12\nSUBLEVEL = 118\nEXTRAVERSION =\n"
+      "NAME = Baby Opossum Posse\n\nSUBLEVEL = 9\n");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->str(), "6.12.118");
+  EXPECT_FALSE(v->older_than(6, 1));
+  EXPECT_TRUE(tree_version("VERSION = 5\nPATCHLEVEL = 15\nSUBLEVEL = 0\n")->older_than(6, 1));
+  EXPECT_FALSE(tree_version("VERSION = 7\nPATCHLEVEL = 0\n")->older_than(6, 1));
+  EXPECT_EQ(tree_version("VERSION=7\nPATCHLEVEL=1\n")->str(), "7.1.0");
+  EXPECT_FALSE(tree_version("VERSION = 6\n").has_value());
+  EXPECT_FALSE(tree_version("VERSION = six\nPATCHLEVEL = 1\n").has_value());
+  EXPECT_FALSE(tree_version("VERSION = 6\nPATCHLEVEL = 99999999999\n").has_value());
+  EXPECT_FALSE(tree_version("").has_value());
 }
 
 TEST(KernelBuildText, TailLines) {
@@ -321,7 +372,7 @@ class BuildSandboxTest : public KernelBuildTest {
     spit(dir_ + "/secret", "TOPSECRET-4242\n");
     sfs::permissions(dir_ + "/secret", sfs::perms::owner_read | sfs::perms::owner_write);
     // The probe's targets ride in the Makefile (the sandbox clears the environment).
-    spit(src_ + "/Makefile", "SECRET := " + dir_ + "/secret\nCACHE := " + spec_.cache_dir + "\nPORT := " + port +
+    spit(src_ + "/Makefile", "VERSION = 6\nPATCHLEVEL = 1\nSECRET := " + dir_ + "/secret\nCACHE := " + spec_.cache_dir + "\nPORT := " + port +
                                  "\nESCAPE := " + dir_ + "/escaped\n" + kProbeMakefile);
   }
   void TearDown() override {

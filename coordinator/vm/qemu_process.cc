@@ -24,7 +24,7 @@ std::string shell_quote(const std::string& text) {
 }
 
 std::string clock_cmdline(bool kvm) {
-  return kvm ? "" : "clocksource=tsc tsc=reliable";
+  return kvm ? "" : "clocksource=tsc tsc=reliable no_timer_check";
 }
 
 std::string qemu_fingerprint(const std::string& qemu) {

@@ -36,6 +36,11 @@ inline constexpr const char* kBaseCmdline =
 // (tests/guest_clock_e2e_test.cc) checks the result across vCPUs. Under KVM
 // the kernel's own choice (kvm-clock) stands. A kernel's --cmdline comes
 // later on the line, so `clocksource=hpet` there overrides this.
+// no_timer_check, also under TCG only: at boot the kernel checks that the
+// 8254 timer reaches the IO-APIC by waiting a few ticks for it; a translated
+// CPU on a busy host misses them, and the kernel panicked ("IO-APIC + timer
+// doesn't work!") before the agent started. KVM guests skip that check
+// themselves.
 std::string clock_cmdline(bool kvm);
 
 struct QemuConfig {
