@@ -1,6 +1,6 @@
 #pragma once
 // Window widening on kernels built with `leapfrog kernel build --widen`
-// (deploy/kernel/widen/), or on stock kernels with Leapfrog's kprobe module
+// (deploy/kernel/widen/<line>/), or on stock kernels with Leapfrog's kprobe module
 // (deploy/kernel/kprobe-widen/, the same controls at function granularity):
 // before a run the agent checks that the kernel's
 // delay-point controls refuse bad values, chooses the points from the job's
@@ -22,7 +22,7 @@ namespace leapfrog::widen {
 
 inline constexpr const char* kControlDir = "/sys/kernel/leapfrog_widen";
 
-// The points a `--widen` build of Linux 6.1 offers (deploy/kernel/widen/),
+// The points a `--widen` build offers (deploy/kernel/widen/<line>/, the same on every line),
 // sorted: what choose() picks from on such a kernel, for the tests and the
 // detection bench that must know a seed's choice before the kernel boots.
 inline const std::vector<std::string> kBuiltInPoints = {

@@ -226,9 +226,9 @@ TEST_F(KernelE2E, AWidenBuildWithThePointsOffBehavesAsTheUnpatchedKernel) {
   const json on =
       build("widen-locked", {kHarmless, kBug}, {"--widen", "--cmdline", "leapfrog_widen=off"});
   ASSERT_EQ(on["status"], "ready") << on.dump();
-  // The 2 planted patches, then every patch of deploy/kernel/widen/.
+  // The 2 planted patches, then every patch of 6.1's series (deploy/kernel/widen/6.1/).
   size_t widen_patches = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(LEAPFROG_SOURCE_DIR) + "/deploy/kernel/widen"))
+  for (const auto& e : std::filesystem::directory_iterator(std::string(LEAPFROG_SOURCE_DIR) + "/deploy/kernel/widen/6.1"))
     widen_patches += e.path().extension() == ".patch";
   ASSERT_GE(widen_patches, 5u);
   ASSERT_EQ(on["patches"].size(), 2 + widen_patches) << on.dump();

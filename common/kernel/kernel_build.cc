@@ -373,15 +373,40 @@ void apply_series(const BuildSpec& spec, const BuildSandbox& sandbox, const Sour
 
 }  // namespace
 
-std::vector<std::string> widen_series(const std::string& dir) {
-  const std::string d = dir.empty() ? find_deploy_file("deploy/kernel/widen", "widen") : dir;
+std::vector<std::string> widen_series(const TreeVersion& version, const std::string& dir) {
+  const std::string lines = dir.empty() ? find_deploy_file("deploy/kernel/widen", "widen") : dir;
   std::error_code ec;
-  if (d.empty() || !sfs::is_directory(d, ec)) {
+  if (lines.empty() || !sfs::is_directory(lines, ec)) {
     throw BuildError("patch",
                      "cannot find Leapfrog's widening series deploy/kernel/widen" +
                          (dir.empty() ? std::string() : " (\"" + dir + "\")"),
                      "");
   }
+  // The lines the folder keeps ("6.1", "6.12"), and the newest that fits.
+  std::optional<TreeVersion> best;
+  std::vector<std::pair<int, int>> kept;
+  for (const auto& e : sfs::directory_iterator(lines, ec)) {
+    if (!e.is_directory()) continue;
+    const std::string name = e.path().filename().string();
+    const size_t dot = name.find('.');
+    const auto line = tree_version("VERSION = " + name.substr(0, dot) +
+                                   "\nPATCHLEVEL = " + (dot == std::string::npos ? "" : name.substr(dot + 1)) + "\n");
+    if (!line) continue;
+    kept.emplace_back(line->version, line->patchlevel);
+    const bool fits = !version.older_than(line->version, line->patchlevel);
+    if (fits && (!best || best->older_than(line->version, line->patchlevel))) best = line;
+  }
+  if (!best) {
+    std::sort(kept.begin(), kept.end());
+    std::string have;
+    for (const auto& [v, p] : kept) have += (have.empty() ? "" : ", ") + std::to_string(v) + "." + std::to_string(p);
+    throw BuildError("patch",
+                     "no widening series fits Linux " + version.str() + " (" + lines + " keeps " +
+                         (have.empty() ? std::string("none") : have) + ")",
+                     "");
+  }
+  const std::string d =
+      (sfs::path(lines) / (std::to_string(best->version) + "." + std::to_string(best->patchlevel))).string();
   std::vector<std::string> out;
   for (const auto& e : sfs::directory_iterator(d, ec)) {
     if (e.is_regular_file() && e.path().extension() == ".patch") out.push_back(e.path().string());
@@ -390,6 +415,28 @@ std::vector<std::string> widen_series(const std::string& dir) {
   if (out.empty())
     throw BuildError("patch", "the widening series \"" + d + "\" holds no .patch file", "");
   return out;
+}
+
+TreeVersion source_version(const std::string& source) {
+  std::error_code ec;
+  std::optional<std::string> makefile;
+  if (sfs::is_directory(source, ec)) {
+    std::ifstream in(sfs::path(source) / "Makefile");
+    if (in) {
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      makefile = ss.str();
+    }
+  } else {
+    // Only the first Makefile one level down (the tree's own), and tar stops
+    // there: a second or two of a 150 MB tarball, not all of it.
+    makefile = capture_output({"tar", "-xOf", source, "--wildcards", "--no-wildcards-match-slash",
+                               "--occurrence=1", "*/Makefile"});
+  }
+  if (!makefile) throw BuildError("source", "cannot read the top Makefile of " + source, "");
+  const auto v = tree_version(*makefile);
+  if (!v) throw BuildError("source", source + " is no kernel tree: its Makefile sets no VERSION and PATCHLEVEL", "");
+  return *v;
 }
 
 InputFile read_input_file(const std::string& path, const std::string& stage) {

@@ -110,11 +110,6 @@ std::string inputs_hash(const BuildSpec& spec);
 // Lowercase hex sha256 of a file's bytes (of bytes: build_file.h).
 std::string sha256_of_file(const std::string& path);
 
-// Leapfrog's window-widening series (deploy/kernel/widen/*.patch, in name
-// order): `dir`, or found next to the executable or in the current folder.
-// Throws BuildError("patch") when the folder is missing or holds no patch.
-std::vector<std::string> widen_series(const std::string& dir = {});
-
 // A kernel tree's version, from the first lines of its Makefile.
 struct TreeVersion {
   int version = 0, patchlevel = 0, sublevel = 0;
@@ -130,6 +125,20 @@ std::optional<TreeVersion> tree_version(const std::string& makefile_text);
 // The oldest line Leapfrog's fragment, delay points and scenarios are
 // written for: an older tree is refused before it is configured.
 inline constexpr int kOldestVersion = 6, kOldestPatchlevel = 1;
+
+// Leapfrog's window-widening series for a tree of `version`, kept per
+// kernel line (deploy/kernel/widen/<line>/*.patch, in name order, with the
+// same point names on every line): the folder of the newest line not newer
+// than the tree (6.1 for 6.1 to 6.11, 6.12 from 6.12 on). `dir` is the
+// folder of the lines; by default found next to the executable or in the
+// current folder. Throws BuildError("patch") when the folder is missing, no
+// line fits the version, or the line's folder holds no patch.
+std::vector<std::string> widen_series(const TreeVersion& version, const std::string& dir = {});
+
+// The version of a kernel source: a folder's top Makefile, or a tarball's
+// (its first Makefile one level down, read without unpacking the rest).
+// Throws BuildError("source") when there is none or it names no version.
+TreeVersion source_version(const std::string& source);
 
 // The `=y`/`=m`/`=<value>` lines of a fragment that did not survive into a
 // .config (a missing dependency or a misspelt name), as "CONFIG_X=y".

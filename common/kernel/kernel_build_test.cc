@@ -276,6 +276,20 @@ TEST(KernelBuildText, TreeVersionReadsKbuildsOwnLines) {
   EXPECT_FALSE(tree_version("").has_value());
 }
 
+// The version of a source, from a folder's Makefile or a tarball's first
+// top-level one; a source with none is a clear error.
+TEST_F(KernelBuildTest, TheSourcesVersionIsReadFromAFolderOrATarball) {
+  EXPECT_EQ(source_version(src_).str(), "6.1.0");
+  const std::string tarball = dir_ + "/linux.tar.xz";
+  ASSERT_EQ(std::system(("tar -C " + dir_ + " -cJf " + tarball + " linux").c_str()), 0);
+  EXPECT_EQ(source_version(tarball).str(), "6.1.0");
+  spit(dir_ + "/other/README", "no Makefile here\n");
+  EXPECT_THROW(source_version(dir_ + "/other"), BuildError);
+  const std::string empty = dir_ + "/other.tar.gz";
+  ASSERT_EQ(std::system(("tar -C " + dir_ + " -czf " + empty + " other").c_str()), 0);
+  EXPECT_THROW(source_version(empty), BuildError);
+}
+
 TEST(KernelBuildText, TailLines) {
   EXPECT_EQ(tail_lines("a\nb\nc\n", 2), "b\nc\n");
   EXPECT_EQ(tail_lines("a\nb\nc", 2), "b\nc");
@@ -285,16 +299,31 @@ TEST(KernelBuildText, TailLines) {
 
 // --widen's series: the folder's .patch files in name order, nothing else;
 // a missing or empty folder is a clear error, not an unwidened kernel.
-TEST_F(KernelBuildTest, TheWidenSeriesIsThePatchesOfItsFolderInOrder) {
+// The series is the patches of the newest line's folder the tree is not
+// older than, in name order; a folder name that is no line is ignored.
+TEST_F(KernelBuildTest, TheWidenSeriesIsThePatchesOfItsLinesFolderInOrder) {
   const std::string w = dir_ + "/widen";
-  spit(w + "/0002-b.patch", "b");
-  spit(w + "/0001-a.patch", "a");
-  spit(w + "/README", "not a patch");
-  EXPECT_EQ(widen_series(w), (std::vector<std::string>{w + "/0001-a.patch", w + "/0002-b.patch"}));
-  sfs::create_directories(dir_ + "/empty");
-  EXPECT_THROW(widen_series(dir_ + "/empty"), BuildError);
+  spit(w + "/6.1/0002-b.patch", "b");
+  spit(w + "/6.1/0001-a.patch", "a");
+  spit(w + "/6.1/README", "not a patch");
+  spit(w + "/6.12/0001-c.patch", "c");
+  spit(w + "/notes/0001-x.patch", "x");
+  const std::vector<std::string> six_one = {w + "/6.1/0001-a.patch", w + "/6.1/0002-b.patch"};
+  EXPECT_EQ(widen_series({6, 1, 192}, w), six_one);
+  EXPECT_EQ(widen_series({6, 11, 0}, w), six_one);
+  EXPECT_EQ(widen_series({6, 12, 118}, w), (std::vector<std::string>{w + "/6.12/0001-c.patch"}));
+  EXPECT_EQ(widen_series({7, 1, 5}, w), (std::vector<std::string>{w + "/6.12/0001-c.patch"}));
   try {
-    widen_series(dir_ + "/missing");
+    widen_series({5, 15, 0}, w);
+    ADD_FAILURE() << "no error for a version no line fits";
+  } catch (const BuildError& e) {
+    EXPECT_NE(std::string(e.what()).find("no widening series fits Linux 5.15.0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("6.1, 6.12"), std::string::npos) << e.what();
+  }
+  sfs::create_directories(dir_ + "/empty/6.1");
+  EXPECT_THROW(widen_series({6, 1, 0}, dir_ + "/empty"), BuildError);
+  try {
+    widen_series({6, 1, 0}, dir_ + "/missing");
     ADD_FAILURE() << "no error for a missing folder";
   } catch (const BuildError& e) {
     EXPECT_EQ(e.stage(), "patch");

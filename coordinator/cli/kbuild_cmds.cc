@@ -74,7 +74,7 @@ KernelBuildCommands::KernelBuildCommands(CLI::App& app) {
   build_->add_option("--cache-dir", cache_dir_, "build cache and kernel store (default $LEAPFROG_CACHE or /var/cache/leapfrog)");
   build_->add_flag("--retry-failed", retry_, "build again although these inputs failed before");
   build_->add_flag("--widen", widen_,
-                   "append Leapfrog's delay-point series (deploy/kernel/widen/): race windows widened at "
+                   "append Leapfrog's delay-point series of the tree's line (deploy/kernel/widen/<line>/): race windows widened at "
                    "run time through /sys/kernel/leapfrog_widen, all off at boot");
   build_->fallthrough();
 }
@@ -87,8 +87,10 @@ int KernelBuildCommands::run(const Endpoint& ep, bool json) {
   spec.source = std::filesystem::absolute(source_).string();
   try {
     for (const auto& p : patches_) spec.patches.push_back(kbuild::read_input_file(p, "patch"));
+    // The series of the tree's own line (deploy/kernel/widen/<line>/).
     if (widen_)
-      for (const auto& p : kbuild::widen_series()) spec.patches.push_back(kbuild::read_input_file(p, "patch"));
+      for (const auto& p : kbuild::widen_series(kbuild::source_version(spec.source)))
+        spec.patches.push_back(kbuild::read_input_file(p, "patch"));
     for (const auto& f : fragments_) spec.config_fragments.push_back(kbuild::read_input_file(f, "config"));
   } catch (const kbuild::BuildError& e) {
     throw std::runtime_error(e.what());

@@ -49,8 +49,12 @@ install -m 0755 "$build/bin/leapfrog-agent-static" "$lib/bin/"
 install -m 0755 "$build/bin/vm/build-initramfs.sh" "$build/bin/vm/init" "$lib/bin/vm/"
 cp -r "$build/dashboard/dist" "$lib/dashboard/"
 install -m 0644 "$src/deploy/kernel/leapfrog.config" "$share/"
-install -d "$share/widen" "$share/kprobe-widen"
-install -m 0644 "$src"/deploy/kernel/widen/*.patch "$share/widen/"
+install -d "$share/kprobe-widen"
+# The delay-point series, one folder per kernel line (widen/6.1/, widen/6.12/).
+for line in "$src"/deploy/kernel/widen/*/; do
+  install -d "$share/widen/$(basename "$line")"
+  install -m 0644 "$line"*.patch "$share/widen/$(basename "$line")/"
+done
 install -m 0644 "$src/deploy/kernel/kprobe-widen/Kbuild" "$src/deploy/kernel/kprobe-widen/leapfrog_widen_kprobe.c" \
   "$share/kprobe-widen/"
 install -m 0755 "$src/deploy/kernel/kprobe-widen/build.sh" "$share/kprobe-widen/"
