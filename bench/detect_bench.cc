@@ -24,10 +24,16 @@
 //                         [--twin-lookups N] [--twin-iterations N]
 //                         [--twin-minutes M] [--out FILE]
 //
+// Each bug is raced on its kernel line (Debian's linux-source-6.1 or
+// linux-source-6.12, with that line's delay-point series); a line whose
+// source is not installed is left out with a note. Its twin is that line as
+// shipped unless the bug names another. The table has one block of rows per
+// line.
+//
 // Builds come from the kernel build cache (LEAPFROG_KBUILD_CACHE, default
 // /var/cache/leapfrog; a series switch rebuilds in about a minute). Needs
-// root, qemu-system-x86 and linux-source-6.1. Prints a Markdown table
-// (docs/detection.md holds one, with the date and the machine).
+// root and qemu-system-x86. Prints a Markdown table (docs/detection.md holds
+// one, with the date and the machine).
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -40,6 +46,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -55,7 +62,8 @@ using nlohmann::json;
 using namespace leapfrog::testing;
 namespace stdfs = std::filesystem;
 
-constexpr const char* kSource = "/usr/src/linux-source-6.1.tar.xz";
+// Debian's source tarball of a kernel line.
+std::string source_of(const std::string& line) { return "/usr/src/linux-source-" + line + ".tar.xz"; }
 constexpr uint32_t kObserverUid = 65534;
 const std::string kTests = std::string(LEAPFROG_SOURCE_DIR) + "/tests/";
 
@@ -71,6 +79,7 @@ struct Bug {
   std::vector<std::string> twin_patches =
       {};                  // a finding: the twin is 6.1 with these (a diagnostic)
   std::string pin = "on";  // pin the actors to CPUs
+  std::string line = "6.1";  // the kernel line: its source, series and twin
 };
 
 const std::vector<Bug> kBugs = {
@@ -143,6 +152,39 @@ const std::vector<Bug> kBugs = {
      20'000,
      {"findings/ext4-fast-symlink-keep-body.patch"},
      "off"},
+    // 6.12: the corpus bug the line carries as 6.1 does (the fix is there as
+    // merged), and the finding on 6.12 as shipped against the same diagnostic.
+    {"f50733b45d86 exec set-id",
+     {"corpus/6.12/exec-setid-f50733b45d86.patch"},
+     "exec-setid",
+     "ext4",
+     {"toctou=1"},
+     "exec_setid",
+     "",
+     "free",
+     20'000,
+     {},
+     "on",
+     "6.12"},
+    // Their 6.1 patches apply to 6.12 as they are (tests/corpus/README.md).
+    {"766c4cbfacd8 negative dentry", {"corpus/negative-dentry-766c4cbfacd8.patch"}, "typeflip-lookup", "ext4", {},
+     "step_validated", "", "fuzzy", 20'000, {}, "on", "6.12"},
+    {"aed434ada685 .. across mount --move", {"corpus/dotdot-mount-aed434ada685.patch"}, "mount-move-dotdot", "ext4",
+     {"parents=0", "moved=0"}, "dotdot_mountpoint", "", "fuzzy", 20'000, {}, "on", "6.12"},
+    {"20aac6c60981 mount crossing", {"corpus/mount-cross-20aac6c60981.patch"}, "rename-umount", "ext4",
+     {"mounted=1"}, "mount_cross", "", "fuzzy", 20'000, {}, "on", "6.12"},
+    {"finding: symlink body cleared at eviction (6.12 as shipped)",
+     {},
+     "symlink-lookup",
+     "ext4",
+     {"ops=4"},
+     "link_body",
+     "",
+     "free",
+     20'000,
+     {"findings/6.12/ext4-fast-symlink-keep-body.patch"},
+     "off",
+     "6.12"},
 };
 
 double median(std::vector<double> v) {
@@ -185,8 +227,10 @@ struct Bench {
     return run_to_end(argv, logs, timeout);
   }
 
-  bool build(const std::string& label, const std::vector<std::string>& patches, const std::string& cmdline) {
-    std::vector<std::string> args = {"kernel", "build", label, "--source", kSource, "--widen", "--cache-dir", cache};
+  bool build(const std::string& label, const std::vector<std::string>& patches, const std::string& cmdline,
+             const std::string& line) {
+    std::vector<std::string> args = {"kernel", "build", label, "--source", source_of(line), "--widen",
+                                     "--cache-dir", cache};
     for (const auto& p : patches) args.insert(args.end(), {"--patch", kTests + p});
     if (!cmdline.empty()) args.insert(args.end(), {"--cmdline", cmdline});
     const Result r = cli(args, 3000s);
@@ -288,8 +332,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (geteuid() != 0 || !stdfs::exists(kSource)) {
-    std::printf("detect bench: skipped (needs root and %s)\n", kSource);
+  if (geteuid() != 0 || !stdfs::exists(source_of("6.1"))) {
+    std::printf("detect bench: skipped (needs root and %s)\n", source_of("6.1").c_str());
     return 0;
   }
   Bench b;
@@ -301,8 +345,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "detect bench: coordinator did not start: %s\n", tail_of(b.logs + "/up.err").c_str());
     return 1;
   }
-  if (!b.build("twin", {}, "")) return 1;
-  auto twin_vm = b.boot("twin");
+  // Each line's twin (the line as shipped, with its points), built and
+  // booted when its first bug comes: "twin" for 6.1, "twin-6.12", ...
+  std::map<std::string, std::unique_ptr<Proc>> twin_vms;
+  auto twin_of = [&](const std::string& line) -> std::string {
+    const std::string label = line == "6.1" ? "twin" : "twin-" + line;
+    if (!twin_vms.count(line)) {
+      if (!b.build(label, {}, "", line)) return "";
+      twin_vms[line] = b.boot(label);
+    }
+    return label;
+  };
 
   std::string table =
       "| bug | scenario | off: detected | off: s to first | off: lookups to first | off: per min | "
@@ -311,18 +364,30 @@ int main(int argc, char** argv) {
       "lookups judged | "
       "load |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::string line_now;
   for (const Bug& bug : kBugs) {
-    if (!only.empty() && bug.name.find(only) == std::string::npos) continue;
-    // A finding's bug is 6.1 as shipped, the shared "twin" build.
+    if (!only.empty() && (bug.name + " (Linux " + bug.line + ")").find(only) == std::string::npos) continue;
+    if (!stdfs::exists(source_of(bug.line))) {
+      std::printf("  note (%s): %s is not installed: the %s line is left out\n", bug.name.c_str(),
+                  source_of(bug.line).c_str(), bug.line.c_str());
+      continue;
+    }
+    if (bug.line != line_now) {
+      line_now = bug.line;
+      table += "| **Linux " + line_now + "** | | | | | | | | | | | | |\n";
+    }
+    // A finding's bug is the line as shipped, the line's shared twin build.
     const bool finding = bug.patches.empty();
-    const std::string label = finding ? "twin" : "bug" + std::to_string(&bug - kBugs.data());
-    if (!finding && !b.build(label, bug.patches, "")) continue;
-    std::string twin = "twin";
+    const std::string line_twin = twin_of(bug.line);
+    if (line_twin.empty()) continue;
+    const std::string label = finding ? line_twin : "bug" + std::to_string(&bug - kBugs.data());
+    if (!finding && !b.build(label, bug.patches, "", bug.line)) continue;
+    std::string twin = line_twin;
     std::unique_ptr<Proc> own_twin;
     if (!bug.twin_cmdline.empty() || !bug.twin_patches.empty()) {
       twin = label + "-off";
       if (!b.build(twin, bug.twin_cmdline.empty() ? bug.twin_patches : bug.patches,
-                   bug.twin_cmdline))
+                   bug.twin_cmdline, bug.line))
         continue;
       own_twin = b.boot(twin);
     }
@@ -383,7 +448,7 @@ int main(int argc, char** argv) {
     for (const Tally* t : {&off, &on, &twin_t})
       if (!t->notes.empty()) std::printf("  note (%s): %s\n", bug.name.c_str(), t->notes.c_str());
   }
-  twin_vm->stop();
+  for (auto& [line, vm] : twin_vms) vm->stop();
   up.stop();
 
   utsname u{};
