@@ -5,11 +5,14 @@
 #include "coordinator/store/pg_layout_test_util.h"
 #include "coordinator/store/pg_store.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -464,6 +467,66 @@ TEST_F(PgStoreTest, AnOutOfMemoryReportSaysWhyInTheJobsReason) {
   e.set_error("no FUSE");
   EXPECT_EQ(store_->report_outcome("a", k->job_id(), k->attempt(), e, kT0 + 1s), ReportResult::Stored);
   EXPECT_EQ(job_info(campaign2, k->job_id()).reason(), "");
+}
+
+// Issue 41 item 5: a row an older coordinator stored with values no reader
+// can print (ReportOutcome refuses them now: report_check.h) is shown with
+// a note saying what was cleared, and never fails a list, a page or the
+// campaign's counts. The damage is written as such a coordinator left it:
+// the outcome's bytes, and the counters' -1 (2^64-1 as bigint).
+TEST_F(PgStoreTest, ARowStoredWithValuesNoReaderCanPrintIsShownWithANote) {
+  const auto campaign = store_->create_campaign(campaign_spec("old", 1), jobs(1), 0, kT0);
+  auto j = lease("a", kT0);
+  ASSERT_TRUE(j);
+  v1::Outcome o = outcome(v1::VERDICT_VIOLATION);
+  o.set_lookups_checked(1000);
+  o.set_violation_count(1);
+  ASSERT_EQ(store_->report_outcome("a", j->job_id(), j->attempt(), o, kT0 + 1s), ReportResult::Stored);
+  o.mutable_elapsed()->set_seconds(int64_t{1} << 62);
+  o.mutable_finished_at()->set_seconds(int64_t{1} << 62);
+  o.mutable_run()->mutable_setup()->set_nanos(2'000'000'000);
+  o.set_ops_per_sec(std::nan(""));
+  o.set_violation_count(~uint64_t{0});
+  o.set_epsilon_ns(std::numeric_limits<int64_t>::min());
+  {
+    pqxx::connection conn(url_);
+    pqxx::work w(conn);
+    w.exec_params("UPDATE outcomes SET outcome = $1, violation_count = -1 WHERE job_id = $2",
+                  pqxx::binarystring(o.SerializeAsString()), j->job_id());
+    w.exec_params("UPDATE campaign_verdicts SET violations = -1 WHERE campaign_id = $1", campaign);
+    w.exec_params("UPDATE cell_verdicts SET violations = -1 WHERE campaign_id = $1", campaign);
+    w.commit();
+  }
+
+  OutcomeQuery q;
+  q.campaign_id = campaign;
+  const auto page = store_->page_outcomes(q);
+  ASSERT_EQ(page.items.size(), 1u);
+  const v1::Outcome& back = page.items[0].outcome();
+  EXPECT_FALSE(back.has_elapsed());
+  EXPECT_FALSE(back.has_finished_at());
+  EXPECT_FALSE(back.run().has_setup());
+  EXPECT_EQ(back.ops_per_sec(), 0);
+  EXPECT_EQ(back.violation_count(), 0u);
+  EXPECT_EQ(back.epsilon_ns(), 0);
+  EXPECT_EQ(back.lookups_checked(), 1000u);  // what was sound stays
+  ASSERT_EQ(back.run().notes_size(), 1);
+  const std::string& note = back.run().notes(0);
+  EXPECT_NE(note.find("stored with values no reader can print"), std::string::npos) << note;
+  for (const char* field : {"outcome.elapsed", "outcome.finished_at", "outcome.run.setup", "outcome.ops_per_sec",
+                            "outcome.violation_count", "outcome.epsilon_ns"})
+    EXPECT_NE(note.find(field), std::string::npos) << field << ": " << note;
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(page.items[0], &json).ok());
+
+  // The campaign's counts and its cells read the -1 as nothing counted.
+  const auto c = store_->get_campaign(campaign);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->violations(), 0u);
+  const auto cells = store_->campaign_cells(campaign);
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_EQ(cells[0].violations, 0u);
+  EXPECT_EQ(store_->list_campaigns(10).size(), 1u);
 }
 
 TEST_F(PgStoreTest, ReleasedLeasesDoNotCountAsAttempts) {

@@ -121,7 +121,7 @@ void add_campaign_counts(pqxx::work& txn, std::vector<v1::Campaign>& campaigns) 
     const auto done = r[2].as<uint32_t>();
     (*c.mutable_by_state())["done"] += done;
     if (done != 0) (*c.mutable_by_verdict())[verdict_key(r[1].as<int>())] += done;
-    c.set_violations(c.violations() + r[3].as<uint64_t>());
+    c.set_violations(c.violations() + count_of(r[3]));
   }
   // Only campaigns still running have jobs that are not done (jobs_pending).
   std::vector<int64_t> running;
@@ -165,8 +165,8 @@ std::vector<CellSummary> read_cells(pqxx::work& txn, int64_t campaign_id) {
     const auto done = r[4].as<uint32_t>();
     if (done != 0) c.done[static_cast<v1::Verdict>(r[3].as<int>())] += done;
     pending_jobs -= std::min(pending_jobs, done);
-    c.outcomes += r[5].as<uint64_t>();
-    c.violations += r[6].as<uint64_t>();
+    c.outcomes += count_of(r[5]);
+    c.violations += count_of(r[6]);
   }
   if (pending_jobs == 0) return out;  // every job done: nothing to read from jobs
   for (const auto& r :

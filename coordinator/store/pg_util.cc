@@ -7,6 +7,8 @@
 #include <google/protobuf/wire_format.h>
 #include <zlib.h>
 
+#include "common/outcome/values.h"
+
 namespace leapfrog::coord {
 
 // The outcome serialized without its violations (they are rows of their
@@ -68,11 +70,28 @@ std::string pack_outcome(const std::string& serialized) {
   return out;
 }
 
+namespace {
+
+// A row stored before ReportOutcome checked values (an older coordinator)
+// may hold one no reader can print: it is cleared, and the outcome says so
+// in a note, instead of failing every list and page that holds the row.
+v1::Outcome& without_bad_values(v1::Outcome& o) {
+  const std::vector<std::string> cleared = outcome::clear_bad_values(o, "outcome");
+  if (cleared.empty()) return o;
+  std::string note = "stored with values no reader can print, from before the coordinator checked them; cleared:";
+  for (const auto& c : cleared) note += " " + c + ";";
+  note.pop_back();
+  o.mutable_run()->add_notes(note);
+  return o;
+}
+
+}  // namespace
+
 v1::Outcome parse_outcome(const std::string& stored) {
   v1::Outcome o;
   if (stored.empty() || stored[0] != kPacked) {
     if (!o.ParseFromString(stored)) throw StoreError("a stored outcome does not parse", false);
-    return o;
+    return without_bad_values(o);
   }
   uint64_t size = 0;
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(stored.data()) + 1,
@@ -93,7 +112,7 @@ v1::Outcome parse_outcome(const std::string& stored) {
   inflateEnd(&z);
   if (!whole || !o.ParseFromString(raw))
     throw StoreError("a stored outcome does not unpack", false);
-  return o;
+  return without_bad_values(o);
 }
 
 v1::Outcome parse_outcome(const pqxx::field& f) {

@@ -91,6 +91,14 @@ int rewrite_outcome_values(
     const std::string& scope = "");
 v1::Outcome parse_outcome(const pqxx::field& f);
 
+// A counter column (or a sum of one) as a count: 0 for a negative value,
+// which only a row stored before ReportOutcome bounded counters holds
+// (2^64-1 went in as -1). Read as unsigned, it failed every list with it.
+inline uint64_t count_of(const pqxx::field& f) {
+  const int64_t v = f.as<int64_t>();
+  return v < 0 ? 0 : static_cast<uint64_t>(v);
+}
+
 // A proto message stored as bytea; StoreError naming `what` if it does not parse.
 template <class M>
 M parse(const pqxx::field& f, const char* what) {
