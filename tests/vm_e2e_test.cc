@@ -661,6 +661,36 @@ std::string violations_text(const std::string& url, int64_t campaign) {
   return out;
 }
 
+// Each outcome of campaign `c` (kLookupScenarios on kDiskFilesystems) as
+// (scenario, fs, verdict, error, lookups, violations, outcome hex, job id):
+// every one passed and judged lookups, but for the known finding, which is
+// printed (with `prefix`). Any other violation on a stock kernel is a new
+// finding: the failure message carries it.
+Rows lookups_clean_but_the_finding(const std::string& url, int64_t c, const std::string& prefix) {
+  const Rows rows =
+      sql_once(url,
+               "SELECT j.scenario, j.fs, o.verdict, o.error, o.lookups_checked, o.violation_count,"
+               " encode(o.outcome, 'hex'), j.id"
+               " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
+                   std::to_string(c) + " ORDER BY j.id, o.attempt");
+  EXPECT_EQ(rows.size(), kLookupScenarios.size() * kDiskFilesystems.size());
+  int known = 0;
+  for (const auto& r : rows) {
+    if (r[2] == "2" && only_the_known_symlink_finding(url, r[7], r[0], r[1])) {
+      ++known;
+      std::printf("%sknown finding (tests/findings/README.md): %s on %s, %s violations in %s lookups\n",
+                  prefix.c_str(), r[0].c_str(), r[1].c_str(), r[5].c_str(), r[4].c_str());
+      continue;
+    }
+    EXPECT_EQ(r[2], "1") << r[0] << " on " << r[1] << ": verdict " << r[2] << " error " << r[3]
+                         << " violations " << r[5] << "\n"
+                         << violations_text(url, c);
+    EXPECT_GT(std::stoull(r[4]), 0u) << r[0] << " on " << r[1] << " judged no lookup";
+  }
+  std::printf("%sknown findings seen: %d\n", prefix.c_str(), known);
+  return rows;
+}
+
 // The guest's agent offers every file system the host agent does (the
 // image carries the modules, their dependencies and the mkfs programs); the
 // lookup scenarios run clean on each in the Debian kernel, and the FUSE
@@ -686,30 +716,11 @@ TEST_F(VmE2E, EveryFileSystemRunsInTheVmAndTheLookupScenariosStayClean) {
 
   const int64_t c = campaign("debian", kLookupScenarios, "1s", kDiskFilesystems);
   ASSERT_TRUE(wait_done(c, 540s)) << launcher_log();
-  const Rows rows =
-      sql_once(pg_->url(),
-               "SELECT j.scenario, j.fs, o.verdict, o.error, o.lookups_checked, o.violation_count,"
-               " encode(o.outcome, 'hex'), j.id"
-               " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
-                   std::to_string(c) + " ORDER BY j.id, o.attempt");
-  ASSERT_EQ(rows.size(), kLookupScenarios.size() * kDiskFilesystems.size());
+  Rows rows;
+  ASSERT_NO_FATAL_FAILURE(rows = lookups_clean_but_the_finding(pg_->url(), c, ""));
   std::map<std::string, std::vector<double>> setup;
-  int known = 0;
-  for (const auto& r : rows) {
-    if (r[2] == "2" && only_the_known_symlink_finding(pg_->url(), r[7], r[0], r[1])) {
-      ++known;
-      std::printf("known finding (tests/findings/README.md): %s on %s, %s violations in %s lookups\n",
-                  r[0].c_str(), r[1].c_str(), r[5].c_str(), r[4].c_str());
-      continue;
-    }
-    // Any other violation on the stock kernel is a new finding: the message carries it.
-    EXPECT_EQ(r[2], "1") << r[0] << " on " << r[1] << ": verdict " << r[2] << " error " << r[3]
-                         << " violations " << r[5] << "\n"
-                         << violations_text(pg_->url(), c);
-    EXPECT_GT(std::stoull(r[4]), 0u) << r[0] << " on " << r[1] << " judged no lookup";
+  for (const auto& r : rows)
     if (const auto took = setup_seconds(r[6])) setup[r[1]].push_back(*took);
-  }
-  std::printf("known findings seen: %d\n", known);
   // The table a closing note reports: lookups judged / violations, per scenario and file system.
   std::map<std::string, std::map<std::string, std::string>> table;
   for (const auto& r : rows) table[r[0]][r[1]] = r[4] + " / " + r[5];
@@ -819,28 +830,9 @@ TEST_F(VmE2E, TheStock612KernelRunsTheLookupScenariosOnEveryDiskFileSystem) {
 
   const int64_t c = campaign("debian612", kLookupScenarios, "1s", kDiskFilesystems);
   ASSERT_TRUE(wait_done(c, 600s)) << launcher_log();
-  const Rows rows =
-      sql_once(pg_->url(),
-               "SELECT j.scenario, j.fs, o.verdict, o.error, o.lookups_checked, o.violation_count, j.id"
-               " FROM outcomes o JOIN jobs j ON j.id = o.job_id WHERE o.campaign_id = " +
-                   std::to_string(c) + " ORDER BY j.id, o.attempt");
-  ASSERT_EQ(rows.size(), kLookupScenarios.size() * kDiskFilesystems.size());
-  int known = 0;
-  for (const auto& r : rows) {
-    if (r[2] == "2" && only_the_known_symlink_finding(pg_->url(), r[6], r[0], r[1])) {
-      ++known;
-      std::printf("6.12: known finding (tests/findings/README.md): %s on %s, %s violations in %s lookups\n",
-                  r[0].c_str(), r[1].c_str(), r[5].c_str(), r[4].c_str());
-      continue;
-    }
-    // A set-up failure (the EBUSY) is verdict 3 with its error; any other
-    // violation on 6.12 is a new finding: the message carries it.
-    EXPECT_EQ(r[2], "1") << r[0] << " on " << r[1] << ": verdict " << r[2] << " error " << r[3]
-                         << " violations " << r[5] << "\n"
-                         << violations_text(pg_->url(), c);
-    EXPECT_GT(std::stoull(r[4]), 0u) << r[0] << " on " << r[1] << " judged no lookup";
-  }
-  std::printf("6.12: known findings seen: %d\n", known);
+  // A set-up failure (the EBUSY) is verdict 3 with its error.
+  Rows rows;
+  ASSERT_NO_FATAL_FAILURE(rows = lookups_clean_but_the_finding(pg_->url(), c, "6.12: "));
 
   // The guest ran 6.12, and its image carried the kprobe module: each job
   // widened at the points its seed chose, or says why not.

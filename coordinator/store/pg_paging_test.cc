@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
+#include "common/bounds.h"
 #include "coordinator/pg/test_postgres.h"
 #include "coordinator/store/migrations.h"
 #include "coordinator/store/pg_store.h"
@@ -342,6 +344,55 @@ TEST_F(PgPagingTest, ARetiredKernelsOutcomeListReadsOnlyItsOwnOutcomes) {
   }
   EXPECT_GE(read, 51) << "the counters never arrived: nothing is told";
   EXPECT_LT(read, 1000) << "the page read " << read << " outcomes for 51";
+}
+
+// Issue 41 item 6: campaigns and jobs are paged by bytes as well as by
+// count. Twelve campaigns of 1 MiB specs, each with twelve jobs of 1 MiB
+// (what an older coordinator let in; the request bounds refuse them now)
+// come in pages of at most kMaxPageBytes, and a walk of the pages reaches
+// every one once, in order.
+TEST_F(PgPagingTest, CampaignAndJobPagesEndAtTheirBytes) {
+  v1::CampaignSpec big = spec_named("big");
+  big.set_widen(std::string(1 << 20, 'w'));
+  std::vector<NewJob> big_jobs = jobs_of(12);
+  for (auto& j : big_jobs) j.spec.set_widen(std::string(1 << 20, 'w'));
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(store_->create_campaign(big, big_jobs, 0, kT0));
+  std::reverse(ids.begin(), ids.end());  // newest first
+
+  auto walk = [](auto page_of, auto id_of) {
+    std::vector<int64_t> seen;
+    std::string token;
+    size_t pages = 0;
+    do {
+      const auto page = page_of(token);
+      EXPECT_FALSE(page.items.empty());
+      size_t bytes = 0;
+      for (const auto& item : page.items) {
+        bytes += item.ByteSizeLong();
+        seen.push_back(id_of(item));
+      }
+      EXPECT_LE(bytes, kMaxPageBytes);
+      token = page.next_page_token;
+      ++pages;
+    } while (!token.empty() && pages < 100);
+    EXPECT_GE(pages, 2u) << "one page held them all";
+    return seen;
+  };
+  EXPECT_EQ(walk(
+                [&](const std::string& token) {
+                  CampaignQuery q;
+                  q.limit = 100;
+                  q.page_token = token;
+                  return store_->page_campaigns(q);
+                },
+                [](const v1::Campaign& c) { return c.id(); }),
+            ids);
+  std::vector<int64_t> job_ids;
+  for (const auto& j : store_->list_jobs(ids.front())) job_ids.push_back(j.job_id());
+  EXPECT_EQ(walk([&](const std::string& token) { return store_->page_jobs(ids.front(), 100, token); },
+                 [](const v1::JobInfo& j) { return j.job_id(); }),
+            job_ids);
 }
 
 TEST_F(PgPagingTest, CampaignFiltersApplyBeforeTheLimit) {

@@ -303,13 +303,8 @@ Page<v1::Campaign> PgStore::page_campaigns(const CampaignQuery& q) {
         " ORDER BY id DESC LIMIT $1",
         static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0], q.scheduled_only,
         q.running_only);
-    Page<v1::Campaign> page;
-    page.items = campaigns_with_counts(txn, rows);
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
-      page.next_page_token = make_page_token("campaigns", {page.items.back().id()});
-    }
-    return page;
+    return cut_page(campaigns_with_counts(txn, rows), limit, kMaxPageBytes, "campaigns",
+                    [](const v1::Campaign& c) { return std::vector<int64_t>{c.id()}; });
   });
 }
 
@@ -318,16 +313,13 @@ Page<v1::JobInfo> PgStore::page_jobs(int64_t campaign_id, uint32_t limit,
   limit = kJobPage.resolve(limit);
   const auto after = parse_page_token("jobs", 1, page_token);
   return run_transaction(*pool_, "page_jobs", [&](pqxx::work& txn) {
-    Page<v1::JobInfo> page;
+    std::vector<v1::JobInfo> rows;
     for (const auto& r :
          txn.exec_prepared("page_jobs", campaign_id, after.empty() ? int64_t{0} : after[0],
                            static_cast<int64_t>(limit) + 1))
-      page.items.push_back(job_info_from_row(r));
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
-      page.next_page_token = make_page_token("jobs", {page.items.back().job_id()});
-    }
-    return page;
+      rows.push_back(job_info_from_row(r));
+    return cut_page(std::move(rows), limit, kMaxPageBytes, "jobs",
+                    [](const v1::JobInfo& j) { return std::vector<int64_t>{j.job_id()}; });
   });
 }
 
@@ -661,15 +653,12 @@ Page<v1::Schedule> PgStore::page_schedules(uint32_t limit, const std::string& pa
   limit = kSchedulePage.resolve(limit);
   const auto after = parse_page_token("schedules", 1, page_token);
   return run_transaction(*pool_, "page_schedules", [&](pqxx::work& txn) {
-    Page<v1::Schedule> page;
+    std::vector<v1::Schedule> rows;
     for (const auto& r : txn.exec_prepared("page_schedules", after.empty() ? int64_t{0} : after[0],
                                            static_cast<int64_t>(limit) + 1))
-      page.items.push_back(schedule_from_row(r));
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
-      page.next_page_token = make_page_token("schedules", {page.items.back().id()});
-    }
-    return page;
+      rows.push_back(schedule_from_row(r));
+    return cut_page(std::move(rows), limit, kMaxPageBytes, "schedules",
+                    [](const v1::Schedule& s) { return std::vector<int64_t>{s.id()}; });
   });
 }
 

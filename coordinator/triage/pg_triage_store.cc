@@ -4,6 +4,7 @@
 
 #include "coordinator/triage/pg_triage_store.h"
 
+#include "common/bounds.h"
 #include "common/ktap/words.h"
 #include "coordinator/triage/spec_as_run.h"
 
@@ -420,15 +421,11 @@ Page<v1::Issue> PgTriageStore::page_issues(const IssueQuery& q) {
       page.items.push_back(issue_from_row(r));
       page.items.back().clear_example_violation();  // lists carry no violation details
     }
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
-      const v1::Issue& last = page.items.back();
-      page.next_page_token = make_page_token(
-          "issues",
-          {last.last_seen().seconds() * 1000000 + last.last_seen().nanos() / 1000, last.id()});
-    }
     add_kernels(txn, page.items);
-    return page;
+    return cut_page(std::move(page.items), limit, kMaxPageBytes, "issues", [](const v1::Issue& last) {
+      return std::vector<int64_t>{last.last_seen().seconds() * 1000000 + last.last_seen().nanos() / 1000,
+                                  last.id()};
+    });
   });
 }
 
@@ -568,17 +565,14 @@ Page<v1::Action> PgTriageStore::page_actions(int64_t issue_id, uint32_t limit,
   limit = kActionPage.resolve(limit);
   const auto after = parse_page_token("actions", 1, page_token);
   return run_transaction(*pool_, "page_actions", [&](pqxx::work& txn) {
-    Page<v1::Action> page;
+    std::vector<v1::Action> rows;
     for (const auto& r : txn.exec_params(
              "SELECT action FROM triage_actions WHERE ($1::bigint = 0 OR issue_id = $1::bigint)"
              " AND ($3::bigint = 0 OR id < $3::bigint) ORDER BY id DESC LIMIT $2",
              issue_id, static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0]))
-      page.items.push_back(action_from_row(r[0]));
-    if (page.items.size() > limit) {
-      page.items.resize(limit);
-      page.next_page_token = make_page_token("actions", {page.items.back().id()});
-    }
-    return page;
+      rows.push_back(action_from_row(r[0]));
+    return cut_page(std::move(rows), limit, kMaxPageBytes, "actions",
+                    [](const v1::Action& a) { return std::vector<int64_t>{a.id()}; });
   });
 }
 
