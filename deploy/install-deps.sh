@@ -11,6 +11,7 @@ packages=(
   libsimdjson-dev
   libfuse3-dev libacl1-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # libboost-dev: Boost.Process, and Boost.Beast on Asio for the HTTP server
   libpqxx-dev libpq-dev libboost-dev libboost-filesystem-dev
   # the embedded database server
   postgresql
@@ -18,7 +19,8 @@ packages=(
   fuse3 acl e2fsprogs xfsprogs btrfs-progs util-linux
   # VMs
   qemu-system-x86 busybox-static linux-image-amd64 cpio xz-utils zstd libssl-dev
-  # dashboard: HTTP server library, front-end build (Node; npm below), browser tests
+  # dashboard: the HTTP handlers' request and response types (cpp-httplib),
+  # front-end build (Node; npm below), browser tests
   libcpp-httplib-dev nodejs chromium
   # kernel builds (leapfrog kernel build; issue 7), run as the build user in
   # bubblewrap's namespaces (common/kernel/build_sandbox.h)
