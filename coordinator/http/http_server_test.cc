@@ -740,5 +740,63 @@ TEST_F(HttpServerTest, AfterAnUnknownMethodOrAnOversizedHeadOneAnswerThenTheClos
   }
 }
 
+// ---- 18. slow readers (issue 41 §4) ----
+
+// A dashboard file of `mib` MiB, far past what the kernel buffers of one
+// connection hold.
+void write_big_asset(const sfs::path& dist, size_t mib) {
+  std::ofstream(dist / "assets/big.bin") << std::string(mib << 20, 'b');
+}
+
+// Clients that ask for a large answer and stop reading it each hold a
+// connection, never a worker: with more of them than workers, fresh GETs are
+// answered.
+TEST_F(HttpServerTest, SlowReadersDoNotStopFreshRequests) {
+  HttpOptions o = options();
+  o.limits.workers = 2;
+  o.limits.write_deadline = 120s;  // they stay slow for the whole test
+  start_http(o);
+  write_big_asset(*files_ / "dist", 16);
+  std::vector<std::unique_ptr<Conn>> slow;
+  for (int i = 0; i < 6; ++i) {
+    slow.push_back(std::make_unique<Conn>(http_->port(), 4096));
+    ASSERT_TRUE(slow.back()->send(get("/assets/big.bin", host_)));
+  }
+  // Each slow reader takes the first bytes of its answer (so the server has
+  // begun writing it), then reads no more.
+  for (auto& c : slow) ASSERT_GT(c->read_some(1024, kNet), 0) << "a slow reader got nothing";
+  for (int i = 0; i < 3; ++i) {
+    const Answer a = ask(get("/api/overview", host_));
+    EXPECT_EQ(a.status, 200) << "fresh GET " << i << " was not answered";
+  }
+}
+
+// A reader that takes its answer a trickle at a time is cut off at the write
+// deadline, not served for as long as it likes.
+TEST_F(HttpServerTest, ASlowReaderIsClosedAtItsWriteDeadline) {
+  HttpOptions o = options();
+  o.limits.write_deadline = 2s;
+  start_http(o);
+  write_big_asset(*files_ / "dist", 16);
+  Conn c(http_->port(), 4096);
+  ASSERT_TRUE(c.send(get("/assets/big.bin", host_)));
+  // 4 KiB every 100 ms: the 16 MiB would take minutes.
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t got = 0;
+  bool closed = false;
+  while (std::chrono::steady_clock::now() - t0 < kNet) {
+    const ssize_t n = c.read_some(4096, kNet);
+    if (n <= 0) {
+      closed = n == 0;
+      break;
+    }
+    got += static_cast<size_t>(n);
+    pollfd p{-1, 0, 0};
+    ::poll(&p, 0, 100);  // the reader's pace, not synchronisation
+  }
+  EXPECT_TRUE(closed) << "still open after " << got << " bytes";
+  EXPECT_LT(got, 16u << 20);
+}
+
 }  // namespace
 }  // namespace leapfrog::coord
