@@ -11,6 +11,7 @@ packages=(
   libsimdjson-dev
   libfuse3-dev libacl1-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # libboost-dev: Boost.Process, and Boost.Beast on Asio for the HTTP server
   libpqxx-dev libpq-dev libboost-dev libboost-filesystem-dev
   # the embedded database server
   postgresql
@@ -21,11 +22,12 @@ packages=(
   # the current long-term line's stock kernel beside 6.1's, with the headers
   # the kprobe delay-point module is built against (issue 48)
   linux-image-6.12-amd64 linux-headers-6.12-amd64
-  # dashboard: HTTP server library, front-end build (Node; npm below), browser tests
+  # dashboard: the HTTP handlers' request and response types (cpp-httplib),
+  # front-end build (Node; npm below), browser tests
   libcpp-httplib-dev nodejs chromium
   # kernel builds (leapfrog kernel build; issue 7), run as the build user in
   # bubblewrap's namespaces (common/kernel/build_sandbox.h)
-  linux-source-6.1 bc bison flex libelf-dev bubblewrap
+  linux-source-6.1 linux-source-6.12 bc bison flex libelf-dev bubblewrap
   # exports (issue 21): the JSON Schema, XSD and KTAP checks of the export tests
   python3-jsonschema libxml2-utils python3
   # fuzz targets (make fuzz; issue 19): clang with libFuzzer, ASan and UBSan

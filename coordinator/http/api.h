@@ -16,7 +16,6 @@
 #include "leapfrog/v1/control.pb.h"
 
 namespace httplib {
-class Server;
 struct Request;
 struct Response;
 }  // namespace httplib
@@ -28,6 +27,7 @@ class CoordinatorMetrics;
 namespace leapfrog::coord {
 
 struct HttpOptions;
+class HttpRoutes;
 namespace triage {
 class TriageEngine;
 }
@@ -41,18 +41,18 @@ struct ApiContext {
 
 using Handler = std::function<nlohmann::json(const httplib::Request&)>;
 
-// Registers handlers on the server; each answers JSON (status 200, or
+// Registers handlers on the routes; each answers JSON (status 200, or
 // answer_error's for what it throws). Actions check the token before the handler runs. The
-// server and the token must outlive the handlers; the router need not.
+// routes and the token must outlive the handlers; the router need not.
 class ApiRouter {
  public:
-  ApiRouter(httplib::Server& server, const std::string& token) : server_(server), token_(token) {}
+  ApiRouter(HttpRoutes& routes, const std::string& token) : routes_(routes), token_(token) {}
   void get(const std::string& pattern, Handler h);
   // method: POST, DELETE, or GET for a read that needs the token on any address.
   void action(const std::string& method, const std::string& pattern, Handler h);
 
  private:
-  httplib::Server& server_;
+  HttpRoutes& routes_;
   const std::string& token_;
 };
 
@@ -79,17 +79,16 @@ void register_core_api(ApiRouter& router, ApiContext ctx);
 // Issues, their status and notes, replay/minimize/bisect (triage_api.cc).
 void register_triage_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine& engine);
 // GET /api/actions/{id}/reproducer.c: a file, not JSON.
-void register_triage_files(httplib::Server& server, triage::TriageEngine& engine);
+void register_triage_files(HttpRoutes& routes, triage::TriageEngine& engine);
 // One kernel with its build log and findings (kernels_api.cc); `engine` may be null.
 void register_kernel_api(ApiRouter& router, ApiContext ctx, triage::TriageEngine* engine);
 // GET /api/campaigns/{id}/export?format=...: a file, not JSON (export_api.cc);
 // `triage` may be null (no issues in the exports).
-void register_export_api(httplib::Server& server, Store& store, triage::TriageEngine* triage,
+void register_export_api(HttpRoutes& routes, Store& store, triage::TriageEngine* triage,
                          const HttpOptions& options);
 // GET /healthz, /readyz and /metrics: text, not JSON (health_api.cc);
 // `metrics` may be null (/metrics is then 404, /readyz asks the store).
-void register_health_api(httplib::Server& server, Store& store,
-                         metrics::CoordinatorMetrics* metrics);
+void register_health_api(HttpRoutes& routes, Store& store, metrics::CoordinatorMetrics* metrics);
 // The registered kernels among `labels`, by label, into `out` (a label with
 // no kernel stays absent), for the views of findings.
 void add_kernels(Store& store, const std::vector<std::string>& labels,

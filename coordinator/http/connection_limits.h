@@ -16,26 +16,28 @@ inline constexpr const char* kContentSecurityPolicy =
     "frame-ancestors 'none'; form-action 'self'";
 
 struct ConnectionLimits {
-  // Threads answering requests (a request holds one only while it is read,
-  // handled and written).
+  // Threads running handlers (a request holds one only while its handler
+  // runs: never while it is read or its answer written).
   int workers = 16;
   int listen_backlog = 1024;
-  // Connections held at once; past it new ones are closed at once.
+  // Connections held at once; past it new ones are answered 503 and closed.
   size_t max_connections = 2048;
   // From connect (or from the first byte after an idle wait) to a whole
   // request head; a slower client is answered 408 and closed.
   std::chrono::milliseconds head_deadline{10'000};
   // An idle keep-alive connection is closed after this.
   std::chrono::milliseconds idle_timeout{5'000};
-  // Reading one request's body, and each stalled write of its answer.
+  // From the head to the whole body; a slower client is answered 408.
   std::chrono::milliseconds body_deadline{30'000};
-  std::chrono::milliseconds write_stall{10'000};
+  // For the whole of one answer to be taken by the client; past it the
+  // connection is reset, and the rest of the answer dropped.
+  std::chrono::milliseconds write_deadline{60'000};
   // Request line plus headers; larger heads are answered 431.
   size_t max_head_bytes = 16 * 1024;
-  // Bytes one request may read past its head, framing included (a chunked
-  // body's chunk lines count too). Past it the request fails with 413. The
-  // API's bodies are capped at 1 MiB; the rest is room for chunk framing.
-  size_t max_body_bytes = (1 << 20) + (64 << 10);
+  // Bytes of one request's body, however it is framed (a chunked body's
+  // decoded bytes). Past it the request is answered 413. The API's bodies
+  // are capped at 1 MiB.
+  size_t max_body_bytes = 1 << 20;
 };
 
 }  // namespace leapfrog::coord

@@ -1,458 +1,405 @@
 #include "coordinator/http/connection_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
+#include <array>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <limits>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "coordinator/http/request_head.h"
 
 namespace leapfrog::coord {
 
-using Clock = std::chrono::steady_clock;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
 
 namespace {
 
-thread_local bool t_body_cap_hit = false;
-thread_local bool t_close_after = false;
+// After an answer that closes the connection, what the client still sends
+// is read and dropped for this long (up to kMaxDrain bytes), so that the
+// close does not reset the connection before the client has read the answer.
+constexpr auto kLinger = std::chrono::milliseconds(500);
+constexpr size_t kMaxDrain = 4 << 20;
 
-std::string addr_text(const sockaddr_storage& ss, int& port) {
-  char host[NI_MAXHOST] = "";
-  char serv[NI_MAXSERV] = "";
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&ss), sizeof(ss), host, sizeof(host), serv,
-                  sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return "";
-  port = std::atoi(serv);
-  return host;
-}
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1 << 30));
-}
-
-// A short answer written without waiting, for a connection about to close.
-void answer_and_close(int fd, int status, const char* reason) {
-  const std::string text = std::string("{\"error\":\"") + reason + "\"}";
-  const std::string out =
-      "HTTP/1.1 " + std::to_string(status) + " " + reason +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(text.size()) +
-      "\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: " + kContentSecurityPolicy +
-      "\r\nConnection: close\r\n\r\n" + text;
-  (void)!::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+void set_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"error", message}}.dump(), "application/json");
 }
 
 }  // namespace
 
-bool ConnectionServer::body_cap_hit() {
-  return t_body_cap_hit;
-}
-void ConnectionServer::close_after_answer() {
-  t_close_after = true;
-}
+class ConnectionServer::Impl {
+ public:
+  class Session;
 
-struct ConnectionServer::Conn {
-  int fd = -1;
-  std::string in;  // received, not yet consumed by a request
-  size_t pos = 0;
-  bool started = false;  // a byte of the next request arrived
-  Clock::time_point deadline;
-  std::string remote_ip, local_ip;
-  int remote_port = 0, local_port = 0;
+  Impl(ConnectionLimits l, RequestHandlers h)
+      : limits(l),
+        handlers(std::move(h)),
+        acceptor(io),
+        retry(io),
+        workers(static_cast<size_t>(std::max(1, l.workers))) {}
+  ~Impl() { workers.join(); }
 
-  bool has_whole_head() const { return in.find("\r\n\r\n", pos) != std::string::npos; }
-  size_t buffered() const { return in.size() - pos; }
-  void compact() {
-    if (pos == 0) return;
-    in.erase(0, pos);
-    pos = 0;
-  }
+  void accept();
+  void on_accept(tcp::socket socket);
+  // Closes the listener and every connection, then stops the I/O thread.
+  void stop();
+
+  const ConnectionLimits limits;
+  const RequestHandlers handlers;
+  // Sessions unregister themselves when destroyed, which may happen while
+  // `io` is destroyed: these outlive it.
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;
+  uint64_t next_id = 0;
+  std::atomic<size_t> open{0};
+  std::atomic<bool> stopping{false};
+  asio::io_context io{1};
+  asio::executor_work_guard<asio::io_context::executor_type> busy{io.get_executor()};
+  tcp::acceptor acceptor;
+  asio::steady_timer retry;  // after an accept error (out of descriptors)
+  asio::thread_pool workers;
 };
 
-// One request's view of its connection: reads come from what the poller
-// buffered, then from the socket until the body deadline or the byte cap.
-class ConnectionServer::ConnStream : public httplib::Stream {
+// One connection, on the I/O thread except for its handler's run on a
+// worker. Each step arms the one deadline timer; when it fires the pending
+// operation is cancelled and its completion sees `timed_out_`.
+class ConnectionServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  ConnStream(Conn& c, const ConnectionLimits& limits)
-      : c_(c), limits_(limits), deadline_(Clock::now() + limits.body_deadline) {
-    // The head is buffered in full; the cap counts what comes after it.
-    const size_t end = c_.in.find("\r\n\r\n", c_.pos);
-    budget_ = limits_.max_body_bytes + (end == std::string::npos ? 0 : end + 4 - c_.pos);
+  Session(Impl& server, tcp::socket socket, uint64_t id)
+      : server_(server),
+        limits_(server.limits),
+        socket_(std::move(socket)),
+        timer_(server.io),
+        buffer_(server.limits.max_head_bytes + (64 << 10)),
+        id_(id) {
+    beast::error_code ec;
+    remote_ = socket_.remote_endpoint(ec);
+    local_ = socket_.local_endpoint(ec);
+  }
+  ~Session() {
+    --server_.open;
+    std::lock_guard<std::mutex> lock(server_.mu);
+    server_.sessions.erase(id_);
   }
 
-  bool is_readable() const override {
-    if (c_.buffered() > 0) return true;
-    pollfd p{c_.fd, POLLIN, 0};
-    return ::poll(&p, 1, remaining_ms(deadline_)) > 0;
+  // A new connection owes its head from connect on.
+  void start() {
+    arm(limits_.head_deadline);
+    read_head();
   }
-  bool is_writable() const override {
-    pollfd p{c_.fd, POLLOUT, 0};
-    return ::poll(&p, 1, static_cast<int>(limits_.write_stall.count())) > 0;
+  void close() {
+    disarm();
+    beast::error_code ec;
+    socket_.close(ec);
   }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (c_.buffered() == 0 && !fill()) return -1;
-    size_t n = std::min(size, c_.buffered());
-    if (used_ + n > budget_) {
-      n = budget_ > used_ ? budget_ - used_ : 0;
-      if (n == 0) {
-        t_body_cap_hit = true;
-        t_close_after = true;
-        return -1;
-      }
-    }
-    std::memcpy(ptr, c_.in.data() + c_.pos, n);
-    c_.pos += n;
-    used_ += n;
-    return static_cast<ssize_t>(n);
-  }
-
-  ssize_t write(const char* ptr, size_t size) override {
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && is_writable()) continue;
-      return -1;
-    }
-    return static_cast<ssize_t>(size);
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    ip = c_.remote_ip;
-    port = c_.remote_port;
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    ip = c_.local_ip;
-    port = c_.local_port;
-  }
-  socket_t socket() const override { return c_.fd; }
 
  private:
-  // Waits for more bytes; false at EOF, error, deadline or cap.
-  bool fill() {
-    if (used_ >= budget_) {
-      t_body_cap_hit = true;
-      t_close_after = true;
-      return false;
-    }
-    c_.compact();
-    char buf[16 * 1024];
-    for (;;) {
-      pollfd p{c_.fd, POLLIN, 0};
-      const int r = ::poll(&p, 1, remaining_ms(deadline_));
-      if (r == 0) return false;
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return false;
-      const ssize_t n = ::recv(c_.fd, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        c_.in.append(buf, static_cast<size_t>(n));
-        return true;
-      }
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      return false;
-    }
+  void read_head() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(limits_.max_head_bytes));
+    // Beast would refuse a long Content-Length with the head; the body cap
+    // is applied once the head has passed the application's check. (Not
+    // boost::none: Beast 1.74 compares the length against it and refuses.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_head(ec); });
   }
 
-  Conn& c_;
+  void on_head(beast::error_code ec) {
+    if (ec && timed_out_) {
+      if (buffer_.size() == 0 && !parser_->got_some()) return close();
+      spdlog::info("http.head_timeout remote={}", remote_.address().to_string());
+      return refuse(408, "request head not complete in time");
+    }
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow)
+      return refuse(431, "request header fields too large");
+    if (ec == http::error::end_of_stream) return close();
+    if (ec.category() == http::make_error_code(http::error::bad_method).category())
+      return refuse(400, "malformed request: " + ec.message());
+    if (ec) return close();
+    disarm();
+    if (const std::string fault = framing_fault(*parser_); !fault.empty())
+      return refuse(400, "refused request framing: " + fault);
+    request_ = request_of(*parser_, remote_, local_);
+    if (request_.has_header("Range") &&
+        !httplib::detail::parse_range_header(request_.get_header_value("Range"), request_.ranges))
+      return refuse(416, "bad Range header");
+    httplib::Response res;
+    if (server_.handlers.check_head(request_, res)) return write(std::move(res), true);
+    if (parser_->is_done()) return dispatch();
+    if (parser_->content_length().value_or(0) > limits_.max_body_bytes) return refuse_too_large();
+    parser_->body_limit(limits_.max_body_bytes);
+    arm(limits_.body_deadline);
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(socket_, asio::buffer(kContinue),
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          if (ec || self->timed_out_) return self->on_body(ec);
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    http::async_read(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec && timed_out_) return refuse(408, "request body not complete in time");
+    if (ec == http::error::body_limit) return refuse_too_large();
+    if (ec.category() == http::make_error_code(http::error::bad_method).category())
+      return refuse(400, "malformed request body: " + ec.message());
+    if (ec) return close();
+    disarm();
+    request_.body = std::move(parser_->get().body());
+    dispatch();
+  }
+
+  // Runs the handler on a worker, then writes its answer from here.
+  void dispatch() {
+    asio::post(server_.workers, [self = shared_from_this()] {
+      httplib::Response res;
+      try {
+        self->server_.handlers.answer(self->request_, res);
+      } catch (const std::exception& e) {
+        spdlog::error("http.handler_error path=\"{}\" error=\"{}\"", self->request_.path, e.what());
+        res = httplib::Response();
+        set_error(res, 500, "internal error");
+      }
+      asio::post(self->server_.io,
+                 [self, res = std::move(res)]() mutable { self->write(std::move(res), false); });
+    });
+  }
+
+  void refuse_too_large() {
+    refuse(413,
+           "the request body is larger than " + std::to_string(limits_.max_body_bytes) + " bytes");
+  }
+  void refuse(int status, const std::string& message) {
+    httplib::Response res;
+    set_error(res, status, message);
+    write(std::move(res), true);
+  }
+
+  // Writes `res` within the write deadline; the connection then closes if
+  // `close`, if the client asked, or after any 400.
+  void write(httplib::Response res, bool close) {
+    const bool head_done = parser_ && parser_->is_header_done();
+    close = close || !head_done || !parser_->keep_alive() || res.status == 400 || server_.stopping;
+    close_after_ = close;
+    out_ = std::make_unique<http::response<http::string_body>>();
+    out_->version(11);
+    out_->result(static_cast<unsigned>(res.status > 0 ? res.status : 200));
+    for (const auto& [name, value] : server_.handlers.default_headers)
+      if (!res.has_header(name)) out_->set(name, value);
+    for (const auto& [name, value] : res.headers) {
+      // cpp-httplib drops such values; a handler's header never splits the answer.
+      if (name.find_first_of("\r\n:") != std::string::npos ||
+          value.find_first_of("\r\n") != std::string::npos)
+        continue;
+      out_->insert(name, value);
+    }
+    out_->body() = std::move(res.body);
+    out_->keep_alive(!close);
+    out_->prepare_payload();
+    // A HEAD answer says the length of the body it leaves out.
+    if (head_done && parser_->get().method() == http::verb::head) out_->body().clear();
+    arm(limits_.write_deadline);
+    http::async_write(socket_, *out_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->on_written(ec);
+    });
+  }
+
+  void on_written(beast::error_code ec) {
+    if (ec && timed_out_) {
+      spdlog::info("http.write_deadline remote={} path=\"{}\"", remote_.address().to_string(),
+                   request_.path);
+      return abort();
+    }
+    if (ec) return close();
+    disarm();
+    out_.reset();
+    if (close_after_) return linger();
+    request_ = httplib::Request();
+    // The next request: already begun (pipelined), or awaited for the idle
+    // timeout, its head deadline starting at its first byte.
+    if (buffer_.size() > 0) {
+      arm(limits_.head_deadline);
+      return read_head();
+    }
+    arm(limits_.idle_timeout);
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->timed_out_) return self->close();
+      self->disarm();
+      self->arm(self->limits_.head_deadline);
+      self->read_head();
+    });
+  }
+
+  // Stops sending, drops what the client still sends for a moment, closes.
+  void linger() {
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    arm(kLinger);
+    drain();
+  }
+  void drain() {
+    static std::array<char, 16 << 10> sink;  // contents unused; one I/O thread
+    socket_.async_read_some(asio::buffer(sink),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->timed_out_ || self->drained_ > kMaxDrain)
+                                return self->close();
+                              self->drain();
+                            });
+  }
+
+  // Resets the connection: the kernel drops the unsent rest of the answer.
+  void abort() {
+    beast::error_code ignored;
+    socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+    close();
+  }
+
+  void arm(std::chrono::milliseconds d) {
+    timed_out_ = false;
+    timer_.expires_after(d);
+    timer_.async_wait([self = shared_from_this(), armed = ++armed_](beast::error_code ec) {
+      if (ec || armed != self->armed_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->socket_.cancel(ignored);
+    });
+  }
+  void disarm() {
+    ++armed_;
+    timer_.cancel();
+  }
+
+  Impl& server_;
   const ConnectionLimits& limits_;
-  const Clock::time_point deadline_;
-  size_t budget_ = 0;
-  size_t used_ = 0;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  uint64_t armed_ = 0;  // which arm() the timer's completion belongs to
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<RequestParser> parser_;
+  httplib::Request request_;
+  std::unique_ptr<http::response<http::string_body>> out_;
+  bool close_after_ = false;
+  size_t drained_ = 0;
+  tcp::endpoint remote_, local_;
+  const uint64_t id_;
 };
 
-ConnectionServer::ConnectionServer(ConnectionLimits limits) : limits_(limits) {}
+void ConnectionServer::Impl::accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor.is_open() || stopping) return;
+    if (!ec) {
+      on_accept(std::move(socket));
+      return accept();
+    }
+    // Out of descriptors, say: try again shortly rather than spin.
+    spdlog::warn("http.accept_error error=\"{}\"", ec.message());
+    retry.expires_after(std::chrono::milliseconds(50));
+    retry.async_wait([this](beast::error_code) {
+      if (!stopping) accept();
+    });
+  });
+}
+
+void ConnectionServer::Impl::on_accept(tcp::socket socket) {
+  if (open >= limits.max_connections) {
+    const std::string text = "{\"error\":\"too many connections\"}";
+    const std::string out =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(text.size()) +
+        "\r\nX-Content-Type-Options: nosniff\r\nContent-Security-Policy: " +
+        kContentSecurityPolicy + "\r\nConnection: close\r\n\r\n" + text;
+    (void)!::send(socket.native_handle(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  ++open;
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const uint64_t id = next_id++;
+    s = std::make_shared<Session>(*this, std::move(socket), id);
+    sessions[id] = s;
+  }
+  s->start();
+}
+
+void ConnectionServer::Impl::stop() {
+  beast::error_code ignored;
+  acceptor.close(ignored);
+  retry.cancel();
+  std::vector<std::shared_ptr<Session>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [id, weak] : sessions)
+      if (auto s = weak.lock()) all.push_back(std::move(s));
+  }
+  for (auto& s : all) s->close();
+  busy.reset();
+  io.stop();
+}
+
+ConnectionServer::ConnectionServer(ConnectionLimits limits, RequestHandlers handlers)
+    : impl_(std::make_unique<Impl>(limits, std::move(handlers))) {}
 
 ConnectionServer::~ConnectionServer() {
   stop_serving();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 int ConnectionServer::bind_listener(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0 || !found) return -1;
-  int fd = -1;
-  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, limits_.listen_backlog) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
+  beast::error_code ec;
+  tcp::resolver resolver(impl_->io);
+  const auto found = resolver.resolve(host, std::to_string(port),
+                                      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec) return -1;
+  for (const auto& entry : found) {
+    tcp::acceptor& a = impl_->acceptor;
+    a.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    a.set_option(asio::socket_base::reuse_address(true), ec);
+    a.bind(entry.endpoint(), ec);
+    if (!ec) a.listen(impl_->limits.listen_backlog, ec);
+    if (!ec) return a.local_endpoint(ec).port();
+    a.close(ec);
   }
-  freeaddrinfo(found);
-  if (fd < 0) return -1;
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  int bound = -1;
-  addr_text(ss, bound);
-  listen_fd_ = fd;
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = listen_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
-  ev.data.fd = wake_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  return bound;
+  return -1;
 }
 
 void ConnectionServer::serve() {
-  for (int i = 0; i < std::max(1, limits_.workers); ++i)
-    workers_.emplace_back([this] { worker_loop(); });
-  poll_loop();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ready_cv_.notify_all();
-  }
-  for (auto& t : workers_) t.join();
-  workers_.clear();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& c : ready_) ::close(c->fd);
-  for (auto& c : returning_) ::close(c->fd);
-  ready_.clear();
-  returning_.clear();
-  for (auto& [fd, c] : watched_) ::close(fd);
-  watched_.clear();
+  if (impl_->acceptor.is_open()) impl_->accept();
+  impl_->io.run();
+  impl_->workers.join();
 }
 
 void ConnectionServer::stop_serving() {
-  if (stopping_.exchange(true)) return;
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof(one));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  // Wake workers blocked reading a slow body.
-  for (int fd : active_) ::shutdown(fd, SHUT_RDWR);
-  ready_cv_.notify_all();
-}
-
-int ConnectionServer::next_timeout_ms(Clock::time_point now) const {
-  Clock::time_point soonest = now + std::chrono::seconds(1);
-  for (const auto& [fd, c] : watched_) soonest = std::min(soonest, c->deadline);
-  return std::max(
-      0, static_cast<int>(
-             std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count()) +
-             1);
-}
-
-void ConnectionServer::poll_loop() {
-  epoll_event events[128];
-  while (!stopping_) {
-    const int n = epoll_wait(epoll_fd_, events, 128, next_timeout_ms(Clock::now()));
-    if (n < 0 && errno != EINTR) {
-      spdlog::error("http.epoll_error error=\"{}\"", std::strerror(errno));
-      return;
-    }
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
-        accept_all();
-      } else if (fd == wake_fd_) {
-        uint64_t v;
-        (void)!::read(wake_fd_, &v, sizeof(v));
-        std::deque<std::unique_ptr<Conn>> back;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          back.swap(returning_);
-        }
-        for (auto& c : back) watch(std::move(c));
-      } else if (auto it = watched_.find(fd); it != watched_.end()) {
-        on_readable(*it->second);
-      }
-    }
-    expire(Clock::now());
-  }
-}
-
-void ConnectionServer::accept_all() {
-  for (;;) {
-    sockaddr_storage peer{};
-    socklen_t len = sizeof(peer);
-    const int fd =
-        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        spdlog::warn("http.accept_error error=\"{}\"", std::strerror(errno));
-      return;
-    }
-    if (open_ >= limits_.max_connections) {
-      answer_and_close(fd, 503, "too many connections");
-      ::close(fd);
-      continue;
-    }
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    auto c = std::make_unique<Conn>();
-    c->fd = fd;
-    c->remote_ip = addr_text(peer, c->remote_port);
-    sockaddr_storage local{};
-    len = sizeof(local);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
-    c->local_ip = addr_text(local, c->local_port);
-    c->started = true;  // a new connection owes its head from connect on
-    c->deadline = Clock::now() + limits_.head_deadline;
-    ++open_;
-    watch(std::move(c));
-  }
-}
-
-void ConnectionServer::watch(std::unique_ptr<Conn> c) {
-  if (stopping_) return close_conn(std::move(c));
-  if (c->has_whole_head()) return dispatch(std::move(c));
-  if (!c->started) c->deadline = Clock::now() + limits_.idle_timeout;
-  epoll_event ev{};
-  // Edge-triggered: only new bytes wake the poller, not the ones buffered.
-  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-  ev.data.fd = c->fd;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &ev) != 0) return close_conn(std::move(c));
-  const int fd = c->fd;
-  watched_[fd] = std::move(c);
-}
-
-void ConnectionServer::on_readable(Conn& c) {
-  char buf[16 * 1024];
-  bool eof = false;
-  for (;;) {
-    const ssize_t n = ::recv(c.fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) {
-      if (!c.started) {
-        c.started = true;
-        c.deadline = Clock::now() + limits_.head_deadline;
-      }
-      c.in.append(buf, static_cast<size_t>(n));
-      if (c.buffered() > limits_.max_head_bytes + sizeof(buf)) break;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    eof = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-    break;
-  }
-  const int fd = c.fd;
-  auto owned = std::move(watched_[fd]);
-  watched_.erase(fd);
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  if (owned->has_whole_head()) return dispatch(std::move(owned));
-  if (owned->buffered() > limits_.max_head_bytes) {
-    answer_and_close(fd, 431, "request header fields too large");
-    return close_conn(std::move(owned));
-  }
-  if (eof) return close_conn(std::move(owned));
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-  ev.data.fd = fd;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return close_conn(std::move(owned));
-  watched_[fd] = std::move(owned);
-}
-
-void ConnectionServer::expire(Clock::time_point now) {
-  std::vector<int> late;
-  for (const auto& [fd, c] : watched_)
-    if (c->deadline <= now) late.push_back(fd);
-  for (int fd : late) {
-    auto c = std::move(watched_[fd]);
-    watched_.erase(fd);
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-    if (c->buffered() > 0) {
-      spdlog::info("http.head_timeout remote={}", c->remote_ip);
-      answer_and_close(fd, 408, "request head not complete in time");
-    }
-    close_conn(std::move(c));
-  }
-}
-
-void ConnectionServer::dispatch(std::unique_ptr<Conn> c) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ready_.push_back(std::move(c));
-  }
-  ready_cv_.notify_one();
-}
-
-void ConnectionServer::close_conn(std::unique_ptr<Conn> c) {
-  ::close(c->fd);
-  --open_;
-}
-
-void ConnectionServer::worker_loop() {
-  for (;;) {
-    std::unique_ptr<Conn> c;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      ready_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
-      if (stopping_) return;
-      c = std::move(ready_.front());
-      ready_.pop_front();
-      active_.insert(c->fd);
-    }
-    // Answer every request whose head is already here, then give the
-    // connection back to the poller.
-    bool keep = true;
-    while (keep && c->has_whole_head() && !stopping_) {
-      t_body_cap_hit = false;
-      t_close_after = false;
-      ConnStream stream(*c, limits_);
-      bool closed = false;
-      const bool ok = process_request(stream, false, closed, nullptr);
-      keep = ok && !closed && !t_close_after;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      active_.erase(c->fd);
-    }
-    if (!keep || stopping_) {
-      if (t_close_after) {
-        // Let the client read the answer before the close resets it.
-        ::shutdown(c->fd, SHUT_WR);
-        char sink[16 * 1024];
-        const auto until = Clock::now() + std::chrono::milliseconds(500);
-        size_t drained = 0;
-        pollfd p{c->fd, POLLIN, 0};
-        while (drained < (4u << 20) && ::poll(&p, 1, remaining_ms(until)) > 0) {
-          const ssize_t n = ::recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
-          if (n <= 0) break;
-          drained += static_cast<size_t>(n);
-        }
-      }
-      close_conn(std::move(c));
-      continue;
-    }
-    c->compact();
-    c->started = c->buffered() > 0;
-    if (c->started) c->deadline = Clock::now() + limits_.head_deadline;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      returning_.push_back(std::move(c));
-    }
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof(one));
-  }
+  if (impl_->stopping.exchange(true)) return;
+  asio::post(impl_->io, [impl = impl_.get()] { impl->stop(); });
 }
 
 }  // namespace leapfrog::coord

@@ -8,10 +8,11 @@
 #include <stdexcept>
 
 #include "coordinator/export/export.h"
-#include "coordinator/triage/issue_report.h"
-#include "coordinator/triage/triage_engine.h"
 #include "coordinator/http/api.h"
 #include "coordinator/http/http_server.h"
+#include "coordinator/http/routes.h"
+#include "coordinator/triage/issue_report.h"
+#include "coordinator/triage/triage_engine.h"
 
 namespace leapfrog::coord {
 
@@ -20,13 +21,14 @@ namespace {
 // GET /api/issues/{id}/report?format=markdown|mail: the issue as a report
 // for a kernel list (coordinator/triage/issue_report.h), as `leapfrog issue
 // report` writes it, to download from the issue's page.
-void register_issue_report(httplib::Server& server, Store& store, triage::TriageEngine* triage,
+void register_issue_report(HttpRoutes& routes, Store& store, triage::TriageEngine* triage,
                            const HttpOptions& options) {
-  server.Get(R"(/api/issues/(\d+)/report)", [&store, triage, &options](const httplib::Request& req,
+  routes.get(R"(/api/issues/(\d+)/report)", [&store, triage, &options](const httplib::Request& req,
                                                                        httplib::Response& res) {
     try {
       if (!triage) throw RequestError(ErrorKind::kUnavailable, "triage is not running here");
-      const std::string format = req.has_param("format") ? req.get_param_value("format") : "markdown";
+      const std::string format =
+          req.has_param("format") ? req.get_param_value("format") : "markdown";
       if (format != "markdown" && format != "mail")
         throw RequestError(ErrorKind::kInvalidArgument,
                            "bad format \"" + format.substr(0, 40) + "\": want markdown or mail");
@@ -58,10 +60,10 @@ void register_issue_report(httplib::Server& server, Store& store, triage::Triage
 
 }  // namespace
 
-void register_export_api(httplib::Server& server, Store& store, triage::TriageEngine* triage,
+void register_export_api(HttpRoutes& routes, Store& store, triage::TriageEngine* triage,
                          const HttpOptions& options) {
-  register_issue_report(server, store, triage, options);
-  server.Get(R"(/api/campaigns/(\d+)/export)", [&store, triage, &options](
+  register_issue_report(routes, store, triage, options);
+  routes.get(R"(/api/campaigns/(\d+)/export)", [&store, triage, &options](
                                                    const httplib::Request& req,
                                                    httplib::Response& res) {
     try {

@@ -6,18 +6,18 @@
 #include <httplib.h>
 
 #include "coordinator/http/api.h"
+#include "coordinator/http/routes.h"
 #include "coordinator/metrics/coordinator_metrics.h"
 #include "coordinator/metrics/exposition.h"
 
 namespace leapfrog::coord {
 
-void register_health_api(httplib::Server& server, Store& store,
-                         metrics::CoordinatorMetrics* metrics) {
-  server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+void register_health_api(HttpRoutes& routes, Store& store, metrics::CoordinatorMetrics* metrics) {
+  routes.get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_content("ok\n", "text/plain; charset=utf-8");
   });
-  server.Get("/readyz", [&store, metrics](const httplib::Request&, httplib::Response& res) {
+  routes.get("/readyz", [&store, metrics](const httplib::Request&, httplib::Response& res) {
     const std::string why = metrics             ? metrics->not_ready()
                             : store.reachable() ? ""
                                                 : "the database does not answer";
@@ -26,7 +26,7 @@ void register_health_api(httplib::Server& server, Store& store,
     res.set_content(why.empty() ? "ready\n" : "not ready: " + why + "\n",
                     "text/plain; charset=utf-8");
   });
-  server.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+  routes.get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     if (!metrics) {
       res.status = 404;

@@ -11,6 +11,7 @@
 #include "coordinator/campaign.h"
 #include "coordinator/http/api.h"
 #include "coordinator/http/connection_server.h"
+#include "coordinator/http/routes.h"
 #include "coordinator/wire_paths.h"
 
 namespace leapfrog::coord {
@@ -63,11 +64,10 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Sends `status` with {"error": message} and, as the connection may hold an
-// unread body, closes it after the answer.
+// Sends `status` with {"error": message}; the connection closes after it
+// (it may hold an unread body).
 bool refuse(httplib::Response& res, int status, const std::string& message) {
   send_error(res, status, message);
-  ConnectionServer::close_after_answer();
   return true;
 }
 
@@ -129,7 +129,7 @@ void answer_error(httplib::Response& res, const std::string& path, std::exceptio
 }
 
 void ApiRouter::get(const std::string& pattern, Handler h) {
-  server_.Get(pattern, [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+  routes_.get(pattern, [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
     run_handler(h, req, res);
   });
 }
@@ -145,15 +145,9 @@ void ApiRouter::action(const std::string& method, const std::string& pattern, Ha
         },
         req, res);
   };
-  if (method == "GET") {
-    server_.Get(pattern, wrapped);
-  } else if (method == "POST") {
-    server_.Post(pattern, wrapped);
-  } else if (method == "DELETE") {
-    server_.Delete(pattern, wrapped);
-  } else {
+  if (method != "GET" && method != "POST" && method != "DELETE")
     throw std::logic_error("unsupported method " + method);
-  }
+  routes_.add(method, pattern, wrapped);
 }
 
 // ---- HttpServer ----
@@ -176,7 +170,8 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
   // (issue 41 §7).
   const size_t hosts = req.get_header_value_count("Host");
   if (hosts == 0) return refuse(res, 400, "the request has no Host header");
-  if (hosts > 1) return refuse(res, 400, "the request has " + std::to_string(hosts) + " Host headers");
+  if (hosts > 1)
+    return refuse(res, 400, "the request has " + std::to_string(hosts) + " Host headers");
   // A page on another origin that rebinds its name to 127.0.0.1 still sends
   // its own name as Host.
   if (!probe) {
@@ -199,12 +194,8 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
   }
   // Each range of a multi-range answer repeats headers and may repeat bytes:
   // 1000 ranges made 632 MB of a 630 KB file.
-  if (req.ranges.size() > 1) {
-    // httplib would cut the refusal itself into those ranges; the request
-    // object is httplib's own, non-const one, handed over as const.
-    const_cast<httplib::Request&>(req).ranges.clear();
+  if (req.ranges.size() > 1)
     return refuse(res, 416, "multiple ranges are not served; ask for one range");
-  }
   if ((!reads || reads_need_token_) && !probe) {
     try {
       check_token(req, opts_.token);
@@ -230,15 +221,23 @@ bool HttpServer::refused(const httplib::Request& req, httplib::Response& res) co
 
 HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
                        triage::TriageEngine* triage, metrics::CoordinatorMetrics* metrics)
-    : opts_(std::move(opts)), server_(std::make_unique<ConnectionServer>(opts_.limits)) {
+    : opts_(std::move(opts)), routes_(std::make_unique<HttpRoutes>()) {
   auto [host, port] = split_listen(opts_.listen);
   host_ = host;
-  server_->set_payload_max_length(kMaxBody);
+  RequestHandlers handlers;
+  // Every request's head passes here before its body is read.
+  handlers.check_head = [this](const httplib::Request& req, httplib::Response& res) {
+    return refused(req, res);
+  };
+  handlers.answer = [this](httplib::Request& req, httplib::Response& res) {
+    routes_->answer(req, res);
+  };
   // On every answer: no content sniffing (a JSON error that echoes
   // "<script>" stays JSON), and a policy that runs only our own scripts.
-  server_->set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                                {"Content-Security-Policy", kContentSecurityPolicy},
-                                {"Referrer-Policy", "no-referrer"}});
+  handlers.default_headers = {{"X-Content-Type-Options", "nosniff"},
+                              {"Content-Security-Policy", kContentSecurityPolicy},
+                              {"Referrer-Policy", "no-referrer"}};
+  server_ = std::make_unique<ConnectionServer>(opts_.limits, std::move(handlers));
   // Bind first: the Host check needs the port.
   port_ = server_->bind_listener(host_, port);
   if (port_ <= 0) throw std::runtime_error("cannot listen on \"" + opts_.listen + "\" for HTTP");
@@ -260,47 +259,29 @@ HttpServer::HttpServer(Store& store, const Clock& clock, HttpOptions opts,
       hosts_.push_back(lower(name) + p);
     }
   }
-  server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return refused(req, res) ? httplib::Server::HandlerResponse::Handled
-                             : httplib::Server::HandlerResponse::Unhandled;
-  });
-  // httplib sends "100 Continue" before routing: check the head first there
-  // too, so a refused client never starts its body.
-  server_->set_expect_100_continue_handler(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        return refused(req, res) ? res.status : 100;
-      });
-  // A body past the connection's byte cap (chunked, or unframed) fails
-  // httplib's read with 400; say what it was.
-  server_->set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-        if (!ConnectionServer::body_cap_hit()) return httplib::Server::HandlerResponse::Unhandled;
-        send_error(res, 413, "the request body is larger than 1 MiB");
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  ApiRouter router(*server_, opts_.token);
+  ApiRouter router(*routes_, opts_.token);
   ApiContext ctx{store, clock, opts_};
   register_core_api(router, ctx);
   if (triage) {
     register_triage_api(router, ctx, *triage);
-    register_triage_files(*server_, *triage);
+    register_triage_files(*routes_, *triage);
   }
   register_kernel_api(router, ctx, triage);
-  register_export_api(*server_, store, triage, opts_);
-  register_health_api(*server_, store, metrics);
+  register_export_api(*routes_, store, triage, opts_);
+  register_health_api(*routes_, store, metrics);
   for (const auto& add : opts_.extra_api) add(router);
   // Unknown API paths answer JSON, not the static 404 page.
-  server_->Get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
+  routes_->get(R"(/api/.*)", [](const httplib::Request& req, httplib::Response& res) {
     send_error(res, 404, "no endpoint \"" + req.path + "\"");
   });
   namespace stdfs = std::filesystem;
   std::error_code ec;
   if (!opts_.assets_dir.empty() &&
       stdfs::is_regular_file(stdfs::path(opts_.assets_dir) / "index.html", ec)) {
-    server_->set_mount_point("/", opts_.assets_dir);
+    routes_->serve_files(opts_.assets_dir);
   } else {
     spdlog::warn("http.no_dashboard assets_dir=\"{}\"", opts_.assets_dir);
-    server_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    routes_->get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("The dashboard was not built (run `make build`); the API is under /api/.\n",
                       "text/plain");
     });

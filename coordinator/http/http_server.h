@@ -30,6 +30,7 @@ namespace leapfrog::coord {
 
 class ConnectionServer;
 class ApiRouter;
+class HttpRoutes;
 
 namespace triage {
 class TriageEngine;
@@ -96,6 +97,7 @@ class HttpServer {
   bool refused(const httplib::Request& req, httplib::Response& res) const;
 
   HttpOptions opts_;
+  std::unique_ptr<HttpRoutes> routes_;
   std::unique_ptr<ConnectionServer> server_;
   std::string host_;
   int port_ = 0;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "coordinator/pg/test_postgres.h"
@@ -53,8 +54,11 @@ struct Answer {
 // One TCP connection to the server, written and read by hand.
 class Conn {
  public:
-  explicit Conn(int port) {
+  // `rcvbuf` > 0: a receive buffer that small, so a client that stops
+  // reading soon leaves the server's answer unsent.
+  explicit Conn(int port, int rcvbuf = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -101,6 +105,37 @@ class Conn {
       a.body.swap(buf_);
     }
     return a;
+  }
+  // Everything the server sends until it closes the connection; `closed`
+  // false if it was still open after `wait`.
+  std::string read_until_close(std::chrono::milliseconds wait, bool& closed) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    std::string all;
+    all.swap(buf_);
+    closed = false;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return all;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return all;
+      char b[64 * 1024];
+      const ssize_t n = ::recv(fd_, b, sizeof(b), 0);
+      if (n <= 0) {
+        closed = true;
+        return all;
+      }
+      all.append(b, static_cast<size_t>(n));
+    }
+  }
+  // Reads up to `n` bytes if some arrive within `wait`; how many, 0 once
+  // the connection is closed (or reset), -1 if nothing came.
+  ssize_t read_some(size_t n, std::chrono::milliseconds wait) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return -1;
+    std::string b(n, '\0');
+    const ssize_t got = ::recv(fd_, b.data(), n, 0);
+    return got < 0 ? 0 : got;
   }
   // True if the server closed the connection within `wait`.
   bool closed_within(std::chrono::milliseconds wait) {
@@ -620,6 +655,147 @@ TEST_F(HttpServerTest, OnlyTheLeaseHolderReportsOnALeasedJob) {
   const auto stored = store_->find_outcomes({.limit = 10});
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].outcome().error(), holder);
+}
+
+// ---- 17. request smuggling (issue 41 §3) ----
+
+// The status of every answer in `bytes`, in order: each status line that
+// starts the stream or a line. (Bodies here are JSON or short text, with no
+// line that starts "HTTP/1.".)
+std::vector<int> statuses_in(const std::string& bytes) {
+  std::vector<int> out;
+  for (size_t at = 0; (at = bytes.find("HTTP/1.", at)) != std::string::npos; ++at) {
+    if (at != 0 && bytes[at - 1] != '\n') continue;
+    out.push_back(std::atoi(bytes.c_str() + at + 9));
+  }
+  return out;
+}
+
+// Each probe hides a second request (GET /api/overview) where a server that
+// frames the first one differently from a proxy in front of it would answer
+// it. The server must answer the probe once, with 400, and close: the hidden
+// request is never answered.
+TEST_F(HttpServerTest, ASmuggledRequestIsAnsweredOnceWith400AndTheConnectionCloses) {
+  start_http();
+  const std::string hidden = get("/api/overview", host_);
+  const std::string length = "Content-Length: " + std::to_string(hidden.size()) + "\r\n";
+  const std::string chunked = "Transfer-Encoding: chunked\r\n";
+  const std::string auth = "Authorization: Bearer " + kToken + "\r\n";
+  const std::vector<std::pair<std::string, std::string>> probes = {
+      {"GET with a body", get("/healthz", host_, length) + hidden},
+      {"HEAD with a body",
+       "HEAD /healthz HTTP/1.1\r\nHost: " + host_ + "\r\n" + length + "\r\n" + hidden},
+      {"OPTIONS with a body",
+       "OPTIONS /api/overview HTTP/1.1\r\nHost: " + host_ + "\r\n" + length + "\r\n" + hidden},
+      {"Content-Length then Transfer-Encoding",
+       get("/healthz", host_, length + chunked) + "0\r\n\r\n" + hidden},
+      {"Transfer-Encoding then Content-Length",
+       get("/healthz", host_, chunked + length) + "0\r\n\r\n" + hidden},
+      {"two different Content-Lengths",
+       get("/healthz", host_, "Content-Length: 0\r\n" + length) + hidden},
+      {"a POST's Content-Length then Transfer-Encoding",
+       post_head(host_, length + chunked, kToken) + "0\r\n\r\n" + hidden},
+      {"a POST's Transfer-Encoding then Content-Length",
+       post_head(host_, chunked + "Content-Length: 5\r\n", kToken) + "0\r\n\r\n" + hidden},
+      {"a POST's two different Content-Lengths",
+       post_head(host_, "Content-Length: 0\r\n" + length, kToken) + hidden},
+      {"GET with a chunked body", get("/healthz", host_, chunked) + "0\r\n\r\n" + hidden},
+  };
+  for (const auto& [what, probe] : probes) {
+    SCOPED_TRACE(what);
+    Conn c(http_->port());
+    ASSERT_TRUE(c.send(probe));
+    bool closed = false;
+    const std::string all = c.read_until_close(kNet, closed);
+    EXPECT_EQ(statuses_in(all), std::vector<int>{400}) << all.substr(0, 600);
+    EXPECT_TRUE(closed) << "the connection stayed open after the 400";
+  }
+  // Positive control: two honest requests sent at once are both answered,
+  // on a connection that stays open.
+  Conn c(http_->port());
+  ASSERT_TRUE(c.send(get("/healthz", host_) + hidden));
+  EXPECT_EQ(c.read_answer().status, 200);
+  EXPECT_EQ(c.read_answer().status, 200);
+  EXPECT_FALSE(c.closed_within(200ms));
+}
+
+// After a refused head the rest of it was read as requests, one answer a
+// line. One answer, then the close.
+TEST_F(HttpServerTest, AfterAnUnknownMethodOrAnOversizedHeadOneAnswerThenTheClose) {
+  start_http();
+  const std::string rest = "X-One: GET /api/overview HTTP/1.1\r\nX-Two: 2\r\nX-Three: 3\r\n";
+  const std::vector<std::tuple<std::string, std::string, int>> probes = {
+      {"unknown method", "BREW /healthz HTTP/1.1\r\nHost: " + host_ + "\r\n" + rest + "\r\n", 400},
+      {"oversized header",
+       get("/healthz", host_, "X-Big: " + std::string(20 * 1024, 'b') + "\r\n" + rest), 431},
+  };
+  for (const auto& [what, probe, status] : probes) {
+    SCOPED_TRACE(what);
+    Conn c(http_->port());
+    ASSERT_TRUE(c.send(probe));
+    bool closed = false;
+    const std::string all = c.read_until_close(kNet, closed);
+    EXPECT_EQ(statuses_in(all), std::vector<int>{status}) << all.substr(0, 600);
+    EXPECT_TRUE(closed);
+  }
+}
+
+// ---- 18. slow readers (issue 41 §4) ----
+
+// A dashboard file of `mib` MiB, far past what the kernel buffers of one
+// connection hold.
+void write_big_asset(const sfs::path& dist, size_t mib) {
+  std::ofstream(dist / "assets/big.bin") << std::string(mib << 20, 'b');
+}
+
+// Clients that ask for a large answer and stop reading it each hold a
+// connection, never a worker: with more of them than workers, fresh GETs are
+// answered.
+TEST_F(HttpServerTest, SlowReadersDoNotStopFreshRequests) {
+  HttpOptions o = options();
+  o.limits.workers = 2;
+  o.limits.write_deadline = 120s;  // they stay slow for the whole test
+  start_http(o);
+  write_big_asset(*files_ / "dist", 16);
+  std::vector<std::unique_ptr<Conn>> slow;
+  for (int i = 0; i < 6; ++i) {
+    slow.push_back(std::make_unique<Conn>(http_->port(), 4096));
+    ASSERT_TRUE(slow.back()->send(get("/assets/big.bin", host_)));
+  }
+  // Each slow reader takes the first bytes of its answer (so the server has
+  // begun writing it), then reads no more.
+  for (auto& c : slow) ASSERT_GT(c->read_some(1024, kNet), 0) << "a slow reader got nothing";
+  for (int i = 0; i < 3; ++i) {
+    const Answer a = ask(get("/api/overview", host_));
+    EXPECT_EQ(a.status, 200) << "fresh GET " << i << " was not answered";
+  }
+}
+
+// A reader that takes its answer a trickle at a time is cut off at the write
+// deadline, not served for as long as it likes.
+TEST_F(HttpServerTest, ASlowReaderIsClosedAtItsWriteDeadline) {
+  HttpOptions o = options();
+  o.limits.write_deadline = 2s;
+  start_http(o);
+  write_big_asset(*files_ / "dist", 16);
+  Conn c(http_->port(), 4096);
+  ASSERT_TRUE(c.send(get("/assets/big.bin", host_)));
+  // 4 KiB every 100 ms: the 16 MiB would take minutes.
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t got = 0;
+  bool closed = false;
+  while (std::chrono::steady_clock::now() - t0 < kNet) {
+    const ssize_t n = c.read_some(4096, kNet);
+    if (n <= 0) {
+      closed = n == 0;
+      break;
+    }
+    got += static_cast<size_t>(n);
+    pollfd p{-1, 0, 0};
+    ::poll(&p, 0, 100);  // the reader's pace, not synchronisation
+  }
+  EXPECT_TRUE(closed) << "still open after " << got << " bytes";
+  EXPECT_LT(got, 16u << 20);
 }
 
 }  // namespace

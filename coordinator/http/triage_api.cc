@@ -10,6 +10,7 @@
 #include "coordinator/http/api.h"
 #include "coordinator/http/api_json.h"
 #include "coordinator/http/proto_json.h"
+#include "coordinator/http/routes.h"
 #include "coordinator/request_bounds.h"
 #include "coordinator/triage/triage_engine.h"
 #include "leapfrog/v1/http.pb.h"
@@ -168,9 +169,9 @@ void register_triage_api(ApiRouter& r, ApiContext ctx, tr::TriageEngine& engine)
   });
 }
 
-// The C reproducer is a file, not JSON: registered on the server directly.
-void register_triage_files(httplib::Server& server, tr::TriageEngine& engine) {
-  server.Get(R"(/api/actions/(\d+)/reproducer\.c)", [&engine](const httplib::Request& req,
+// The C reproducer is a file, not JSON: registered on the routes directly.
+void register_triage_files(HttpRoutes& routes, tr::TriageEngine& engine) {
+  routes.get(R"(/api/actions/(\d+)/reproducer\.c)", [&engine](const httplib::Request& req,
                                                               httplib::Response& res) {
     try {
       const v1::Action a = engine.get_action(std::stoll(req.matches[1]));
