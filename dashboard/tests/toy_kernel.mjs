@@ -10,14 +10,18 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-// Debian's kernel image on this machine (the toy build's output).
+// Debian's 6.1 kernel image on this machine (the toy build's output: the toy
+// tree says it is 6.1).
 function debianImage() {
-  const boot = fs.existsSync('/boot') ? fs.readdirSync('/boot').filter((f) => /^vmlinuz-/.test(f)).sort() : [];
-  if (!boot.length) throw new Error('no /boot/vmlinuz-* to stand in for the toy build output (install linux-image-amd64)');
+  const boot = fs.existsSync('/boot') ? fs.readdirSync('/boot').filter((f) => /^vmlinuz-6\.1\./.test(f)).sort() : [];
+  if (!boot.length) throw new Error('no /boot/vmlinuz-6.1.* to stand in for the toy build output (install linux-image-amd64)');
   return path.join('/boot', boot[boot.length - 1]);
 }
 
 const makefile = (image) => `# Stand-in for Kbuild: the targets and variables leapfrog kernel build uses.
+VERSION = 6
+PATCHLEVEL = 1
+SUBLEVEL = 0
 allnoconfig:
 \tmkdir -p $(O)
 \tgrep '^CONFIG_' $(KCONFIG_ALLCONFIG) > $(O)/.config
