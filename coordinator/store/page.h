@@ -59,16 +59,15 @@ inline std::string make_page_token(const std::string& list, const std::vector<in
 
 // A page of `rows`, read with one row more than `limit`: at most `limit`
 // items and at most `max_bytes` serialized (add_within_bytes). When rows
-// are left over, the token is `list`'s, of the last item kept (`key` gives
-// its key).
-template <class T, class Key>
-Page<T> cut_page(std::vector<T> rows, uint32_t limit, size_t max_bytes, const std::string& list,
-                 const Key& key) {
+// are left over, the token is token(last, i): the last item kept and its
+// index in `rows` (for a key the row had and the item does not carry).
+template <class T, class Token>
+Page<T> cut_page(std::vector<T> rows, uint32_t limit, size_t max_bytes, const Token& token) {
   Page<T> page;
   size_t bytes = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i == limit || !add_within_bytes(page, std::move(rows[i]), bytes, max_bytes)) {
-      page.next_page_token = make_page_token(list, key(page.items.back()));
+      page.next_page_token = token(page.items.back(), i - 1);
       break;
     }
   }

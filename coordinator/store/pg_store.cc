@@ -195,19 +195,16 @@ Page<v1::AgentInfo> PgStore::page_agents(TimePoint online_since, uint32_t limit,
   const auto after = parse_text_page_token("agents", 0, page_token);
   touches_->submit(PgTouch{"", 0, true});  // after the touches queued so far
   return run_transaction(*pool_, "page_agents", [&](pqxx::work& txn) {
-    Page<v1::AgentInfo> page;
-    size_t bytes = 0;
     // One row more than the page says whether more follow; so does an agent
     // past the page's bytes.
+    std::vector<v1::AgentInfo> rows;
     for (const auto& r :
          txn.exec_prepared("page_agents", us(online_since), after ? after->text : std::string(),
-                           !after, static_cast<int64_t>(limit) + 1)) {
-      if (page.items.size() == limit || !add_within_bytes(page, agent_from_row(r), bytes, kMaxPageBytes)) {
-        page.next_page_token = make_page_token("agents", {}, page.items.back().name());
-        break;
-      }
-    }
-    return page;
+                           !after, static_cast<int64_t>(limit) + 1))
+      rows.push_back(agent_from_row(r));
+    return cut_page(std::move(rows), limit, kMaxPageBytes, [](const v1::AgentInfo& last, size_t) {
+      return make_page_token("agents", {}, last.name());
+    });
   });
 }
 
@@ -235,27 +232,19 @@ Page<v1::Kernel> PgStore::page_kernels(uint32_t limit, const std::string& page_t
   limit = kKernelPage.resolve(limit);
   const auto after = parse_text_page_token("kernels", 1, page_token);
   return run_transaction(*pool_, "page_kernels", [&](pqxx::work& txn) {
-    Page<v1::Kernel> page;
-    size_t bytes = 0;
-    bool more = false;
     // One row more than the page says whether more follow; so does a kernel
     // past the page's bytes (a long series with its build log tail is
     // near a MiB).
+    std::vector<v1::Kernel> rows;
     for (const auto& r : txn.exec_prepared("page_kernels", after ? after->numbers[0] : int64_t{0},
                                            after ? after->text : std::string(), !after,
-                                           static_cast<int64_t>(limit) + 1)) {
-      if (page.items.size() == limit || !add_within_bytes(page, kernel_from_row(r), bytes, kMaxPageBytes)) {
-        more = true;
-        break;
-      }
-    }
-    if (more) {
-      const v1::Kernel& last = page.items.back();
-      page.next_page_token = make_page_token(
-          "kernels", {last.added_at().seconds() * 1000000 + last.added_at().nanos() / 1000},
-          last.label());
-    }
-    return page;
+                                           static_cast<int64_t>(limit) + 1))
+      rows.push_back(kernel_from_row(r));
+    return cut_page(std::move(rows), limit, kMaxPageBytes, [](const v1::Kernel& last, size_t) {
+      return make_page_token("kernels",
+                             {last.added_at().seconds() * 1000000 + last.added_at().nanos() / 1000},
+                             last.label());
+    });
   });
 }
 
@@ -303,8 +292,8 @@ Page<v1::Campaign> PgStore::page_campaigns(const CampaignQuery& q) {
         " ORDER BY id DESC LIMIT $1",
         static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0], q.scheduled_only,
         q.running_only);
-    return cut_page(campaigns_with_counts(txn, rows), limit, kMaxPageBytes, "campaigns",
-                    [](const v1::Campaign& c) { return std::vector<int64_t>{c.id()}; });
+    return cut_page(campaigns_with_counts(txn, rows), limit, kMaxPageBytes,
+                    [](const v1::Campaign& c, size_t) { return make_page_token("campaigns", {c.id()}); });
   });
 }
 
@@ -318,8 +307,8 @@ Page<v1::JobInfo> PgStore::page_jobs(int64_t campaign_id, uint32_t limit,
          txn.exec_prepared("page_jobs", campaign_id, after.empty() ? int64_t{0} : after[0],
                            static_cast<int64_t>(limit) + 1))
       rows.push_back(job_info_from_row(r));
-    return cut_page(std::move(rows), limit, kMaxPageBytes, "jobs",
-                    [](const v1::JobInfo& j) { return std::vector<int64_t>{j.job_id()}; });
+    return cut_page(std::move(rows), limit, kMaxPageBytes,
+                    [](const v1::JobInfo& j, size_t) { return make_page_token("jobs", {j.job_id()}); });
   });
 }
 
@@ -572,18 +561,12 @@ Page<v1::OutcomeRecord> PgStore::page_outcomes(const OutcomeQuery& q) {
     pqxx::result rows = select_outcomes(txn, q, static_cast<int64_t>(limit) + 1,
                                         after.empty() ? int64_t{0} : after[0]);
     // The page ends at `limit`, or before the outcome that would take it
-    // past its bytes; either way the token is the last kept one's key.
-    std::vector<v1::OutcomeRecord> records = outcome_records(txn, rows, q.with_violations);
-    Page<v1::OutcomeRecord> page;
-    size_t bytes = 0;
-    for (size_t i = 0; i < records.size(); ++i) {
-      if (i == limit || !add_within_bytes(page, std::move(records[i]), bytes, max_bytes)) {
-        page.next_page_token = make_page_token(
-            "outcomes", {rows[static_cast<pqxx::result::size_type>(i) - 1][9].as<int64_t>()});
-        break;
-      }
-    }
-    return page;
+    // past its bytes; either way the token is the last kept row's seq.
+    return cut_page(outcome_records(txn, rows, q.with_violations), limit, max_bytes,
+                    [&](const v1::OutcomeRecord&, size_t last) {
+                      return make_page_token(
+                          "outcomes", {rows[static_cast<pqxx::result::size_type>(last)][9].as<int64_t>()});
+                    });
   });
 }
 
@@ -657,8 +640,8 @@ Page<v1::Schedule> PgStore::page_schedules(uint32_t limit, const std::string& pa
     for (const auto& r : txn.exec_prepared("page_schedules", after.empty() ? int64_t{0} : after[0],
                                            static_cast<int64_t>(limit) + 1))
       rows.push_back(schedule_from_row(r));
-    return cut_page(std::move(rows), limit, kMaxPageBytes, "schedules",
-                    [](const v1::Schedule& s) { return std::vector<int64_t>{s.id()}; });
+    return cut_page(std::move(rows), limit, kMaxPageBytes,
+                    [](const v1::Schedule& s, size_t) { return make_page_token("schedules", {s.id()}); });
   });
 }
 

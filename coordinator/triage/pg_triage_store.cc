@@ -422,9 +422,9 @@ Page<v1::Issue> PgTriageStore::page_issues(const IssueQuery& q) {
       page.items.back().clear_example_violation();  // lists carry no violation details
     }
     add_kernels(txn, page.items);
-    return cut_page(std::move(page.items), limit, kMaxPageBytes, "issues", [](const v1::Issue& last) {
-      return std::vector<int64_t>{last.last_seen().seconds() * 1000000 + last.last_seen().nanos() / 1000,
-                                  last.id()};
+    return cut_page(std::move(page.items), limit, kMaxPageBytes, [](const v1::Issue& last, size_t) {
+      return make_page_token(
+          "issues", {last.last_seen().seconds() * 1000000 + last.last_seen().nanos() / 1000, last.id()});
     });
   });
 }
@@ -571,8 +571,8 @@ Page<v1::Action> PgTriageStore::page_actions(int64_t issue_id, uint32_t limit,
              " AND ($3::bigint = 0 OR id < $3::bigint) ORDER BY id DESC LIMIT $2",
              issue_id, static_cast<int64_t>(limit) + 1, after.empty() ? int64_t{0} : after[0]))
       rows.push_back(action_from_row(r[0]));
-    return cut_page(std::move(rows), limit, kMaxPageBytes, "actions",
-                    [](const v1::Action& a) { return std::vector<int64_t>{a.id()}; });
+    return cut_page(std::move(rows), limit, kMaxPageBytes,
+                    [](const v1::Action& a, size_t) { return make_page_token("actions", {a.id()}); });
   });
 }
 
