@@ -371,6 +371,22 @@ void apply_series(const BuildSpec& spec, const BuildSandbox& sandbox, const Sour
   }
 }
 
+// A line folder's name as the line's version ("6.12"), or nullopt.
+std::optional<TreeVersion> line_named(const std::string& name) {
+  TreeVersion v;
+  char rest = 0;
+  if (std::sscanf(name.c_str(), "%d.%d%c", &v.version, &v.patchlevel, &rest) != 2) return std::nullopt;
+  return v;
+}
+
+// The version a top Makefile names; BuildError("source") naming `source`
+// when it names none.
+TreeVersion version_named_by(const std::string& makefile, const std::string& source) {
+  const auto v = tree_version(makefile);
+  if (!v) throw BuildError("source", source + " is no kernel tree: its Makefile sets no VERSION and PATCHLEVEL", "");
+  return *v;
+}
+
 }  // namespace
 
 std::vector<std::string> widen_series(const TreeVersion& version, const std::string& dir) {
@@ -384,17 +400,17 @@ std::vector<std::string> widen_series(const TreeVersion& version, const std::str
   }
   // The lines the folder keeps ("6.1", "6.12"), and the newest that fits.
   std::optional<TreeVersion> best;
+  std::string d;
   std::vector<std::pair<int, int>> kept;
   for (const auto& e : sfs::directory_iterator(lines, ec)) {
-    if (!e.is_directory()) continue;
-    const std::string name = e.path().filename().string();
-    const size_t dot = name.find('.');
-    const auto line = tree_version("VERSION = " + name.substr(0, dot) +
-                                   "\nPATCHLEVEL = " + (dot == std::string::npos ? "" : name.substr(dot + 1)) + "\n");
+    const auto line = e.is_directory() ? line_named(e.path().filename().string()) : std::nullopt;
     if (!line) continue;
     kept.emplace_back(line->version, line->patchlevel);
     const bool fits = !version.older_than(line->version, line->patchlevel);
-    if (fits && (!best || best->older_than(line->version, line->patchlevel))) best = line;
+    if (fits && (!best || best->older_than(line->version, line->patchlevel))) {
+      best = line;
+      d = e.path().string();
+    }
   }
   if (!best) {
     std::sort(kept.begin(), kept.end());
@@ -405,8 +421,6 @@ std::vector<std::string> widen_series(const TreeVersion& version, const std::str
                          (have.empty() ? std::string("none") : have) + ")",
                      "");
   }
-  const std::string d =
-      (sfs::path(lines) / (std::to_string(best->version) + "." + std::to_string(best->patchlevel))).string();
   std::vector<std::string> out;
   for (const auto& e : sfs::directory_iterator(d, ec)) {
     if (e.is_regular_file() && e.path().extension() == ".patch") out.push_back(e.path().string());
@@ -419,24 +433,15 @@ std::vector<std::string> widen_series(const TreeVersion& version, const std::str
 
 TreeVersion source_version(const std::string& source) {
   std::error_code ec;
-  std::optional<std::string> makefile;
-  if (sfs::is_directory(source, ec)) {
-    std::ifstream in(sfs::path(source) / "Makefile");
-    if (in) {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      makefile = ss.str();
-    }
-  } else {
-    // Only the first Makefile one level down (the tree's own), and tar stops
-    // there: a second or two of a 150 MB tarball, not all of it.
-    makefile = capture_output({"tar", "-xOf", source, "--wildcards", "--no-wildcards-match-slash",
-                               "--occurrence=1", "*/Makefile"});
-  }
+  if (sfs::is_directory(source, ec))
+    return version_named_by(read_file((sfs::path(source) / "Makefile").string(), "source", "the top Makefile"),
+                            source);
+  // Only the first Makefile one level down (the tree's own), and tar stops
+  // there: a second or two of a 150 MB tarball, not all of it.
+  const auto makefile = capture_output({"tar", "-xOf", source, "--wildcards", "--no-wildcards-match-slash",
+                                        "--occurrence=1", "*/Makefile"});
   if (!makefile) throw BuildError("source", "cannot read the top Makefile of " + source, "");
-  const auto v = tree_version(*makefile);
-  if (!v) throw BuildError("source", source + " is no kernel tree: its Makefile sets no VERSION and PATCHLEVEL", "");
-  return *v;
+  return version_named_by(*makefile, source);
 }
 
 InputFile read_input_file(const std::string& path, const std::string& stage) {
@@ -627,16 +632,15 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
     // A tree Leapfrog's fragment and points are written for, before any
     // configuration: an older one would build a kernel without what the
     // scenarios need, or fail somewhere less clear.
-    const auto version = tree_version(read_file((st.tree / "Makefile").string(), "source", "Makefile"));
-    if (!version)
-      throw BuildError("source", spec.source + " is no kernel tree: its Makefile sets no VERSION and PATCHLEVEL", "");
-    if (version->older_than(kOldestVersion, kOldestPatchlevel))
+    const TreeVersion version =
+        version_named_by(read_file((st.tree / "Makefile").string(), "source", "Makefile"), spec.source);
+    if (version.older_than(kOldestVersion, kOldestPatchlevel))
       throw BuildError("source",
-                       "Linux " + version->str() + " is older than " + std::to_string(kOldestVersion) + "." +
+                       "Linux " + version.str() + " is older than " + std::to_string(kOldestVersion) + "." +
                            std::to_string(kOldestPatchlevel) +
                            ", the oldest line Leapfrog's config fragment and delay points are written for",
                        "");
-    log.line("# Linux " + version->str());
+    log.line("# Linux " + version.str());
 
     // allnoconfig + our fragment + the user's, with a version suffix naming the inputs.
     std::string fragment = read_file(find_base_fragment(spec), "config", "config fragment");
@@ -662,7 +666,7 @@ BuildResult build_kernel(const BuildSpec& spec, const Progress& progress) {
       for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
       throw BuildError(
           "config",
-          "the configuration of Linux " + version->str() +
+          "the configuration of Linux " + version.str() +
               " lost options (missing dependencies, misspelt names, or options this version renamed or"
               " does not have): " + list,
           tail_of_file(log.path()), log.path());
